@@ -1,0 +1,119 @@
+"""Problem records: what an operator computes, on which sizes, and what it costs.
+
+A problem is plain data plus three functions (reference, input generator, cost model). The
+folder of each problem under ``suite/`` builds one ``Problem`` in its ``problem.py``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+Sizes = Mapping[str, int]
+Arrays = tuple[np.ndarray, ...]
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    """A float32, contiguous, row-major tensor whose shape is written in size parameters."""
+
+    name: str
+    shape: tuple[str, ...]
+
+    def dims(self, sizes: Sizes) -> tuple[int, ...]:
+        return tuple(int(sizes[p]) for p in self.shape)
+
+    def nbytes(self, sizes: Sizes) -> int:
+        return 4 * int(np.prod(self.dims(sizes), dtype=np.int64))
+
+
+@dataclass(frozen=True)
+class Cost:
+    """A cost model evaluated on one workload: FLOPs by unit and bytes moved."""
+
+    matmul_flops: float
+    vector_flops: float
+    bytes: float
+
+
+@dataclass(frozen=True)
+class CostModel:
+    """The benchmark's cost model: each term a function of the sizes, written out in problem.py."""
+
+    matmul_flops: Callable[[Sizes], float]
+    vector_flops: Callable[[Sizes], float]
+    bytes: Callable[[Sizes], float]
+
+    def evaluate(self, sizes: Sizes) -> Cost:
+        return Cost(
+            matmul_flops=float(self.matmul_flops(sizes)),
+            vector_flops=float(self.vector_flops(sizes)),
+            bytes=float(self.bytes(sizes)),
+        )
+
+
+@dataclass(frozen=True)
+class Workload:
+    """Sizes bound to a name: ``paper`` (the published sizes) or ``cpu`` (sized for a small CPU)."""
+
+    name: str
+    sizes: Mapping[str, int]
+
+
+def normal_inputs(rng: np.random.Generator, shapes: list[tuple[int, ...]]) -> Arrays:
+    """The default input generator: independent N(0, 1) float32 tensors."""
+    return tuple(rng.standard_normal(s, dtype=np.float32) for s in shapes)
+
+
+@dataclass(frozen=True)
+class Problem:
+    """An operator to optimize.
+
+    ``reference`` takes the inputs (float32 or float64 arrays) and returns the outputs in the same
+    dtype; the harness calls it in float64 to judge correctness. ``generate`` makes the inputs for
+    a seed; the default is N(0, 1), never zeros.
+    """
+
+    name: str
+    description: str
+    params: tuple[str, ...]
+    inputs: tuple[TensorSpec, ...]
+    outputs: tuple[TensorSpec, ...]
+    reference: Callable[..., Arrays]
+    cost: CostModel
+    workloads: Mapping[str, Workload]
+    directory: Path
+    tolerance: float = 2e-5
+    generator: Callable[[np.random.Generator, list[tuple[int, ...]]], Arrays] = field(
+        default=normal_inputs
+    )
+
+    def workload(self, name: str) -> Workload:
+        try:
+            return self.workloads[name]
+        except KeyError:
+            known = ", ".join(sorted(self.workloads))
+            raise KeyError(
+                f"problem {self.name!r} has no workload {name!r}; choose one of: {known}"
+            ) from None
+
+    def generate(self, sizes: Sizes, seed: int) -> Arrays:
+        rng = np.random.default_rng(seed)
+        arrays = self.generator(rng, [t.dims(sizes) for t in self.inputs])
+        return tuple(np.ascontiguousarray(a, dtype=np.float32) for a in arrays)
+
+    def output_shapes(self, sizes: Sizes) -> list[tuple[int, ...]]:
+        return [t.dims(sizes) for t in self.outputs]
+
+    def buffer_bytes(self, sizes: Sizes) -> int:
+        """Bytes of one set of input and output buffers."""
+        return sum(t.nbytes(sizes) for t in (*self.inputs, *self.outputs))
+
+    def kernel_path(self, kind: str, backend: str = "cpu") -> Path:
+        """The shipped kernel of a kind (``baseline``, ``expert``) for a backend."""
+        suffix = {"cpu": ".c", "triton": ".py"}.get(backend, ".c")
+        name = kind if backend == "cpu" else f"{kind}_{backend}"
+        return self.directory / f"{name}{suffix}"
