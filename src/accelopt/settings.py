@@ -9,7 +9,7 @@ from pathlib import Path
 def cache_dir() -> Path:
     """Where compiled kernels, measured hardware ceilings and device locks live.
 
-    ``ACCELOPT_CACHE_DIR`` overrides; otherwise ``$XDG_CACHE_HOME/accelopt`` or ``~/.cache/accelopt``.
+    ``ACCELOPT_CACHE_DIR`` overrides; else ``$XDG_CACHE_HOME/accelopt`` or ``~/.cache/accelopt``.
     """
     explicit = os.environ.get("ACCELOPT_CACHE_DIR")
     if explicit:

@@ -18,9 +18,7 @@ class UnknownProblemError(LookupError):
 def list_problems() -> list[str]:
     """Names of the problems in the suite, sorted."""
     return sorted(
-        p.name
-        for p in SUITE_DIR.iterdir()
-        if p.is_dir() and (p / "problem.py").is_file()
+        p.name for p in SUITE_DIR.iterdir() if p.is_dir() and (p / "problem.py").is_file()
     )
 
 
@@ -32,5 +30,7 @@ def load_problem(name: str) -> Problem:
     module = importlib.import_module(f"accelopt.problems.suite.{name}.problem")
     problem = module.PROBLEM
     if not isinstance(problem, Problem) or problem.name != name:
-        raise TypeError(f"suite/{name}/problem.py must define PROBLEM = Problem(name={name!r}, ...)")
+        raise TypeError(
+            f"suite/{name}/problem.py must define PROBLEM = Problem(name={name!r}, ...)"
+        )
     return problem

@@ -1,0 +1,68 @@
+"""What every backend provides to the profiling service."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+import numpy as np
+
+from accelopt.backends.kernel import Kernel
+from accelopt.backends.status import Status
+from accelopt.errors import UserError
+from accelopt.problems.records import Problem, Sizes
+
+
+@dataclass(frozen=True)
+class BuildResult:
+    """The outcome of building a kernel: an artifact to load, or a status with the reason."""
+
+    status: Status | None  # None when the build succeeded
+    error: str = ""
+    artifact: Path | None = None
+    seconds: float = 0.0
+    cached: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return self.status is None and self.artifact is not None
+
+
+class LoadedKernel(Protocol):
+    def __call__(self, arrays: Sequence[np.ndarray]) -> None: ...
+
+    def bind(self, arrays: Sequence[np.ndarray]) -> Callable[[], None]: ...
+
+    def close(self) -> None: ...
+
+
+class Backend(Protocol):
+    name: str
+
+    def check(self, source: str) -> str | None:
+        """Static checks before building: the reason to reject, or None."""
+        ...
+
+    def build(
+        self, kernel: Kernel, problem: Problem, sizes: Sizes, timeout_s: float
+    ) -> BuildResult:
+        """Build the kernel for these sizes (runs inside a worker process)."""
+        ...
+
+    def load(self, artifact: Path, problem: Problem) -> LoadedKernel:
+        """Load a built kernel as a callable on inputs then outputs (inside a worker process)."""
+        ...
+
+    def set_threads(self, threads: int) -> None:
+        """Use this many threads for the next calls."""
+        ...
+
+
+def get_backend(name: str) -> Backend:
+    if name == "cpu":
+        from accelopt.backends.cpu.backend import CpuBackend
+
+        return CpuBackend()
+    raise UserError(f"unknown backend {name!r}; the available backend is: cpu")

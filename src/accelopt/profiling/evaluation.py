@@ -1,0 +1,43 @@
+"""The ``Evaluation`` record: one kernel measured on one workload. A failure is data, with a log."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict
+
+from accelopt.backends.status import Status
+
+
+class Evaluation(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    problem: str
+    workload: str
+    backend: str
+    kernel: str  # a label: file name or kind
+    kernel_hash: str
+    hardware: str  # HardwareSpec.key()
+    status: Status
+    error: str = ""  # short and human-readable; empty when PASSED
+    latency_s: float | None = None  # median of the timed calls
+    min_s: float | None = None
+    noise: float | None = None  # IQR / median of the timed calls
+    calls: int = 0  # timed calls
+    peak_s: float  # roofline time on this hardware
+    pct_of_peak: float | None = None  # peak_s / latency_s, a fraction (1.0 = 100 %)
+    bound: str  # matmul | vector | memory
+    max_rel_err: float | None = None  # worst relative L2 error over seeds and outputs
+    tolerance: float
+    seeds: list[int] = []
+    threads: int | None = None
+    rotation_sets: int | None = None
+    compile_s: float | None = None
+    compile_cached: bool = False
+    check_s: float | None = None
+    time_s: float | None = None
+    wall_s: float | None = None
+    network_isolated: bool | None = None
+    log: str = ""  # the kernel's stdout/stderr, capped
+
+    @property
+    def passed(self) -> bool:
+        return self.status is Status.PASSED

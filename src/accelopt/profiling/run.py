@@ -1,0 +1,212 @@
+"""One evaluation inside a worker: build, check on fresh seeds, time on rotated sets, verify.
+
+Each step returns a status when the kernel fails it; ``execute`` stops at the first. The parent
+turns the result into an ``Evaluation`` (it holds the hardware spec and decides PASSED/SUSPICIOUS).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from accelopt.backends.base import LoadedKernel, get_backend
+from accelopt.backends.cpu.backend import KernelLoadError
+from accelopt.backends.kernel import Kernel
+from accelopt.backends.status import Status
+from accelopt.problems.loader import load_problem
+from accelopt.profiling import devicelock, sandbox
+from accelopt.profiling.config import EvalConfig
+from accelopt.profiling.correctness import check_outputs, modified_input
+from accelopt.profiling.protocol import Channel
+from accelopt.profiling.timing import rotation_sets, summarize
+
+TICK_S = 0.25  # a timing loop tells the parent it is alive this often
+
+
+class Failed(Exception):
+    """A kernel failed a step: carries the status and a short reason."""
+
+    def __init__(self, status: Status, error: str) -> None:
+        super().__init__(error)
+        self.status = status
+        self.error = error
+
+
+def _flush_c_stdio() -> None:
+    ctypes.CDLL(None).fflush(None)
+
+
+class EvaluationRun:
+    def __init__(self, request: dict[str, Any], channel: Channel) -> None:
+        self.channel = channel
+        self.config = EvalConfig(**request["config"])
+        self.problem = load_problem(request["problem"])
+        self.sizes = self.problem.workload(request["workload"]).sizes
+        self.backend = get_backend(request["backend"])
+        self.kernel = Kernel(request["source"], request["backend"], request["kernel_name"])
+        self.seeds: list[int] = request["seeds"]
+        self.threads = int(request["threads"])
+        self.llc_bytes: int | None = request.get("llc_bytes")
+        self.lock_path = Path(request["lock_path"])
+        self.result: dict[str, Any] = {"status": None, "error": "", "kernel_ran": False}
+        self.loaded: LoadedKernel | None = None
+
+    def phase(self, name: str, detail: str = "") -> None:
+        self.channel.send({"type": "phase", "phase": name, "detail": detail})
+
+    def execute(self) -> dict[str, Any]:
+        try:
+            with devicelock.shared(self.lock_path):
+                self.build()
+                self.check()
+            if not self.config.check_only:
+                self.time()
+        except Failed as failure:
+            self.result.update(status=str(failure.status), error=failure.error)
+        except Exception as exc:  # a harness fault is reported as data, never lost
+            tail = traceback.format_exc(limit=3).strip().splitlines()[-1]
+            self.result.update(status=str(Status.CRASH), error=f"harness error: {tail or exc}")
+        finally:
+            if self.loaded is not None:
+                self.loaded.close()
+            _flush_c_stdio()
+        return self.result
+
+    # -- build -------------------------------------------------------------------------------
+    def build(self) -> None:
+        self.phase("compile")
+        built = self.backend.build(
+            self.kernel, self.problem, self.sizes, self.config.compile_timeout_s
+        )
+        self.result.update(compile_s=built.seconds, compile_cached=built.cached)
+        if not built.ok:
+            raise Failed(built.status or Status.COMPILE_ERROR, built.error)
+        self.phase("load")
+        try:
+            assert built.artifact is not None
+            self.loaded = self.backend.load(built.artifact, self.problem)
+        except (KernelLoadError, OSError) as exc:
+            raise Failed(Status.COMPILE_ERROR, str(exc)) from None
+        self.backend.set_threads(self.threads)
+
+    # -- correctness -------------------------------------------------------------------------
+    def _empty_outputs(self) -> list[np.ndarray]:
+        return [
+            np.full(s, np.nan, dtype=np.float32) for s in self.problem.output_shapes(self.sizes)
+        ]
+
+    def _reference(self, inputs: tuple[np.ndarray, ...], detail: str) -> tuple[np.ndarray, ...]:
+        self.phase("reference", detail)
+        return self.problem.reference(*(x.astype(np.float64) for x in inputs))
+
+    def _call(self, arrays: list[np.ndarray], detail: str) -> None:
+        assert self.loaded is not None
+        self.phase("call", detail)
+        self.result["kernel_ran"] = True
+        with sandbox.memory_cap(self.config.memory_cap_bytes):
+            self.loaded(arrays)
+
+    def check(self) -> None:
+        """Same buffers, fresh contents for every seed: a kernel that caches by address fails."""
+        start = time.perf_counter()
+        in_names = [t.name for t in self.problem.inputs]
+        out_names = [t.name for t in self.problem.outputs]
+        inputs = [np.empty(t.dims(self.sizes), dtype=np.float32) for t in self.problem.inputs]
+        outputs = self._empty_outputs()
+        worst = 0.0
+        for i, seed in enumerate(self.seeds):
+            detail = f"seed {i + 1} of {len(self.seeds)}"
+            fresh = self.problem.generate(self.sizes, seed)
+            for buf, x in zip(inputs, fresh, strict=True):
+                np.copyto(buf, x)
+            refs = self._reference(fresh, detail)
+            for out in outputs:
+                out.fill(np.nan)
+            self._call([*inputs, *outputs], detail)
+            changed = modified_input(in_names, inputs, fresh)
+            if changed:
+                raise Failed(Status.INCORRECT, f"the kernel modified input {changed!r} ({detail})")
+            verdict = check_outputs(out_names, outputs, refs, self.problem.tolerance)
+            worst = max(worst, verdict.max_rel_err)
+            self.result["max_rel_err"] = worst
+            if verdict.error:
+                raise Failed(Status.INCORRECT, f"{verdict.error} ({detail})")
+        self.result["check_s"] = time.perf_counter() - start
+
+    # -- timing ------------------------------------------------------------------------------
+    def _rotation(self) -> list[tuple[tuple[np.ndarray, ...], list[np.ndarray]]]:
+        count = rotation_sets(
+            self.problem.buffer_bytes(self.sizes), self.llc_bytes, self.config.rotation_budget_bytes
+        )
+        base = self.seeds[-1] + 1
+        return [
+            (self.problem.generate(self.sizes, base + r), self._empty_outputs())
+            for r in range(count)
+        ]
+
+    def time(self) -> None:
+        sets = self._rotation()
+        self.result["rotation_sets"] = len(sets)
+        assert self.loaded is not None
+        calls = [self.loaded.bind([*ins, *outs]) for ins, outs in sets]
+        self.phase("lock")
+        with devicelock.exclusive(self.lock_path):
+            start = time.perf_counter()
+            self.phase("call", "timing")
+            self.result["kernel_ran"] = True
+            with sandbox.memory_cap(self.config.memory_cap_bytes):
+                samples = self._timed_loop(calls)
+            self.result["time_s"] = time.perf_counter() - start
+        stats = summarize(samples)
+        self.result.update(
+            latency_s=stats.latency_s, min_s=stats.min_s, noise=stats.noise, calls=stats.calls
+        )
+        self._verify(sets[(len(samples) + self._warmup_count(len(sets)) - 1) % len(sets)])
+
+    def _warmup_count(self, n_sets: int) -> int:
+        return max(self.config.warmup_calls, n_sets)
+
+    def _tick(self, last: float) -> float:
+        now = time.perf_counter()
+        if now - last >= TICK_S:
+            self.phase("call", "timing")
+            return now
+        return last
+
+    def _timed_loop(self, calls: list[Any]) -> list[float]:
+        """Warm-up touches every set once; then timed calls until min_calls and min_time are met."""
+        cfg, n = self.config, len(calls)
+        last = time.perf_counter()
+        for i in range(self._warmup_count(n)):
+            calls[i % n]()
+            last = self._tick(last)
+        samples: list[float] = []
+        clock = time.perf_counter
+        begin = clock()
+        i = 0
+        while True:
+            elapsed = clock() - begin
+            enough = len(samples) >= cfg.min_calls and elapsed >= cfg.min_time_s
+            if enough or (samples and elapsed >= cfg.max_time_s):
+                return samples
+            call = calls[(self._warmup_count(n) + i) % n]
+            t0 = clock()
+            call()
+            samples.append(clock() - t0)
+            i += 1
+            last = self._tick(last)
+
+    def _verify(self, last_set: tuple[tuple[np.ndarray, ...], list[np.ndarray]]) -> None:
+        """The outputs of the last timed call must still be right: repeated calls did the work."""
+        inputs, outputs = last_set
+        refs = self._reference(inputs, "after timing")
+        verdict = check_outputs(
+            [t.name for t in self.problem.outputs], outputs, refs, self.problem.tolerance
+        )
+        if verdict.error:
+            raise Failed(Status.INCORRECT, f"{verdict.error} (outputs of the timed calls)")

@@ -1,0 +1,31 @@
+"""From a worker's raw result to a verdict: pure functions, tested directly."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from accelopt.backends.status import Status
+from accelopt.hardware.roofline import SUSPICIOUS_FRACTION, is_suspicious, pct_of_peak
+
+
+@dataclass(frozen=True)
+class Verdict:
+    status: Status
+    error: str
+    pct_of_peak: float | None
+
+
+def verdict(status: str | None, error: str, latency_s: float | None, peak_s: float) -> Verdict:
+    """A failed step keeps its status; a timed kernel above 105 % of peak is SUSPICIOUS."""
+    if status is not None:
+        return Verdict(Status(status), error, None)
+    if latency_s is None:  # --check-only
+        return Verdict(Status.PASSED, "", None)
+    pct = pct_of_peak(peak_s, latency_s) if latency_s > 0 else float("inf")
+    if is_suspicious(pct):
+        reason = (
+            f"{pct:.0%} of peak is above the {SUSPICIOUS_FRACTION:.0%} the roofline allows: "
+            "the kernel skips work (a cheat) or the cost model is wrong"
+        )
+        return Verdict(Status.SUSPICIOUS, reason, pct)
+    return Verdict(Status.PASSED, "", pct)

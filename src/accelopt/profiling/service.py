@@ -1,0 +1,142 @@
+"""The ``Evaluator``: static checks in the parent, everything else in the worker pool.
+
+``evaluate`` never raises for a bad kernel: every outcome is an ``Evaluation`` with a status.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import time
+from collections.abc import Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from accelopt import settings
+from accelopt.backends.base import get_backend
+from accelopt.backends.kernel import Kernel
+from accelopt.backends.status import Status
+from accelopt.hardware.roofline import Roofline, roofline
+from accelopt.hardware.spec import HardwareSpec
+from accelopt.problems.records import Problem
+from accelopt.profiling.config import EvalConfig
+from accelopt.profiling.evaluation import Evaluation
+from accelopt.profiling.pool import Deadlines, WorkerPool
+from accelopt.profiling.scoring import verdict
+
+Job = tuple[Kernel, Problem, str]
+
+
+class Evaluator:
+    def __init__(self, hardware: HardwareSpec, config: EvalConfig | None = None) -> None:
+        self.hardware = hardware
+        self.config = config or EvalConfig()
+        self.threads = self.config.threads or hardware.cores
+        env = {**os.environ, "OMP_NUM_THREADS": str(self.threads)}
+        self.pool = WorkerPool(self.config.workers, env, self.config.recycle_after)
+        self.lock_path = settings.cache_dir() / "locks" / f"{hardware.backend}.lock"
+
+    def __enter__(self) -> Evaluator:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self.pool.close()
+
+    def _seeds(self) -> list[int]:
+        base = self.config.seed
+        if base is None:
+            return [secrets.randbits(31) for _ in range(self.config.seeds)]
+        return [base + i for i in range(self.config.seeds)]
+
+    def _deadlines(self, peak_s: float) -> Deadlines:
+        call_s = self.config.call_timeout_s(peak_s)
+        return Deadlines(
+            compile_s=self.config.compile_timeout_s + 30,
+            call_s=call_s,
+            reference_s=max(120.0, 1000 * peak_s),
+        )
+
+    def _request(
+        self, kernel: Kernel, problem: Problem, workload: str, seeds: list[int]
+    ) -> dict[str, Any]:
+        return {
+            "type": "evaluate",
+            "source": kernel.source,
+            "backend": kernel.backend,
+            "kernel_name": kernel.name,
+            "problem": problem.name,
+            "workload": workload,
+            "config": self.config.model_dump(),
+            "seeds": seeds,
+            "threads": self.threads,
+            "llc_bytes": self.hardware.llc_bytes,
+            "lock_path": str(self.lock_path),
+        }
+
+    def evaluate(self, kernel: Kernel, problem: Problem, workload: str) -> Evaluation:
+        start = time.perf_counter()
+        sizes = problem.workload(workload).sizes
+        roof = roofline(problem.cost.evaluate(sizes), self.hardware)
+        seeds = self._seeds()
+        reason = get_backend(kernel.backend).check(kernel.source)
+        if reason:
+            raw: dict[str, Any] = {"status": str(Status.REJECTED), "error": reason}
+        else:
+            request = self._request(kernel, problem, workload, seeds)
+            raw = self.pool.run(request, self._deadlines(roof.peak_s), self.config.output_cap_bytes)
+        return self._evaluation(
+            kernel, problem, workload, roof, seeds, raw, time.perf_counter() - start
+        )
+
+    def evaluate_many(self, jobs: Iterable[Job]) -> Iterator[Evaluation]:
+        """Evaluate in parallel across the pool; results come back in the order of ``jobs``."""
+        with ThreadPoolExecutor(max_workers=self.config.workers) as executor:
+            futures = [executor.submit(self.evaluate, *job) for job in jobs]
+            for future in futures:
+                yield future.result()
+
+    def _evaluation(
+        self,
+        kernel: Kernel,
+        problem: Problem,
+        workload: str,
+        roof: Roofline,
+        seeds: list[int],
+        raw: dict[str, Any],
+        wall_s: float,
+    ) -> Evaluation:
+        judged = verdict(
+            raw.get("status"), str(raw.get("error", "")), raw.get("latency_s"), roof.peak_s
+        )
+        return Evaluation(
+            problem=problem.name,
+            workload=workload,
+            backend=kernel.backend,
+            kernel=kernel.name,
+            kernel_hash=kernel.hash,
+            hardware=self.hardware.key(),
+            status=judged.status,
+            error=judged.error,
+            latency_s=raw.get("latency_s"),
+            min_s=raw.get("min_s"),
+            noise=raw.get("noise"),
+            calls=int(raw.get("calls") or 0),
+            peak_s=roof.peak_s,
+            pct_of_peak=judged.pct_of_peak,
+            bound=roof.bound,
+            max_rel_err=raw.get("max_rel_err"),
+            tolerance=problem.tolerance,
+            seeds=seeds,
+            threads=self.threads,
+            rotation_sets=raw.get("rotation_sets"),
+            compile_s=raw.get("compile_s"),
+            compile_cached=bool(raw.get("compile_cached")),
+            check_s=raw.get("check_s"),
+            time_s=raw.get("time_s"),
+            wall_s=wall_s,
+            network_isolated=raw.get("network_isolated"),
+            log=str(raw.get("log", "")),
+        )

@@ -1,0 +1,40 @@
+"""Timing statistics and the rotation of input/output sets: pure functions."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+MAX_ROTATION_SETS = 64
+
+
+@dataclass(frozen=True)
+class TimingStats:
+    latency_s: float  # median
+    min_s: float
+    noise: float  # IQR / median
+    calls: int
+
+
+def summarize(samples: Sequence[float]) -> TimingStats:
+    if not samples:
+        raise ValueError("no timed calls")
+    q1, median, q3 = np.percentile(np.asarray(samples, dtype=np.float64), [25, 50, 75])
+    noise = float((q3 - q1) / median) if median > 0 else 0.0
+    return TimingStats(float(median), float(min(samples)), noise, len(samples))
+
+
+def rotation_sets(set_bytes: int, llc_bytes: int | None, budget_bytes: int) -> int:
+    """How many input/output sets to rotate so that the timed calls start from memory.
+
+    Together the sets span twice the last-level cache, so by the time a set comes round again its
+    lines have been evicted; capped by the memory budget and at MAX_ROTATION_SETS (very small
+    problems then stay partly cache-resident, as they would on any device).
+    """
+    llc = llc_bytes or 32 << 20
+    wanted = math.ceil(2 * llc / max(set_bytes, 1))
+    affordable = max(1, budget_bytes // max(set_bytes, 1))
+    return int(max(1, min(wanted, affordable, MAX_ROTATION_SETS)))
