@@ -41,6 +41,10 @@ class LoadedKernel(Protocol):
 class Backend(Protocol):
     name: str
 
+    def preflight(self) -> None:
+        """Raise a UserError when this backend cannot work on this machine (e.g. no compiler)."""
+        ...
+
     def check(self, source: str) -> str | None:
         """Static checks before building: the reason to reject, or None."""
         ...

@@ -20,7 +20,9 @@ class HardwareSpec(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     name: str
-    backend: str = Field(description="the backend whose kernels run on this device: cpu, triton, nki")
+    backend: str = Field(
+        description="the backend whose kernels run on this device: cpu, triton, nki"
+    )
     matmul_rate: float = Field(gt=0)
     vector_rate: float = Field(gt=0)
     bandwidth: float = Field(gt=0)

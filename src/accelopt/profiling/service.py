@@ -29,6 +29,7 @@ Job = tuple[Kernel, Problem, str]
 
 class Evaluator:
     def __init__(self, hardware: HardwareSpec, config: EvalConfig | None = None) -> None:
+        get_backend(hardware.backend).preflight()  # no compiler: one clear UserError, now
         self.hardware = hardware
         self.config = config or EvalConfig()
         self.threads = self.config.threads or hardware.cores

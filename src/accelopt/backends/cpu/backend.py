@@ -13,7 +13,7 @@ import numpy as np
 from accelopt import settings
 from accelopt.backends.base import BuildResult
 from accelopt.backends.cpu.checks import check_source
-from accelopt.backends.cpu.compiler import compile_kernel, prototype
+from accelopt.backends.cpu.compiler import compile_kernel, compiler_version, prototype
 from accelopt.backends.kernel import Kernel
 from accelopt.backends.status import Status
 from accelopt.problems.records import Problem, Sizes
@@ -60,6 +60,9 @@ class CLibraryKernel:
 
 class CpuBackend:
     name = "cpu"
+
+    def preflight(self) -> None:
+        compiler_version(settings.c_compiler())
 
     def check(self, source: str) -> str | None:
         return check_source(source)

@@ -1,0 +1,1 @@
+"""The command line: typer commands over the layers below."""

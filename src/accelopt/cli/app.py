@@ -1,0 +1,93 @@
+"""``accelopt``: the command-line entry point.
+
+Exit codes: 0 when the command ran (a failing kernel is a result, not an error); 2 for usage
+errors (unknown problem, missing file, no C compiler), with one sentence saying what to do.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from accelopt.backends.kernel import Kernel
+from accelopt.cli import bench, common
+from accelopt.cli.output import (
+    console,
+    err_console,
+    evaluation_json,
+    evaluations_table,
+    shows_table,
+    write_json,
+)
+from accelopt.errors import UserError
+from accelopt.problems.loader import UnknownProblemError
+from accelopt.profiling.service import Evaluator
+
+app = typer.Typer(
+    help="accelopt: make compute kernels faster with LLM agents, measured against the roofline.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+app.add_typer(bench.app, name="bench")
+
+JsonOption = Annotated[
+    str | None, typer.Option("--json", help="also write JSON to this path ('-' for stdout)")
+]
+
+
+@app.command("eval")
+def eval_command(
+    problem: Annotated[str, typer.Argument(help="problem name (see `accelopt bench list`)")],
+    kernel_file: Annotated[Path, typer.Argument(help="the kernel source, e.g. my_kernel.c")],
+    backend: Annotated[str, typer.Option(help="kernel language/device")] = "cpu",
+    workload: Annotated[str, typer.Option(help="sizes: cpu or paper")] = "cpu",
+    check_only: Annotated[bool, typer.Option("--check-only", help="skip timing")] = False,
+    seeds: Annotated[int, typer.Option(help="fresh input seeds for the correctness check")] = 5,
+    min_calls: Annotated[int, typer.Option(help="timed calls, at least")] = 20,
+    min_time: Annotated[float, typer.Option(help="seconds of timed calls, at least")] = 0.2,
+    threads: Annotated[int | None, typer.Option(help="OpenMP threads (default: all cores)")] = None,
+    json_path: JsonOption = None,
+) -> None:
+    """Check and time one kernel file against a problem's reference and roofline."""
+    prob = common.problem_and_workload(problem, workload)
+    kernel = Kernel(common.read_kernel_file(kernel_file), backend, kernel_file.name)
+    config = common.eval_config(check_only, seeds, min_calls, min_time, threads, workers=1)
+    hardware = common.hardware_for(backend)
+    with Evaluator(hardware, config) as evaluator:
+        evaluation = evaluator.evaluate(kernel, prob, workload)
+    if shows_table(json_path):
+        console.print(evaluations_table([evaluation], f"{problem} / {workload} on {hardware.name}"))
+        if evaluation.error:
+            console.print(f"[bold]error:[/bold] {evaluation.error}", markup=True, highlight=False)
+        if evaluation.log:
+            console.print("[bold]kernel output:[/bold]")
+            console.print(evaluation.log[:2000], markup=False, highlight=False)
+    write_json(json_path, evaluation_json(evaluation))
+
+
+@app.command("hardware")
+def hardware_command(
+    measure: Annotated[
+        bool, typer.Option("--measure", help="measure this machine's ceilings again and cache them")
+    ] = False,
+    json_path: JsonOption = None,
+) -> None:
+    """Show the ceilings the roofline uses: this machine (measured) and datasheet devices."""
+    from accelopt.cli.hardware import show_hardware
+
+    show_hardware(measure, json_path)
+
+
+def main() -> None:
+    try:
+        app()
+    except (UserError, UnknownProblemError) as exc:
+        err_console.print(f"[red]error:[/red] {exc}", highlight=False)
+        sys.exit(2)
+    except KeyboardInterrupt:
+        err_console.print("[red]interrupted[/red]")
+        sys.exit(130)

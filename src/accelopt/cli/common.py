@@ -1,0 +1,68 @@
+"""What several commands share: resolving the hardware and building the evaluation config."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from accelopt.errors import UserError
+from accelopt.hardware.cache import load_cpu_spec, measure_and_cache
+from accelopt.hardware.spec import HardwareSpec
+from accelopt.problems.loader import load_problem
+from accelopt.problems.records import Problem
+from accelopt.profiling.config import EvalConfig
+
+
+def hardware_for(backend: str, announce: bool = True) -> HardwareSpec:
+    """The ceilings kernels of ``backend`` are scored against: for cpu, this machine's, measured
+    once and cached."""
+    if backend != "cpu":
+        raise UserError(f"unknown backend {backend!r}; the available backend is: cpu")
+    spec = load_cpu_spec(measure_if_missing=False)
+    if spec is None:
+        if announce:
+            from accelopt.cli.output import err_console
+
+            err_console.print(
+                "[dim]measuring this machine's ceilings once (accelopt hardware)[/dim]"
+            )
+        spec = measure_and_cache()
+    return spec
+
+
+def problem_and_workload(name: str, workload: str) -> Problem:
+    problem = load_problem(name)
+    try:
+        problem.workload(workload)
+    except KeyError as exc:
+        raise UserError(str(exc.args[0])) from None
+    return problem
+
+
+def read_kernel_file(path: Path) -> str:
+    if not path.is_file():
+        raise UserError(f"kernel file {str(path)!r} does not exist: give the path to a .c file")
+    try:
+        return path.read_text()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UserError(f"cannot read kernel file {str(path)!r}: {exc}") from None
+
+
+def eval_config(
+    check_only: bool,
+    seeds: int,
+    min_calls: int,
+    min_time: float,
+    threads: int | None,
+    workers: int,
+) -> EvalConfig:
+    try:
+        return EvalConfig(
+            check_only=check_only,
+            seeds=seeds,
+            min_calls=min_calls,
+            min_time_s=min_time,
+            threads=threads,
+            workers=workers,
+        )
+    except ValueError as exc:
+        raise UserError(f"invalid evaluation option: {exc}") from None

@@ -1,0 +1,79 @@
+"""Rendering results: rich tables for people, JSON for programs (``--json PATH``, ``-``: stdout)."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from accelopt.backends.status import Status
+from accelopt.profiling.evaluation import Evaluation
+
+# Piped output (CI logs, files) gets a width that fits the tables instead of rich's default 80.
+_WIDTH = None if sys.stdout.isatty() or os.environ.get("COLUMNS") else 150
+console = Console(width=_WIDTH)
+err_console = Console(stderr=True, width=_WIDTH)
+
+_STATUS_STYLE = {Status.PASSED: "green", Status.SUSPICIOUS: "magenta"}
+
+
+def write_json(target: str | None, payload: Any) -> None:
+    """Write ``payload`` to ``target`` ('-' for stdout); nothing when target is None."""
+    if target is None:
+        return
+    text = json.dumps(payload, indent=2, default=str)
+    if target == "-":
+        sys.stdout.write(text + "\n")
+    else:
+        Path(target).write_text(text + "\n")
+
+
+def shows_table(json_target: str | None) -> bool:
+    """The table goes to stdout unless stdout carries the JSON."""
+    return json_target != "-"
+
+
+def fmt_ms(seconds: float | None) -> str:
+    return "—" if seconds is None else f"{seconds * 1e3:.3f}"
+
+
+def fmt_pct(fraction: float | None) -> str:
+    return "—" if fraction is None else f"{fraction * 100:.1f}%"
+
+
+def status_text(status: Status) -> str:
+    style = _STATUS_STYLE.get(status, "red")
+    return f"[{style}]{status.value}[/{style}]"
+
+
+def evaluation_json(evaluation: Evaluation) -> dict[str, Any]:
+    return evaluation.model_dump(mode="json")
+
+
+def evaluations_table(evaluations: Sequence[Evaluation], title: str) -> Table:
+    table = Table(title=title, title_justify="left")
+    for name, justify in [
+        ("problem", "left"), ("status", "left"), ("ms", "right"), ("peak ms", "right"),
+        ("% peak", "right"), ("bound", "left"), ("noise", "right"), ("rel err", "right"),
+    ]:  # fmt: skip
+        table.add_column(name, justify=justify, no_wrap=True)  # type: ignore[arg-type]
+    table.add_column("error", ratio=1, overflow="fold")
+    for e in evaluations:
+        table.add_row(
+            e.problem,
+            status_text(e.status),
+            fmt_ms(e.latency_s),
+            fmt_ms(e.peak_s),
+            fmt_pct(e.pct_of_peak),
+            e.bound,
+            fmt_pct(e.noise),
+            "—" if e.max_rel_err is None else f"{e.max_rel_err:.1e}",
+            e.error[:120],
+        )
+    return table

@@ -1,0 +1,70 @@
+"""Measured CPU specs, cached per machine as JSON under ``cache_dir()/hardware/``.
+
+The machine key is a short sha256 of the CPU model, the number of CPUs in the affinity mask,
+/etc/machine-id (when readable) and the hostname. A corrupt cache file is ignored and re-measured.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import socket
+from pathlib import Path
+
+from accelopt import settings
+from accelopt.hardware.cpuinfo import available_cpus, cpu_model_name
+from accelopt.hardware.measure import measure_cpu
+from accelopt.hardware.spec import HardwareSpec
+
+MACHINE_ID = Path("/etc/machine-id")
+
+
+def _machine_id() -> str:
+    try:
+        return MACHINE_ID.read_text().strip()
+    except OSError:
+        return ""
+
+
+def machine_key() -> str:
+    """A short identity of this machine, as the CPU ceilings depend on it."""
+    parts = [cpu_model_name(), str(available_cpus()), _machine_id(), socket.gethostname()]
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
+
+
+def cpu_spec_path() -> Path:
+    """Where this machine's measured spec is cached."""
+    return settings.cache_dir() / "hardware" / f"{machine_key()}.json"
+
+
+def _read(path: Path) -> HardwareSpec | None:
+    try:
+        return HardwareSpec.model_validate_json(path.read_text())
+    except (OSError, ValueError):  # missing, unreadable or corrupt: ValidationError is a ValueError
+        return None
+
+
+def save_cpu_spec(spec: HardwareSpec) -> Path:
+    """Write ``spec`` as this machine's cached spec (atomically); return the file."""
+    path = cpu_spec_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(spec.model_dump_json(indent=2))
+    os.replace(tmp, path)
+    return path
+
+
+def measure_and_cache(threads: int | None = None) -> HardwareSpec:
+    """Measure this CPU (see ``measure_cpu``) and cache the result for this machine."""
+    spec = measure_cpu(threads)
+    save_cpu_spec(spec)
+    return spec
+
+
+def load_cpu_spec(measure_if_missing: bool = True) -> HardwareSpec | None:
+    """This machine's cached spec; when there is none (or it is corrupt), measure and cache it,
+    or return None if ``measure_if_missing`` is False."""
+    spec = _read(cpu_spec_path())
+    if spec is None and measure_if_missing:
+        return measure_and_cache()
+    return spec

@@ -1,0 +1,55 @@
+"""What this machine is: CPU model, usable CPUs, last-level cache. Read from Linux's /proc and /sys,
+with portable fallbacks; nothing here measures anything."""
+
+from __future__ import annotations
+
+import os
+import platform
+from pathlib import Path
+
+CPUINFO = Path("/proc/cpuinfo")
+CACHE_SYSFS = Path("/sys/devices/system/cpu/cpu0/cache")
+SIZE_SUFFIXES = {"K": 2**10, "M": 2**20, "G": 2**30}
+
+
+def cpu_model_name(cpuinfo: Path = CPUINFO) -> str:
+    """The CPU's model name ("model name" in /proc/cpuinfo), else what ``platform`` knows."""
+    try:
+        for line in cpuinfo.read_text(errors="replace").splitlines():
+            key, sep, value = line.partition(":")
+            if sep and key.strip() == "model name" and value.strip():
+                return value.strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "unknown"
+
+
+def available_cpus() -> int:
+    """CPUs this process may run on (its affinity mask), at least 1."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not Linux: no affinity masks
+        return max(1, os.cpu_count() or 1)
+
+
+def parse_cache_size(text: str) -> int:
+    """A sysfs cache size such as ``32768K`` or ``1M``, in bytes."""
+    text = text.strip()
+    multiplier = SIZE_SUFFIXES.get(text[-1:].upper(), 1)
+    digits = text[:-1] if text[-1:].upper() in SIZE_SUFFIXES else text
+    return int(digits) * multiplier
+
+
+def llc_level_and_bytes(root: Path = CACHE_SYSFS) -> tuple[int, int] | None:
+    """The level and size of CPU 0's highest unified cache, from sysfs ``cache/index*``."""
+    best: tuple[int, int] | None = None
+    for index in sorted(root.glob("index*")):
+        try:
+            kind = (index / "type").read_text().strip()
+            level = int((index / "level").read_text())
+            size = parse_cache_size((index / "size").read_text())
+        except (OSError, ValueError):
+            continue
+        if kind == "Unified" and (best is None or level > best[0]):
+            best = (level, size)
+    return best

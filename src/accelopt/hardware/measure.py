@@ -1,0 +1,194 @@
+"""Measure this CPU's ceilings on all its cores with three C micro-benchmarks.
+
+- matmul_rate: ``microbench/flops.c`` built with ``-ffp-contract=fast``: independent FMA chains.
+- vector_rate: the same source built with ``-ffp-contract=off``: a multiply then an add per update.
+- bandwidth: ``microbench/triad.c``, the STREAM triad over arrays far larger than the LLC.
+
+Each is built once with the system C compiler (``-O3 -march=native -fopenmp``) into
+``cache_dir()/microbench/``, keyed by source, flags, compiler version and CPU model, run with
+OMP_NUM_THREADS threads, and reports the best of several repeats as one JSON line.
+"""
+
+from __future__ import annotations
+
+import datetime
+import hashlib
+import json
+import os
+import shlex
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from accelopt import settings
+from accelopt.errors import CompilerNotFoundError
+from accelopt.hardware.cpuinfo import (
+    CACHE_SYSFS,
+    available_cpus,
+    cpu_model_name,
+    llc_level_and_bytes,
+)
+from accelopt.hardware.spec import HardwareSpec
+
+MICROBENCH_DIR = Path(__file__).parent / "microbench"
+BASE_FLAGS = ("-O3", "-march=native", "-fopenmp")  # DESIGN.md: the flags kernels are built with
+
+FLOPS_ITERATIONS = 20_000_000  # per thread and repeat: about 40 ms at 4 GHz
+FLOPS_REPEATS = 5
+TRIAD_REPEATS = 10
+TRIAD_MIN_ARRAY_BYTES = 64 * 2**20  # each of the 3 arrays; at least 4 x the LLC as STREAM asks
+TRIAD_MAX_ARRAY_BYTES = 2**30
+RUN_TIMEOUT_S = 120
+
+
+@dataclass(frozen=True)
+class Microbench:
+    """One build of a micro-benchmark source."""
+
+    name: str
+    source: str
+    flags: tuple[str, ...]
+
+
+FMA = Microbench("fma", "flops.c", ("-ffp-contract=fast",))
+VECTOR = Microbench("vector", "flops.c", ("-ffp-contract=off",))
+TRIAD = Microbench("triad", "triad.c", ())
+
+
+@dataclass(frozen=True)
+class Compiler:
+    """A C compiler command that ran, with the first line of its ``--version``."""
+
+    command: tuple[str, ...]
+    version: str
+
+
+def _no_compiler(detail: str) -> CompilerNotFoundError:
+    return CompilerNotFoundError(f"no working C compiler ({detail}): install gcc or set CC")
+
+
+def _first_line(text: str) -> str:
+    lines = [line for line in text.strip().splitlines() if line.strip()]
+    return lines[0].strip() if lines else "no output"
+
+
+def find_compiler() -> Compiler:
+    """The compiler of ``settings.c_compiler()``, checked by running ``--version``."""
+    try:
+        command = tuple(shlex.split(settings.c_compiler()))
+    except ValueError as exc:  # unbalanced quotes in CC
+        raise _no_compiler(f"CC={settings.c_compiler()!r} cannot be parsed: {exc}") from exc
+    if not command:
+        raise _no_compiler("CC is blank")
+    shown = " ".join(command)
+    try:
+        proc = subprocess.run(
+            [*command, "--version"], capture_output=True, text=True, timeout=60, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise _no_compiler(f"{shown!r} cannot be run: {exc}") from exc
+    if proc.returncode != 0:
+        raise _no_compiler(f"{shown!r} --version failed: {_first_line(proc.stderr)}")
+    return Compiler(command=command, version=_first_line(proc.stdout))
+
+
+def build(bench: Microbench, compiler: Compiler) -> Path:
+    """The executable of ``bench``, compiled once and kept under ``cache_dir()/microbench``."""
+    source = MICROBENCH_DIR / bench.source
+    flags = (*BASE_FLAGS, *bench.flags)
+    identity = "\n".join([*compiler.command, compiler.version, *flags, cpu_model_name()])
+    digest = hashlib.sha256(source.read_bytes() + identity.encode()).hexdigest()[:16]
+    exe = settings.cache_dir() / "microbench" / f"{bench.name}-{digest}"
+    if exe.is_file():
+        return exe
+    exe.parent.mkdir(parents=True, exist_ok=True)
+    tmp = exe.with_name(f"{exe.name}.{os.getpid()}.tmp")
+    _compile([*compiler.command, *flags, str(source), "-o", str(tmp)], bench, tmp)
+    os.replace(tmp, exe)
+    return exe
+
+
+def _compile(command: list[str], bench: Microbench, output: Path) -> None:
+    try:
+        proc = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise _no_compiler(f"{command[0]!r} cannot be run: {exc}") from exc
+    if proc.returncode != 0:
+        output.unlink(missing_ok=True)
+        detail = f"{command[0]!r} failed to build the {bench.name} micro-benchmark"
+        raise _no_compiler(f"{detail}: {_first_line(proc.stderr)}")
+
+
+def run(exe: Path, threads: int, *args: int) -> dict[str, float]:
+    """Run a built micro-benchmark on ``threads`` OpenMP threads; its JSON line as a dict."""
+    env = {**os.environ, "OMP_NUM_THREADS": str(threads), "OMP_PROC_BIND": "spread"}
+    proc = subprocess.run(
+        [str(exe), *(str(a) for a in args)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=RUN_TIMEOUT_S,
+        check=False,
+    )
+    if proc.returncode != 0:
+        raise RuntimeError(
+            f"micro-benchmark {exe.name} failed (exit {proc.returncode}): "
+            f"{_first_line(proc.stderr)}"
+        )
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def triad_elements(llc_bytes: int | None) -> int:
+    """Floats per triad array: at least 64 MiB and 4 x the LLC (STREAM's rule), at most 1 GiB."""
+    array_bytes = max(TRIAD_MIN_ARRAY_BYTES, 4 * (llc_bytes or 0))
+    return min(array_bytes, TRIAD_MAX_ARRAY_BYTES) // 4
+
+
+def measure_cpu(threads: int | None = None) -> HardwareSpec:
+    """Measure this CPU's matmul and vector FLOP/s and its memory bandwidth on ``threads``
+    threads (default: every CPU in this process's affinity mask). Takes about a second."""
+    threads = threads or available_cpus()
+    if threads < 1:
+        raise ValueError(f"threads must be at least 1, got {threads}")
+    compiler = find_compiler()
+    llc = llc_level_and_bytes()
+    llc_bytes = llc[1] if llc else None
+    fma = run(build(FMA, compiler), threads, FLOPS_ITERATIONS, FLOPS_REPEATS)
+    vector = run(build(VECTOR, compiler), threads, FLOPS_ITERATIONS, FLOPS_REPEATS)
+    n = triad_elements(llc_bytes)
+    triad = run(build(TRIAD, compiler), threads, n, TRIAD_REPEATS)
+    return HardwareSpec(
+        name=f"cpu:{cpu_model_name()}",
+        backend="cpu",
+        matmul_rate=fma["rate"],
+        vector_rate=vector["rate"],
+        bandwidth=triad["bandwidth"],
+        cores=threads,
+        llc_bytes=llc_bytes,
+        provenance=_provenance(fma, vector, n, threads, llc),
+    )
+
+
+def _provenance(
+    fma: dict[str, float],
+    vector: dict[str, float],
+    n: int,
+    threads: int,
+    llc: tuple[int, int] | None,
+) -> dict[str, str]:
+    when = f"{threads} threads, {datetime.date.today().isoformat()}"
+    fma_chains = f"{int(fma['chains'])} chains of {int(fma['vector_bits'])}-bit vectors"
+    vec_chains = f"{int(vector['chains'])} chains of {int(vector['vector_bits'])}-bit vectors"
+    array_mib = n * 4 / 2**20
+    provenance = {
+        "matmul_rate": f"measured: FMA micro-benchmark flops.c ({fma_chains}, "
+        f"2 FLOP per lane per FMA), {when}",
+        "vector_rate": f"measured: multiply+add micro-benchmark flops.c -ffp-contract=off "
+        f"({vec_chains}, 1 FLOP per lane per instruction), {when}",
+        "bandwidth": f"measured: STREAM triad triad.c (3 arrays of {array_mib:.0f} MiB, "
+        f"12 bytes per element as STREAM counts), best of {TRIAD_REPEATS}, {when}",
+        "cores": f"OpenMP threads used ({available_cpus()} CPUs in the affinity mask)",
+    }
+    if llc is not None:
+        provenance["llc_bytes"] = f"sysfs: {CACHE_SYSFS}, level-{llc[0]} unified cache"
+    return provenance
