@@ -1,0 +1,141 @@
+"""The command line as a user runs it: tables, JSON, exit codes and usage errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from accelopt.problems import load_problem
+
+REQUIRED = {
+    "problem": str,
+    "workload": str,
+    "backend": str,
+    "kernel": str,
+    "status": str,
+    "error": str,
+    "latency_s": (float, type(None)),
+    "peak_s": float,
+    "pct_of_peak": (float, type(None)),
+    "bound": str,
+    "max_rel_err": (float, type(None)),
+    "noise": (float, type(None)),
+}
+
+FAST = ("--min-calls", "3", "--min-time", "0.01", "--seeds", "2")
+
+
+def assert_schema(record: dict) -> None:
+    for key, kind in REQUIRED.items():
+        assert key in record, key
+        assert isinstance(record[key], kind), (key, record[key])
+    assert record["bound"] in {"matmul", "vector", "memory"}
+
+
+@pytest.fixture()
+def silu_baseline(tmp_path: Path) -> Path:
+    path = tmp_path / "my_kernel.c"
+    path.write_text(load_problem("silu").kernel_path("baseline").read_text())
+    return path
+
+
+def test_eval_json_schema_of_a_passing_kernel(run_cli, silu_baseline: Path) -> None:
+    out = run_cli("eval", "silu", silu_baseline, *FAST, "--json", "-")
+    assert out.returncode == 0, out.stderr
+    record = json.loads(out.stdout)
+    assert_schema(record)
+    assert record["status"] == "PASSED"
+    assert record["kernel"] == "my_kernel.c"
+    assert 0 < record["pct_of_peak"] < 1.05
+    assert record["bound"] == "memory"
+    assert record["max_rel_err"] <= 2e-5
+
+
+def test_eval_table_and_json_file(run_cli, silu_baseline: Path, tmp_path: Path) -> None:
+    target = tmp_path / "out.json"
+    out = run_cli("eval", "silu", silu_baseline, "--check-only", "--json", target)
+    assert out.returncode == 0, out.stderr
+    assert "PASSED" in out.stdout and "silu" in out.stdout
+    record = json.loads(target.read_text())
+    assert_schema(record)
+    assert record["latency_s"] is None and record["pct_of_peak"] is None
+
+
+def test_a_failing_kernel_is_a_result_not_an_error(run_cli, tmp_path: Path) -> None:
+    bad = tmp_path / "bad.c"
+    bad.write_text("void kernel(const float *x, float *y) { y[0] = x[0] }\n")
+    out = run_cli("eval", "silu", bad, "--json", "-")
+    assert out.returncode == 0, out.stderr
+    record = json.loads(out.stdout)
+    assert_schema(record)
+    assert record["status"] == "COMPILE_ERROR"
+    assert "kernel.c" in record["error"]
+
+
+def test_bench_run_json_is_a_list_of_evaluations(run_cli) -> None:
+    out = run_cli("bench", "run", "--problem", "silu", "--problem", "matmul", *FAST, "--json", "-")
+    assert out.returncode == 0, out.stderr
+    records = json.loads(out.stdout)
+    assert [r["problem"] for r in records] == ["silu", "matmul"]
+    for record in records:
+        assert_schema(record)
+        assert record["status"] == "PASSED", record["error"]
+        assert record["kernel"] == "baseline"
+
+
+def test_bench_run_table_has_a_row_per_problem(run_cli) -> None:
+    out = run_cli("bench", "run", "--check-only", "--seeds", "1")
+    assert out.returncode == 0, out.stderr
+    for name in ("silu", "matmul", "rmsnorm_matmul"):
+        assert name in out.stdout
+    assert out.stdout.count("PASSED") == 3
+
+
+def test_bench_list(run_cli) -> None:
+    out = run_cli("bench", "list", "--json", "-")
+    assert out.returncode == 0
+    names = [p["name"] for p in json.loads(out.stdout)]
+    assert {"silu", "matmul", "rmsnorm_matmul"} <= set(names)
+    table = run_cli("bench", "list")
+    assert "rmsnorm_matmul" in table.stdout and "M=4096" in table.stdout
+
+
+def test_hardware_shows_cached_spec_and_datasheets(run_cli) -> None:
+    out = run_cli("hardware", "--json", "-")
+    assert out.returncode == 0, out.stderr
+    labels = {d["label"]: d for d in json.loads(out.stdout)}
+    assert labels["this machine"]["name"] == "cpu:test"
+    assert {"h100", "h200", "trn1", "trn2"} <= set(labels)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("eval", "nosuch", "k.c"), "unknown problem 'nosuch'"),
+        (("eval", "silu", "/no/such/kernel.c"), "does not exist"),
+        (("eval", "silu", "KERNEL", "--workload", "huge"), "no workload 'huge'"),
+        (("eval", "silu", "KERNEL", "--backend", "fpga"), "unknown backend"),
+        (("bench", "run", "--problem", "nosuch"), "unknown problem"),
+        (("bench", "run", "--kernel", "wizard"), "unknown kernel kind"),
+        (("eval", "silu", "KERNEL", "--seeds", "0"), "invalid evaluation option"),
+    ],
+)
+def test_usage_errors_exit_2_with_one_sentence(run_cli, silu_baseline, args, message) -> None:
+    args = tuple(str(silu_baseline) if a == "KERNEL" else a for a in args)
+    out = run_cli(*args)
+    assert out.returncode == 2
+    assert message in out.stderr
+    assert "Traceback" not in out.stderr
+
+
+def test_missing_compiler_is_a_usage_error(run_cli, silu_baseline: Path) -> None:
+    out = run_cli("eval", "silu", silu_baseline, env={"CC": "/nonexistent/cc"})
+    assert out.returncode == 2
+    assert "C compiler" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_missing_argument_is_a_usage_error(run_cli) -> None:
+    out = run_cli("eval", "silu")
+    assert out.returncode == 2
