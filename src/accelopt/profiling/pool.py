@@ -15,6 +15,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -169,13 +170,23 @@ class WorkerPool:
         self._slots = threading.BoundedSemaphore(size)
         self._lock = threading.Lock()
         self._idle: list[WorkerProcess] = []
+        self._starting: list[Future[WorkerProcess]] = []
         self.replaced = 0  # workers killed after a crash or timeout
+
+    def prestart(self, count: int) -> None:
+        """Start up to ``count`` workers in the background (start-up is ~0.3 s of imports)."""
+        executor = ThreadPoolExecutor(max_workers=max(1, count))
+        with self._lock:
+            for _ in range(min(count, self.size) - len(self._idle) - len(self._starting)):
+                self._starting.append(executor.submit(WorkerProcess, self.env))
+        executor.shutdown(wait=False)
 
     def _checkout(self) -> WorkerProcess:
         with self._lock:
             if self._idle:
                 return self._idle.pop()
-        return WorkerProcess(self.env)
+            pending = self._starting.pop() if self._starting else None
+        return pending.result() if pending is not None else WorkerProcess(self.env)
 
     def _checkin(self, worker: WorkerProcess, keep: bool) -> None:
         if keep and worker.evaluations < self.recycle_after:
@@ -186,7 +197,10 @@ class WorkerPool:
 
     def run(self, request: dict[str, Any], deadlines: Deadlines, log_cap: int) -> dict[str, Any]:
         with self._slots:
-            worker = self._checkout()
+            try:
+                worker = self._checkout()
+            except WorkerStartError as exc:
+                return {"status": str(Status.CRASH), "error": str(exc)}
             try:
                 result = worker.evaluate(request, deadlines)
             except WorkerFailed as failure:
@@ -204,5 +218,9 @@ class WorkerPool:
     def close(self) -> None:
         with self._lock:
             idle, self._idle = self._idle, []
+            starting, self._starting = self._starting, []
+        for future in starting:
+            with contextlib.suppress(WorkerStartError):
+                idle.append(future.result())
         for worker in idle:
             worker.shutdown()

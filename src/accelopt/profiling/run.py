@@ -9,6 +9,8 @@ from __future__ import annotations
 import ctypes
 import time
 import traceback
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +22,7 @@ from accelopt.backends.kernel import Kernel
 from accelopt.backends.status import Status
 from accelopt.problems.loader import load_problem
 from accelopt.profiling import devicelock, sandbox
+from accelopt.profiling.buffers import aligned_copy, aligned_empty
 from accelopt.profiling.config import EvalConfig
 from accelopt.profiling.correctness import check_outputs, modified_input
 from accelopt.profiling.protocol import Channel
@@ -55,6 +58,7 @@ class EvaluationRun:
         self.lock_path = Path(request["lock_path"])
         self.result: dict[str, Any] = {"status": None, "error": "", "kernel_ran": False}
         self.loaded: LoadedKernel | None = None
+        self.last_seed: tuple[tuple[np.ndarray, ...], tuple[np.ndarray, ...]] = ((), ())
 
     def phase(self, name: str, detail: str = "") -> None:
         self.channel.send({"type": "phase", "phase": name, "detail": detail})
@@ -111,20 +115,32 @@ class EvaluationRun:
         with sandbox.memory_cap(self.config.memory_cap_bytes):
             self.loaded(arrays)
 
+    def _prepare(self, seed: int) -> tuple[tuple[np.ndarray, ...], tuple[np.ndarray, ...]]:
+        fresh = self.problem.generate(self.sizes, seed)
+        return fresh, self.problem.reference(*(x.astype(np.float64) for x in fresh))
+
+    def _prepared(self) -> Iterator[tuple[str, tuple[np.ndarray, ...], tuple[np.ndarray, ...]]]:
+        """Inputs and float64 references per seed, two seeds at a time on two threads (NumPy
+        releases the GIL), never while kernel code runs: the memory cap stays the kernel's."""
+        n = len(self.seeds)
+        with ThreadPoolExecutor(max_workers=2) as pool:
+            for first in range(0, n, 2):
+                batch = self.seeds[first : first + 2]
+                self.phase("reference", f"seeds {first + 1}-{first + len(batch)} of {n}")
+                for j, (fresh, refs) in enumerate(pool.map(self._prepare, batch)):
+                    yield f"seed {first + j + 1} of {n}", fresh, refs
+
     def check(self) -> None:
         """Same buffers, fresh contents for every seed: a kernel that caches by address fails."""
         start = time.perf_counter()
         in_names = [t.name for t in self.problem.inputs]
         out_names = [t.name for t in self.problem.outputs]
-        inputs = [np.empty(t.dims(self.sizes), dtype=np.float32) for t in self.problem.inputs]
+        inputs = [aligned_empty(t.dims(self.sizes)) for t in self.problem.inputs]
         outputs = self._empty_outputs()
         worst = 0.0
-        for i, seed in enumerate(self.seeds):
-            detail = f"seed {i + 1} of {len(self.seeds)}"
-            fresh = self.problem.generate(self.sizes, seed)
+        for detail, fresh, refs in self._prepared():
             for buf, x in zip(inputs, fresh, strict=True):
                 np.copyto(buf, x)
-            refs = self._reference(fresh, detail)
             for out in outputs:
                 out.fill(np.nan)
             self._call([*inputs, *outputs], detail)
@@ -136,18 +152,21 @@ class EvaluationRun:
             self.result["max_rel_err"] = worst
             if verdict.error:
                 raise Failed(Status.INCORRECT, f"{verdict.error} ({detail})")
+            self.last_seed = (fresh, refs)
         self.result["check_s"] = time.perf_counter() - start
 
     # -- timing ------------------------------------------------------------------------------
     def _rotation(self) -> list[tuple[tuple[np.ndarray, ...], list[np.ndarray]]]:
+        """Copies of the last seed's inputs at distinct addresses, with their own outputs.
+
+        The contents repeat (so the last seed's reference verifies any set), the addresses do not:
+        together the sets span twice the last-level cache, so each timed call reads from memory.
+        """
         count = rotation_sets(
             self.problem.buffer_bytes(self.sizes), self.llc_bytes, self.config.rotation_budget_bytes
         )
-        base = self.seeds[-1] + 1
-        return [
-            (self.problem.generate(self.sizes, base + r), self._empty_outputs())
-            for r in range(count)
-        ]
+        inputs, _ = self.last_seed
+        return [(tuple(map(aligned_copy, inputs)), self._empty_outputs()) for _ in range(count)]
 
     def time(self) -> None:
         sets = self._rotation()
@@ -204,7 +223,10 @@ class EvaluationRun:
     def _verify(self, last_set: tuple[tuple[np.ndarray, ...], list[np.ndarray]]) -> None:
         """The outputs of the last timed call must still be right: repeated calls did the work."""
         inputs, outputs = last_set
-        refs = self._reference(inputs, "after timing")
+        changed = modified_input([t.name for t in self.problem.inputs], inputs, self.last_seed[0])
+        if changed:
+            raise Failed(Status.INCORRECT, f"the kernel modified input {changed!r} while timed")
+        refs = self.last_seed[1]
         verdict = check_outputs(
             [t.name for t in self.problem.outputs], outputs, refs, self.problem.tolerance
         )

@@ -35,6 +35,7 @@ class Evaluator:
         self.threads = self.config.threads or hardware.cores
         env = {**os.environ, "OMP_NUM_THREADS": str(self.threads)}
         self.pool = WorkerPool(self.config.workers, env, self.config.recycle_after)
+        self.pool.prestart(self.config.workers)
         self.lock_path = settings.cache_dir() / "locks" / f"{hardware.backend}.lock"
 
     def __enter__(self) -> Evaluator:
