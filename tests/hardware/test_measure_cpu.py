@@ -41,12 +41,6 @@ def test_measured_figures_are_positive(measured):
     assert measured.llc_bytes is None or measured.llc_bytes > 0
 
 
-def test_fma_rate_is_not_below_mul_add_rate(measured):
-    # FMA does 2 FLOP per instruction, mul/add 1. Where adds have their own pipes (AMD Zen 4/5:
-    # 2 FMA + 2 FADD pipes) mul+add reaches the FMA rate, so allow noise rather than demand ">".
-    assert measured.matmul_rate > 0.9 * measured.vector_rate
-
-
 def test_measured_provenance(measured):
     for figure in ("matmul_rate", "vector_rate", "bandwidth"):
         text = measured.provenance[figure]
