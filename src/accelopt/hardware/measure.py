@@ -15,13 +15,11 @@ import datetime
 import hashlib
 import json
 import os
-import shlex
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
 from accelopt import settings
-from accelopt.errors import CompilerNotFoundError
 from accelopt.hardware.cpuinfo import (
     CACHE_SYSFS,
     available_cpus,
@@ -29,6 +27,7 @@ from accelopt.hardware.cpuinfo import (
     llc_level_and_bytes,
 )
 from accelopt.hardware.spec import HardwareSpec
+from accelopt.hardware.toolchain import Compiler, find_compiler, first_line, no_compiler
 
 MICROBENCH_DIR = Path(__file__).parent / "microbench"
 BASE_FLAGS = ("-O3", "-march=native", "-fopenmp")  # DESIGN.md: the flags kernels are built with
@@ -55,43 +54,6 @@ VECTOR = Microbench("vector", "flops.c", ("-ffp-contract=off",))
 TRIAD = Microbench("triad", "triad.c", ())
 
 
-@dataclass(frozen=True)
-class Compiler:
-    """A C compiler command that ran, with the first line of its ``--version``."""
-
-    command: tuple[str, ...]
-    version: str
-
-
-def _no_compiler(detail: str) -> CompilerNotFoundError:
-    return CompilerNotFoundError(f"no working C compiler ({detail}): install gcc or set CC")
-
-
-def _first_line(text: str) -> str:
-    lines = [line for line in text.strip().splitlines() if line.strip()]
-    return lines[0].strip() if lines else "no output"
-
-
-def find_compiler() -> Compiler:
-    """The compiler of ``settings.c_compiler()``, checked by running ``--version``."""
-    try:
-        command = tuple(shlex.split(settings.c_compiler()))
-    except ValueError as exc:  # unbalanced quotes in CC
-        raise _no_compiler(f"CC={settings.c_compiler()!r} cannot be parsed: {exc}") from exc
-    if not command:
-        raise _no_compiler("CC is blank")
-    shown = " ".join(command)
-    try:
-        proc = subprocess.run(
-            [*command, "--version"], capture_output=True, text=True, timeout=60, check=False
-        )
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise _no_compiler(f"{shown!r} cannot be run: {exc}") from exc
-    if proc.returncode != 0:
-        raise _no_compiler(f"{shown!r} --version failed: {_first_line(proc.stderr)}")
-    return Compiler(command=command, version=_first_line(proc.stdout))
-
-
 def build(bench: Microbench, compiler: Compiler) -> Path:
     """The executable of ``bench``, compiled once and kept under ``cache_dir()/microbench``."""
     source = MICROBENCH_DIR / bench.source
@@ -112,11 +74,11 @@ def _compile(command: list[str], bench: Microbench, output: Path) -> None:
     try:
         proc = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
     except (OSError, subprocess.TimeoutExpired) as exc:
-        raise _no_compiler(f"{command[0]!r} cannot be run: {exc}") from exc
+        raise no_compiler(f"{command[0]!r} cannot be run: {exc}") from exc
     if proc.returncode != 0:
         output.unlink(missing_ok=True)
         detail = f"{command[0]!r} failed to build the {bench.name} micro-benchmark"
-        raise _no_compiler(f"{detail}: {_first_line(proc.stderr)}")
+        raise no_compiler(f"{detail}: {first_line(proc.stderr)}")
 
 
 def run(exe: Path, threads: int, *args: int) -> dict[str, float]:
@@ -132,8 +94,7 @@ def run(exe: Path, threads: int, *args: int) -> dict[str, float]:
     )
     if proc.returncode != 0:
         raise RuntimeError(
-            f"micro-benchmark {exe.name} failed (exit {proc.returncode}): "
-            f"{_first_line(proc.stderr)}"
+            f"micro-benchmark {exe.name} failed (exit {proc.returncode}): {first_line(proc.stderr)}"
         )
     return json.loads(proc.stdout.strip().splitlines()[-1])
 

@@ -13,7 +13,7 @@ import numpy as np
 from accelopt import settings
 from accelopt.backends.base import BuildResult
 from accelopt.backends.cpu.checks import check_source
-from accelopt.backends.cpu.compiler import compile_kernel, compiler_version, prototype
+from accelopt.backends.cpu.compiler import compile_kernel, compiler_for, prototype
 from accelopt.backends.kernel import Kernel
 from accelopt.backends.status import Status
 from accelopt.problems.records import Problem, Sizes
@@ -62,7 +62,7 @@ class CpuBackend:
     name = "cpu"
 
     def preflight(self) -> None:
-        compiler_version(settings.c_compiler())
+        compiler_for(settings.c_compiler())
 
     def check(self, source: str) -> str | None:
         return check_source(source)
@@ -82,7 +82,7 @@ class CpuBackend:
             work_dir=Path.cwd(),
             cache_dir=settings.cache_dir() / "kernels",
             timeout_s=timeout_s,
-            cc=settings.c_compiler(),
+            cc=compiler_for(settings.c_compiler()),
         )
 
     def load(self, artifact: Path, problem: Problem) -> CLibraryKernel:

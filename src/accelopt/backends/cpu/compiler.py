@@ -14,7 +14,7 @@ from pathlib import Path
 
 from accelopt.backends.base import BuildResult
 from accelopt.backends.status import Status
-from accelopt.errors import CompilerNotFoundError
+from accelopt.hardware.toolchain import Compiler, find_compiler
 
 # The kernel contract's flags (DESIGN.md): -O3 -march=native -fopenmp -shared -fPIC; gnu11 keeps
 # C11 with the GNU spellings intrinsics headers and `M_PI` rely on.
@@ -24,17 +24,11 @@ MAX_ERROR_LINES = 20
 
 
 @cache
-def compiler_version(cc: str) -> str:
-    """First line of ``cc --version``; raises CompilerNotFoundError when there is no compiler."""
-    try:
-        out = subprocess.run([cc, "--version"], capture_output=True, text=True, timeout=30)
-    except (FileNotFoundError, PermissionError, subprocess.TimeoutExpired) as exc:
-        raise CompilerNotFoundError(
-            f"no working C compiler at {cc!r} ({exc.__class__.__name__}): install gcc or set CC"
-        ) from None
-    if out.returncode != 0 or not out.stdout.strip():
-        raise CompilerNotFoundError(f"{cc!r} --version failed: install gcc or set CC")
-    return out.stdout.splitlines()[0].strip()
+def compiler_for(cc: str) -> Compiler:
+    """The working compiler named by ``CC`` (checked once per process); raises
+    CompilerNotFoundError with one sentence when there is none."""
+    del cc  # the cache key: find_compiler reads the same setting
+    return find_compiler()
 
 
 def prototype(n_inputs: int, n_outputs: int) -> str:
@@ -43,9 +37,9 @@ def prototype(n_inputs: int, n_outputs: int) -> str:
     return f"void kernel({', '.join(args)});\n"
 
 
-def cache_key(source: str, defines: Mapping[str, int], signature: str, cc: str) -> str:
+def cache_key(source: str, defines: Mapping[str, int], signature: str, cc: Compiler) -> str:
     parts = [source, " ".join(FLAGS + LIBS), repr(sorted(defines.items())), signature]
-    parts.append(compiler_version(cc))
+    parts += [*cc.command, cc.version]
     return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:24]
 
 
@@ -83,7 +77,7 @@ def compile_kernel(
     work_dir: Path,
     cache_dir: Path,
     timeout_s: float,
-    cc: str,
+    cc: Compiler,
 ) -> BuildResult:
     """Compile ``source`` with the sizes as ``-D`` defines; reuse the cached object when present."""
     start = time.perf_counter()
@@ -97,7 +91,8 @@ def compile_kernel(
     header = work_dir / "accelopt_contract.h"
     header.write_text(signature)
     tmp = cache_dir / f".{key}.{os.getpid()}.tmp"
-    cmd = [cc, *FLAGS, "-include", str(header), *(f"-D{k}={v}" for k, v in defines.items())]
+    cmd = [*cc.command, *FLAGS, "-include", str(header)]
+    cmd += [f"-D{k}={v}" for k, v in defines.items()]
     cmd += ["-o", str(tmp), str(src), *LIBS]
     try:
         code, out = _run(cmd, timeout_s)
