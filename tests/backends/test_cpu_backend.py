@@ -1,0 +1,121 @@
+"""The cpu backend in this process on tiny sizes (build, load, call), Kernel identity, Status."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from accelopt.backends import Kernel, Status, get_backend, normalize_source
+from accelopt.backends.base import BuildResult
+from accelopt.backends.cpu.backend import CpuBackend, KernelLoadError
+from accelopt.errors import UserError
+from accelopt.problems import load_problem
+
+TINY = {"M": 4, "N": 8}
+
+
+@pytest.fixture
+def in_tmp(accelopt_cache, cc, tmp_path, monkeypatch):
+    """The backend writes kernel.c into the working directory, as a worker's scratch."""
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def test_get_backend():
+    assert get_backend("cpu").name == "cpu"
+    assert isinstance(get_backend("cpu"), CpuBackend)
+    with pytest.raises(UserError, match="unknown backend"):
+        get_backend("nki-but-not-yet")
+
+
+def test_build_load_and_call_the_silu_baseline(in_tmp, accelopt_cache):
+    silu = load_problem("silu")
+    backend = CpuBackend()
+    built = backend.build(Kernel(silu.kernel_path("baseline").read_text()), silu, TINY, 60)
+    assert built.ok, built.error
+    assert built.artifact is not None and accelopt_cache in built.artifact.parents
+    loaded = backend.load(built.artifact, silu)
+    try:
+        backend.set_threads(1)
+        (x,) = silu.generate(TINY, seed=3)
+        y = np.full((4, 8), np.nan, dtype=np.float32)
+        loaded([x, y])
+        np.testing.assert_allclose(y, silu.reference(x)[0], rtol=1e-6)
+        y.fill(np.nan)
+        call = loaded.bind([x, y])
+        call()
+        np.testing.assert_allclose(y, silu.reference(x)[0], rtol=1e-6)
+    finally:
+        loaded.close()
+        loaded.close()  # closing twice is harmless
+
+
+def test_build_of_a_rejected_kernel_does_not_compile(in_tmp):
+    silu = load_problem("silu")
+    source = '#include <stdio.h>\nvoid kernel(const float *x, float *y) { puts("x"); }\n'
+    built = CpuBackend().build(Kernel(source), silu, TINY, 60)
+    assert built.status is Status.REJECTED and "stdio.h" in built.error
+    assert built.artifact is None and not built.ok
+    assert not (in_tmp / "kernel.c").exists()
+
+
+def test_build_uses_the_problems_signature(in_tmp):
+    matmul = load_problem("matmul")
+    two_args = "void kernel(const float *a, float *b) { b[0] = a[0]; }\n"
+    built = CpuBackend().build(Kernel(two_args), matmul, {"M": 2, "N": 2, "K": 2}, 60)
+    assert built.status is Status.COMPILE_ERROR and "conflicting types" in built.error
+
+
+def test_load_without_a_kernel_function(in_tmp):
+    silu = load_problem("silu")
+    source = "void not_the_kernel(const float *x, float *y) { y[0] = x[0]; }\n"
+    built = CpuBackend().build(Kernel(source), silu, TINY, 60)
+    assert built.ok  # the prototype is only a declaration: this links
+    assert built.artifact is not None
+    with pytest.raises(KernelLoadError, match="no function named `kernel`"):
+        CpuBackend().load(built.artifact, silu)
+
+
+def test_build_result_ok():
+    assert not BuildResult(None).ok  # no artifact
+    assert not BuildResult(Status.COMPILE_ERROR, "x").ok
+
+
+# -- Kernel identity ----------------------------------------------------------------------------
+
+SOURCE = """\
+#include <math.h>
+void kernel(const float *x, float *y) {
+    for (int i = 0; i < M; i++) y[i] = x[i];
+}
+"""
+
+
+def test_hash_ignores_comments_and_whitespace():
+    noisy = """\
+/* a header comment */
+#include <math.h>   // the math
+
+void kernel(const float *x,   float *y) {   // copy
+        for (int i = 0; i < M; i++)   y[i] = x[i];   /* done */
+
+
+}
+"""
+    assert Kernel(noisy).hash == Kernel(SOURCE).hash
+    assert normalize_source(noisy) == normalize_source(SOURCE)
+
+
+def test_hash_changes_with_code_and_backend():
+    assert Kernel(SOURCE.replace("y[i] = x[i]", "y[i] = -x[i]")).hash != Kernel(SOURCE).hash
+    assert Kernel(SOURCE, backend="triton").hash != Kernel(SOURCE, backend="cpu").hash
+
+
+def test_hash_ignores_the_label():
+    assert Kernel(SOURCE, name="baseline").hash == Kernel(SOURCE, name="candidate-3").hash
+    assert len(Kernel(SOURCE).hash) == 16
+
+
+def test_status_ok_only_when_passed():
+    assert [s for s in Status if s.ok] == [Status.PASSED]
+    assert Status("CRASH") is Status.CRASH and str(Status.TIMEOUT) == "TIMEOUT"

@@ -1,0 +1,63 @@
+"""Shared by the profiling tests: a private cache the worker processes inherit, fixed ceilings (no
+test measures the machine), and the kernels under kernels/."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from accelopt.backends.kernel import Kernel
+from accelopt.hardware.spec import HardwareSpec
+
+KERNELS_DIR = Path(__file__).parent / "kernels"
+
+_UNSHARE_PROBE = """
+import ctypes, sys
+libc = ctypes.CDLL(None, use_errno=True)
+CLONE_NEWNET, CLONE_NEWUSER = 0x40000000, 0x10000000
+ok = libc.unshare(CLONE_NEWNET) == 0 or libc.unshare(CLONE_NEWUSER | CLONE_NEWNET) == 0
+sys.exit(0 if ok else 1)
+"""
+
+
+@pytest.fixture(scope="session")
+def accelopt_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """ACCELOPT_CACHE_DIR in os.environ, so that worker processes started later inherit it."""
+    path = tmp_path_factory.mktemp("accelopt-cache")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("ACCELOPT_CACHE_DIR", str(path))
+        yield path
+
+
+@pytest.fixture(scope="session")
+def hw() -> HardwareSpec:
+    return HardwareSpec(
+        name="test-cpu",
+        backend="cpu",
+        matmul_rate=545e9,
+        vector_rate=140e9,
+        bandwidth=45e9,
+        cores=2,
+        llc_bytes=32 << 20,
+    )
+
+
+@pytest.fixture(scope="session")
+def kernel_file() -> Callable[[str], Kernel]:
+    """``kernel_file("segfault")``: the kernel in kernels/segfault.c, labelled with its name."""
+
+    def load(name: str) -> Kernel:
+        return Kernel((KERNELS_DIR / f"{name}.c").read_text(), "cpu", name)
+
+    return load
+
+
+@pytest.fixture(scope="session")
+def unshare_permitted() -> bool:
+    """Whether a fresh process may enter a new network namespace (directly or in a user one)."""
+    probe = subprocess.run([sys.executable, "-c", _UNSHARE_PROBE], timeout=30, check=False)
+    return probe.returncode == 0

@@ -1,0 +1,71 @@
+"""Timing statistics and how many input/output sets the timed calls rotate through."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from accelopt.profiling.timing import MAX_ROTATION_SETS, rotation_sets, summarize
+
+MIB = 1 << 20
+
+
+def test_summarize_a_known_list():
+    stats = summarize([5.0, 1.0, 4.0, 2.0, 3.0])
+    assert stats.latency_s == 3.0  # median
+    assert stats.min_s == 1.0
+    assert stats.noise == pytest.approx((4.0 - 2.0) / 3.0)  # IQR / median
+    assert stats.calls == 5
+
+
+def test_summarize_one_sample_has_no_noise():
+    stats = summarize([2e-3])
+    assert (stats.latency_s, stats.min_s, stats.noise, stats.calls) == (2e-3, 2e-3, 0.0, 1)
+
+
+def test_summarize_empty_raises():
+    with pytest.raises(ValueError):
+        summarize([])
+
+
+@pytest.mark.parametrize("set_mib", [3, 5, 7, 20, 29, 58])
+def test_rotation_sets_span_twice_the_llc(set_mib):
+    llc = 32 * MIB
+    n = rotation_sets(set_mib * MIB, llc, 1 << 40)
+    assert n * set_mib * MIB >= 2 * llc
+    assert (n - 1) * set_mib * MIB < 2 * llc  # and no more sets than that takes
+
+
+def test_rotation_sets_for_silu_on_the_test_llc():
+    set_bytes = 2 * 2048 * 3584 * 4  # x and y of silu's cpu workload
+    assert rotation_sets(set_bytes, 32 * MIB, 1 << 30) == 2
+
+
+def test_rotation_sets_unknown_llc_assumes_32_mib():
+    assert rotation_sets(8 * MIB, None, 1 << 40) == rotation_sets(8 * MIB, 32 * MIB, 1 << 40) == 8
+
+
+def test_rotation_sets_capped_by_the_budget():
+    assert rotation_sets(4 * MIB, 32 * MIB, 20 * MIB) == 5
+
+
+def test_rotation_sets_capped_at_64():
+    assert rotation_sets(1024, 32 * MIB, 1 << 40) == MAX_ROTATION_SETS == 64
+
+
+@pytest.mark.parametrize(
+    ("set_bytes", "budget"), [(1 << 31, 1 << 30), (64 * MIB, 1), (0, 1 << 30), (1, 0)]
+)
+def test_rotation_sets_at_least_one(set_bytes, budget):
+    n = rotation_sets(set_bytes, 32 * MIB, budget)
+    assert 1 <= n <= MAX_ROTATION_SETS
+    assert isinstance(n, int)
+    if set_bytes > budget:
+        assert n == 1
+
+
+def test_rotation_sets_grow_as_sets_shrink():
+    counts = [rotation_sets(s * MIB, 32 * MIB, 1 << 40) for s in (64, 16, 4, 1)]
+    assert counts == sorted(counts) and counts[0] == 1 and counts[-1] == 64
+    assert counts[1] == math.ceil(64 / 16)

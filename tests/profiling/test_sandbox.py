@@ -1,0 +1,91 @@
+"""What a worker does to itself: no network, a memory cap around kernel code, no core dumps, capped
+files. Each check runs in a fresh subprocess, so this test process keeps its own limits."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+
+def run_python(code: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+@pytest.mark.timeout(90)
+def test_isolated_network_cannot_reach_the_hosts_loopback(unshare_permitted):
+    if not unshare_permitted:
+        pytest.skip("this machine does not permit unshare(CLONE_NEWNET), even in a user namespace")
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        port = server.getsockname()[1]
+        probe = run_python(f"""
+            import socket, sys
+            from accelopt.profiling import sandbox
+            if not sandbox.isolate_network():
+                sys.exit(3)
+            try:
+                socket.create_connection(("127.0.0.1", {port}), timeout=5).close()
+            except OSError as exc:
+                print(type(exc).__name__)
+                sys.exit(0)
+            sys.exit(4)  # it connected
+        """)
+    assert probe.returncode == 0, probe.stdout + probe.stderr
+
+
+@pytest.mark.timeout(90)
+def test_reachable_without_isolation():
+    # The control for the test above: the same connection works from a plain process.
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        port = server.getsockname()[1]
+        probe = run_python(f"""
+            import socket
+            socket.create_connection(("127.0.0.1", {port}), timeout=5).close()
+        """)
+    assert probe.returncode == 0, probe.stderr
+
+
+@pytest.mark.timeout(90)
+def test_memory_cap_bounds_new_mappings_and_is_lifted_after():
+    probe = run_python("""
+        import mmap, resource
+        from accelopt.profiling import sandbox
+        before = resource.getrlimit(resource.RLIMIT_AS)
+        with sandbox.memory_cap(64 << 20) as cap:
+            assert cap >= 64 << 20
+            small = mmap.mmap(-1, 16 << 20)  # within the cap
+            small.close()
+            try:
+                mmap.mmap(-1, 1 << 30)
+            except OSError:
+                pass
+            else:
+                raise SystemExit("1 GiB mapped under a 64 MiB cap")
+        assert resource.getrlimit(resource.RLIMIT_AS) == before
+        mmap.mmap(-1, 1 << 30).close()  # fine again once the cap is lifted
+        print("ok")
+    """)
+    assert probe.returncode == 0 and probe.stdout.strip() == "ok", probe.stdout + probe.stderr
+
+
+@pytest.mark.timeout(90)
+def test_limit_process_disables_core_dumps_and_caps_files():
+    probe = run_python("""
+        import resource
+        from accelopt.profiling import sandbox
+        sandbox.limit_process()
+        assert resource.getrlimit(resource.RLIMIT_CORE) == (0, 0)
+        soft, _ = resource.getrlimit(resource.RLIMIT_FSIZE)
+        assert soft != resource.RLIM_INFINITY and soft <= sandbox.MAX_FILE_BYTES
+        print("ok")
+    """)
+    assert probe.returncode == 0 and probe.stdout.strip() == "ok", probe.stdout + probe.stderr
