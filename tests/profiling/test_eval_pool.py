@@ -123,12 +123,6 @@ def test_worker_starts_isolated_and_shuts_down_cleanly(accelopt_cache):
     assert not worker.scratch.exists()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AttributeError,
-    reason="src bug: WorkerProcess._hello calls kill() before self.scratch is set "
-    "(AttributeError), and kill() closes the stderr file that _hello reads next",
-)
 @pytest.mark.timeout(60)
 def test_worker_that_cannot_start_is_reported():
     env = {**os.environ, "PYTHONHOME": "/nonexistent-python-home"}
@@ -136,12 +130,6 @@ def test_worker_that_cannot_start_is_reported():
         WorkerProcess(env)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AttributeError,
-    reason="src bug: the AttributeError above escapes WorkerPool.run, which catches only "
-    "WorkerStartError, so evaluate raises instead of returning a CRASH evaluation",
-)
 @pytest.mark.timeout(60)
 def test_evaluator_reports_workers_that_cannot_start(accelopt_cache, hw, monkeypatch):
     monkeypatch.setenv("PYTHONHOME", "/nonexistent-python-home")  # read by the workers only

@@ -239,12 +239,6 @@ def test_printing_megabytes_passes_with_a_capped_log(run, baseline, kernel_file)
     assert assert_baseline_passes(run, baseline).log == ""
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="src bug: workers inherit the parent's whole environment (API keys included) and "
-    "`environ` passes the static checks, so a kernel can copy secrets into its log",
-)
 @pytest.mark.timeout(60)
 def test_kernel_cannot_read_the_parents_environment(run, kernel_file):
     evaluation = run(kernel_file("prints_environment"))

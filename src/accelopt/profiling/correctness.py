@@ -50,7 +50,12 @@ def check_outputs(
             return OutputCheck(float("inf"), f"reference {name!r} has shape {ref.shape}")
         err = rel_l2_error(out, ref)
         if not np.isfinite(err):  # NaN or Inf somewhere: say which
-            return OutputCheck(float("inf"), _unusable(name, out) or f"output {name!r} overflowed")
+            reason = _unusable(name, out) or (
+                f"the reference for {name!r} is not finite (a problem definition bug)"
+                if not np.isfinite(ref).all()
+                else f"output {name!r}: the error overflowed float64"
+            )
+            return OutputCheck(float("inf"), reason)
         worst = max(worst, err)
         if err > tol:
             return OutputCheck(worst, f"output {name!r}: relative L2 error {err:.3g} > {tol:.1g}")

@@ -94,6 +94,7 @@ class WorkerProcess:
         child_sock.close()
         self.channel = Channel(parent_sock)
         self.evaluations = 0
+        self.scratch = Path()  # known once the worker says hello
         hello = self._hello()
         self.network_isolated = bool(hello.get("network_isolated"))
         self.scratch = Path(str(hello.get("scratch", "")))
@@ -104,9 +105,12 @@ class WorkerProcess:
         except (EOFError, ProtocolError):
             hello = None
         if hello is None or hello.get("type") != "hello":
-            self.kill()
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
             self._stderr.seek(0)
             tail = self._stderr.read().decode(errors="replace").strip().splitlines()[-3:]
+            self.kill()
             raise WorkerStartError("a worker process failed to start: " + " | ".join(tail))
         return hello
 

@@ -93,7 +93,8 @@ class EvaluationRun:
         self.phase("load")
         try:
             assert built.artifact is not None
-            self.loaded = self.backend.load(built.artifact, self.problem)
+            with sandbox.memory_cap(self.config.memory_cap_bytes):  # constructors run here
+                self.loaded = self.backend.load(built.artifact, self.problem)
         except (KernelLoadError, OSError) as exc:
             raise Failed(Status.COMPILE_ERROR, str(exc)) from None
         self.backend.set_threads(self.threads)
@@ -127,7 +128,8 @@ class EvaluationRun:
             for first in range(0, n, 2):
                 batch = self.seeds[first : first + 2]
                 self.phase("reference", f"seeds {first + 1}-{first + len(batch)} of {n}")
-                for j, (fresh, refs) in enumerate(pool.map(self._prepare, batch)):
+                prepared = list(pool.map(self._prepare, batch))  # all done before any call
+                for j, (fresh, refs) in enumerate(prepared):
                     yield f"seed {first + j + 1} of {n}", fresh, refs
 
     def check(self) -> None:

@@ -10,12 +10,28 @@ import ctypes
 import os
 import resource
 import signal
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager, suppress
 
 CLONE_NEWNET = 0x40000000
 CLONE_NEWUSER = 0x10000000
 MAX_FILE_BYTES = 256 << 20  # no file a worker or its compiler writes may grow past this
+
+# What a worker inherits from the parent's environment: what Python, the compiler, OpenMP and
+# BLAS need, nothing else (API keys and tokens stay in the parent). PYTHONUNBUFFERED is left out
+# on purpose: it would make a kernel's printf a system call per character.
+_ENV_NAMES = {
+    "PATH", "HOME", "USER", "LANG", "TMPDIR", "TEMP", "TMP", "CC", "PYTHONPATH", "PYTHONHOME",
+    "VIRTUAL_ENV", "LD_LIBRARY_PATH", "XDG_CACHE_HOME", "TZ", "ACCELOPT_CACHE_DIR",
+}  # fmt: skip
+_ENV_PREFIXES = ("LC_", "OMP_", "GOMP_", "KMP_", "OPENBLAS_", "MKL_")
+
+
+def worker_env(parent: Mapping[str, str], threads: int) -> dict[str, str]:
+    """The environment of a worker process: an allow-list of the parent's, and the thread count."""
+    env = {k: v for k, v in parent.items() if k in _ENV_NAMES or k.startswith(_ENV_PREFIXES)}
+    env["OMP_NUM_THREADS"] = str(threads)
+    return env
 
 
 def _unshare(flags: int) -> bool:

@@ -19,6 +19,7 @@ from accelopt.backends.status import Status
 from accelopt.hardware.roofline import Roofline, roofline
 from accelopt.hardware.spec import HardwareSpec
 from accelopt.problems.records import Problem
+from accelopt.profiling import sandbox
 from accelopt.profiling.config import EvalConfig
 from accelopt.profiling.evaluation import Evaluation
 from accelopt.profiling.pool import Deadlines, WorkerPool
@@ -33,7 +34,7 @@ class Evaluator:
         self.hardware = hardware
         self.config = config or EvalConfig()
         self.threads = self.config.threads or hardware.cores
-        env = {**os.environ, "OMP_NUM_THREADS": str(self.threads)}
+        env = sandbox.worker_env(os.environ, self.threads)
         self.pool = WorkerPool(self.config.workers, env, self.config.recycle_after)
         self.pool.prestart(self.config.workers)
         self.lock_path = settings.cache_dir() / "locks" / f"{hardware.backend}.lock"

@@ -14,6 +14,7 @@ from accelopt import settings
 from accelopt.backends.base import BuildResult
 from accelopt.backends.cpu.checks import check_source
 from accelopt.backends.cpu.compiler import compile_kernel, compiler_for, prototype
+from accelopt.backends.cpu.symbols import disallowed_symbols
 from accelopt.backends.kernel import Kernel
 from accelopt.backends.status import Status
 from accelopt.problems.records import Problem, Sizes
@@ -73,17 +74,25 @@ class CpuBackend:
         reason = self.check(kernel.source)
         if reason:
             return BuildResult(Status.REJECTED, reason)
-        signature = prototype(len(problem.inputs), len(problem.outputs))
-        defines = {p: int(sizes[p]) for p in problem.params}
-        return compile_kernel(
+        compiler = compiler_for(settings.c_compiler())
+        built = compile_kernel(
             kernel.source,
-            defines,
-            signature,
+            {p: int(sizes[p]) for p in problem.params},
+            prototype(len(problem.inputs), len(problem.outputs)),
             work_dir=Path.cwd(),
             cache_dir=settings.cache_dir() / "kernels",
             timeout_s=timeout_s,
-            cc=compiler_for(settings.c_compiler()),
+            cc=compiler,
         )
+        banned = disallowed_symbols(built.artifact, compiler) if built.artifact else []
+        if banned:
+            return BuildResult(
+                Status.REJECTED,
+                f"the kernel calls {', '.join(banned[:5])}, which a kernel may not use "
+                "(allowed: libm, OpenMP, memory and string functions, printf/puts/putchar)",
+                seconds=built.seconds,
+            )
+        return built
 
     def load(self, artifact: Path, problem: Problem) -> CLibraryKernel:
         return CLibraryKernel(artifact, len(problem.inputs) + len(problem.outputs))

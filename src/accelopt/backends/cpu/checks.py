@@ -38,7 +38,7 @@ _FILES = {
     "unlinkat", "remove", "rename", "mkdir", "rmdir", "stat", "fstat", "lstat", "access",
     "dup", "dup2", "pipe", "mmap", "munmap", "mprotect", "ioctl", "fcntl", "sendfile",
     "truncate", "ftruncate", "symlink", "link", "readlink", "opendir", "readdir", "getenv",
-    "setenv", "putenv",
+    "setenv", "putenv", "environ", "__environ",
 }  # fmt: skip
 _SOCKETS = {
     "socket", "socketpair", "connect", "bind", "listen", "accept", "accept4", "send", "sendto",
@@ -66,10 +66,10 @@ _IDENTIFIER = re.compile(r"\b([A-Za-z_]\w*)\b(\s*\()?")
 # call). The others (read, write, open, signal, ...) are common words and banned only as calls.
 _DISTINCTIVE = _PROCESS | {
     "socket", "socketpair", "getaddrinfo", "gethostbyname", "sigaction", "sigprocmask",
-    "fopen", "freopen", "fdopen", "tmpfile", "mmap", "mprotect",
+    "fopen", "freopen", "fdopen", "tmpfile", "mmap", "mprotect", "environ", "__environ",
 }  # fmt: skip
 _ASM = {"asm", "__asm__", "__asm"}
-_ATTRIBUTE = re.compile(r"__attribute__\s*\(\((.*?)\)\)", re.DOTALL)
+_ATTRIBUTE = re.compile(r"__attribute(?:__)?\s*\(\s*\((.*?)\)\s*\)", re.DOTALL)
 _IDENTIFIER_ONLY = re.compile(r"\b[A-Za-z_]\w*\b")
 _ATTRIBUTES = {"constructor", "destructor", "ifunc", "alias", "weakref", "section"}
 
@@ -94,7 +94,8 @@ def _check_includes(source: str) -> str | None:
 
 
 def _check_identifiers(code: str) -> str | None:
-    for name, call in _IDENTIFIER.findall(code):
+    for spelled, call in _IDENTIFIER.findall(code):
+        name = spelled.removeprefix("__builtin_")  # __builtin_fork is fork
         if name in _ASM:
             return f"inline assembly ({name}) is not allowed; use intrinsics from <immintrin.h>"
         if name in _BANNED and (call or name in _DISTINCTIVE):
@@ -116,12 +117,22 @@ def _check_attributes(code: str) -> str | None:
     return None
 
 
+def _translate(source: str) -> str:
+    """What the preprocessor reads: line splices joined, the `%:` digraph spelled `#`."""
+    return re.sub(r"\\\r?\n", "", source).replace("%:", "#")
+
+
 def check_source(source: str) -> str | None:
-    """Return why the kernel must be rejected, or None when it may be compiled."""
+    """Return why the kernel must be rejected, or None when it may be compiled.
+
+    The built object is checked again (``symbols.py``): whatever spelling reaches a function, the
+    shared object has to import it by name.
+    """
     if not source.strip():
         return "the kernel source is empty"
     if "\0" in source:
         return "the kernel source contains a NUL byte"
+    source = _translate(source)
     # Includes are read from the source with comments removed but quoted names kept.
     without_comments = re.sub(r"/\*.*?\*/|//[^\n]*", " ", source, flags=re.DOTALL)
     reason = _check_includes(without_comments)
@@ -132,4 +143,8 @@ def check_source(source: str) -> str | None:
         return "token pasting (##) is not allowed: it can hide the names these checks look for"
     if re.search(r"^\s*#\s*(include_next|import|line)\b", code, re.MULTILINE):
         return "only plain #include of an allowed header is permitted"
+    if re.search(r"^\s*#\s*pragma\s+(redefine_extname|weak)\b", code, re.MULTILINE):
+        return "#pragma redefine_extname and #pragma weak are not allowed: they rename symbols"
+    if "[[" in code:
+        return "[[...]] attributes are not allowed; use __attribute__ for what is permitted"
     return _check_identifiers(code) or _check_attributes(code)

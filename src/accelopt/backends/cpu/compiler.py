@@ -14,6 +14,7 @@ from pathlib import Path
 
 from accelopt.backends.base import BuildResult
 from accelopt.backends.status import Status
+from accelopt.hardware.cpuinfo import cpu_model_name
 from accelopt.hardware.toolchain import Compiler, find_compiler
 
 # The kernel contract's flags (DESIGN.md): -O3 -march=native -fopenmp -shared -fPIC; gnu11 keeps
@@ -39,7 +40,7 @@ def prototype(n_inputs: int, n_outputs: int) -> str:
 
 def cache_key(source: str, defines: Mapping[str, int], signature: str, cc: Compiler) -> str:
     parts = [source, " ".join(FLAGS + LIBS), repr(sorted(defines.items())), signature]
-    parts += [*cc.command, cc.version]
+    parts += [*cc.command, cc.version, cpu_model_name()]  # -march=native depends on the CPU
     return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:24]
 
 
