@@ -40,6 +40,7 @@ PROBLEM = Problem(
     workloads={
         "paper": Workload("paper", {"M": 4096, "N": 12288, "K": 5120}),
         "cpu": Workload("cpu", {"M": 512, "N": 1536, "K": 640}),
+        "small": Workload("small", {"M": 64, "N": 192, "K": 80}),
     },
     directory=Path(__file__).parent,
 )

@@ -41,6 +41,7 @@ PROBLEM = Problem(
     workloads={
         "paper": Workload("paper", {"M": 4096, "N": 7168}),
         "cpu": Workload("cpu", {"M": 2048, "N": 3584}),
+        "small": Workload("small", {"M": 64, "N": 112}),
     },
     directory=Path(__file__).parent,
 )
