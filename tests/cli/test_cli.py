@@ -75,7 +75,8 @@ def test_a_failing_kernel_is_a_result_not_an_error(run_cli, tmp_path: Path) -> N
 
 
 def test_bench_run_json_is_a_list_of_evaluations(run_cli) -> None:
-    out = run_cli("bench", "run", "--problem", "silu", "--problem", "matmul", *FAST, "--json", "-")
+    args = ("--problem", "silu", "--problem", "matmul", "--kernel", "baseline")
+    out = run_cli("bench", "run", *args, *FAST, "--json", "-")
     assert out.returncode == 0, out.stderr
     records = json.loads(out.stdout)
     assert [r["problem"] for r in records] == ["silu", "matmul"]
@@ -85,12 +86,43 @@ def test_bench_run_json_is_a_list_of_evaluations(run_cli) -> None:
         assert record["kernel"] == "baseline"
 
 
-def test_bench_run_table_has_a_row_per_problem(run_cli) -> None:
-    out = run_cli("bench", "run", "--check-only", "--seeds", "1")
+def test_bench_run_compares_kinds_with_a_geomean_row(run_cli) -> None:
+    out = run_cli("bench", "run", "--problem", "silu", "--problem", "matmul", *FAST)
     assert out.returncode == 0, out.stderr
-    for name in ("silu", "matmul", "rmsnorm_matmul"):
-        assert name in out.stdout
-    assert out.stdout.count("PASSED") == 3
+    for column in ("bound", "peak ms", "baseline ms", "baseline %", "numpy ms", "numpy %"):
+        assert column in out.stdout
+    assert "geomean" in out.stdout
+    assert "numpy column: NumPy" in out.stdout  # how the BLAS was set up
+    assert out.stdout.count("%") >= 6
+
+
+def test_bench_run_json_holds_every_kind(run_cli) -> None:
+    out = run_cli("bench", "run", "--problem", "silu", "--check-only", "--json", "-")
+    assert out.returncode == 0, out.stderr
+    kinds = {r["kernel"] for r in json.loads(out.stdout)}
+    assert {"baseline", "numpy"} <= kinds
+    assert all(r["status"] == "PASSED" for r in json.loads(out.stdout))
+
+
+def test_bench_run_numpy_only(run_cli) -> None:
+    out = run_cli("bench", "run", "--kernel", "numpy", "--problem", "matmul", *FAST, "--json", "-")
+    assert out.returncode == 0, out.stderr
+    (record,) = json.loads(out.stdout)
+    assert record["kernel"] == "numpy" and record["backend"] == "numpy"
+    assert record["status"] == "PASSED" and 0 < record["pct_of_peak"] < 1.05
+
+
+def test_bench_show(run_cli) -> None:
+    out = run_cli("bench", "show", "rmsnorm_matmul")
+    assert out.returncode == 0, out.stderr
+    for text in ("rmsnorm_matmul", "x[M,K], w[K,N] → out[M,N]", "peak ms", "paper", "void kernel"):
+        assert text in out.stdout
+    data = json.loads(run_cli("bench", "show", "silu", "--json", "-").stdout)
+    assert {c["workload"] for c in data["costs"]} >= {"paper", "cpu", "small"}
+    cpu = next(c for c in data["costs"] if c["workload"] == "cpu")
+    assert cpu["bound"] == "memory" and cpu["bytes"] == 8 * 2048 * 3584
+    assert cpu["peak_s"] == pytest.approx(cpu["bytes"] / 45e9)
+    assert "void kernel" in data["baseline_source"] and "baseline" in data["kernels"]
 
 
 def test_bench_list(run_cli) -> None:
@@ -119,6 +151,7 @@ def test_hardware_shows_cached_spec_and_datasheets(run_cli) -> None:
         (("eval", "silu", "KERNEL", "--backend", "fpga"), "unknown backend"),
         (("bench", "run", "--problem", "nosuch"), "unknown problem"),
         (("bench", "run", "--kernel", "wizard"), "unknown kernel kind"),
+        (("bench", "show", "nosuch"), "unknown problem"),
         (("eval", "silu", "KERNEL", "--seeds", "0"), "invalid evaluation option"),
     ],
 )

@@ -76,3 +76,12 @@ def test_config_is_frozen_and_strict():
 def test_config_round_trips_through_a_request():
     config = EvalConfig(seeds=2, check_only=True, call_timeout_floor_s=3.0)
     assert EvalConfig(**config.model_dump()) == config
+
+
+def test_geometric_mean_pct():
+    from accelopt.profiling.scoring import geometric_mean_pct
+
+    assert geometric_mean_pct([]) is None
+    assert geometric_mean_pct([0.5]) == pytest.approx(0.5)
+    assert geometric_mean_pct([0.1, 0.4]) == pytest.approx(0.2)
+    assert geometric_mean_pct([0.25, 0.0, 1.0]) == pytest.approx(0.5)  # non-positive ignored

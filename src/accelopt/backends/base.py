@@ -15,6 +15,10 @@ from accelopt.errors import UserError
 from accelopt.problems.records import Problem, Sizes
 
 
+class KernelLoadError(Exception):
+    """A built kernel cannot be loaded as the contract says (e.g. no `kernel` function)."""
+
+
 @dataclass(frozen=True)
 class BuildResult:
     """The outcome of building a kernel: an artifact to load, or a status with the reason."""
@@ -69,4 +73,8 @@ def get_backend(name: str) -> Backend:
         from accelopt.backends.cpu.backend import CpuBackend
 
         return CpuBackend()
-    raise UserError(f"unknown backend {name!r}; the available backend is: cpu")
+    if name == "numpy":
+        from accelopt.backends.numpy.backend import NumpyBackend
+
+        return NumpyBackend()
+    raise UserError(f"unknown backend {name!r}; the available backends are: cpu, numpy")

@@ -5,12 +5,16 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 import typer
+from rich.syntax import Syntax
 from rich.table import Table
 
 from accelopt.backends.kernel import Kernel
+from accelopt.backends.numpy.backend import blas_description, reference_kernel
 from accelopt.cli import common
-from accelopt.cli.output import console, evaluation_json, evaluations_table, shows_table, write_json
+from accelopt.cli.output import console, evaluation_json, shows_table, suite_table, write_json
 from accelopt.errors import UserError
+from accelopt.hardware.roofline import roofline
+from accelopt.hardware.spec import HardwareSpec
 from accelopt.problems.loader import list_problems, load_problem
 from accelopt.problems.records import Problem
 from accelopt.profiling.service import Evaluator
@@ -18,6 +22,8 @@ from accelopt.profiling.service import Evaluator
 app = typer.Typer(
     help="The benchmark suite: list problems, run their kernels.", no_args_is_help=True
 )
+
+KINDS = ("baseline", "expert", "numpy")
 
 JsonOption = Annotated[
     str | None, typer.Option("--json", help="also write JSON to this path ('-' for stdout)")
@@ -63,14 +69,32 @@ def _selected(names: list[str] | None) -> list[Problem]:
     return [load_problem(n) for n in (names or list_problems())]
 
 
+def suite_kernel(problem: Problem, kind: str, backend: str) -> Kernel | None:
+    """The shipped kernel of a kind for a problem, or None when the suite has none."""
+    if kind == "numpy":
+        return reference_kernel(problem)
+    path = problem.kernel_path(kind, backend)
+    return Kernel(path.read_text(), backend, kind) if path.is_file() else None
+
+
+def _kinds(kernel: str) -> tuple[str, ...]:
+    if kernel == "all":
+        return KINDS
+    if kernel not in KINDS:
+        raise UserError(f"unknown kernel kind {kernel!r}; choose baseline, expert, numpy or all")
+    return (kernel,)
+
+
 @app.command("run")
 def run_command(
     problem: Annotated[
         list[str] | None, typer.Option("--problem", help="run only this problem (repeatable)")
     ] = None,
     backend: Annotated[str, typer.Option(help="kernel language/device")] = "cpu",
-    workload: Annotated[str, typer.Option(help="sizes: cpu or paper")] = "cpu",
-    kernel: Annotated[str, typer.Option(help="which shipped kernel: baseline")] = "baseline",
+    workload: Annotated[str, typer.Option(help="sizes: cpu, paper or small")] = "cpu",
+    kernel: Annotated[
+        str, typer.Option(help="which kernels: baseline, expert, numpy or all")
+    ] = "all",
     check_only: Annotated[bool, typer.Option("--check-only", help="skip timing")] = False,
     seeds: Annotated[int, typer.Option(help="fresh input seeds per kernel")] = 5,
     min_calls: Annotated[int, typer.Option(help="timed calls, at least")] = 20,
@@ -79,22 +103,100 @@ def run_command(
     workers: Annotated[int, typer.Option(help="worker processes checking in parallel")] = 2,
     json_path: JsonOption = None,
 ) -> None:
-    """Evaluate the suite's shipped kernels: one row per problem."""
-    if kernel != "baseline":
-        raise UserError(f"unknown kernel kind {kernel!r}; the suite ships: baseline")
+    """Evaluate the suite's shipped kernels and NumPy: one row per problem, % of peak per kind."""
+    kinds = _kinds(kernel)
     problems = [common.problem_and_workload(p.name, workload) for p in _selected(problem)]
     config = common.eval_config(check_only, seeds, min_calls, min_time, threads, workers)
     hardware = common.hardware_for(backend)
-    jobs = []
-    for p in problems:
-        path = p.kernel_path(kernel, backend)
-        if not path.is_file():
-            raise UserError(f"problem {p.name!r} ships no {kernel} kernel for backend {backend!r}")
-        jobs.append((Kernel(path.read_text(), backend, kernel), p, workload))
+    jobs = [
+        (k, p, workload)
+        for p in problems
+        for kind in kinds
+        if (k := suite_kernel(p, kind, backend)) is not None
+    ]
+    if not jobs:
+        raise UserError(f"the selected problems ship no {kernel} kernel for backend {backend!r}")
     with Evaluator(hardware, config) as evaluator:
         evaluations = list(evaluator.evaluate_many(jobs))
     if shows_table(json_path):
-        threads = f"{evaluator.threads} threads"
-        title = f"{kernel} kernels / {workload} workload on {hardware.name} ({threads})"
-        console.print(evaluations_table(evaluations, title))
+        title = f"{workload} workload on {hardware.name} ({evaluator.threads} threads)"
+        console.print(suite_table(problems, kinds, evaluations, title))
+        for e in evaluations:
+            if e.error:
+                console.print(
+                    f"{e.problem} / {e.kernel}: {e.status.value}: {e.error}", markup=False
+                )
+        if "numpy" in kinds:
+            console.print(f"numpy column: {blas_description(evaluator.threads)}", highlight=False)
     write_json(json_path, [evaluation_json(e) for e in evaluations])
+
+
+def workload_costs(problem: Problem, hardware: HardwareSpec) -> list[dict[str, Any]]:
+    """Per workload: the cost model's terms and the roofline on ``hardware``."""
+    rows = []
+    for w in problem.workloads.values():
+        cost = problem.cost.evaluate(w.sizes)
+        roof = roofline(cost, hardware)
+        rows.append(
+            {
+                "workload": w.name,
+                "sizes": dict(w.sizes),
+                "matmul_flops": cost.matmul_flops,
+                "vector_flops": cost.vector_flops,
+                "bytes": cost.bytes,
+                "bound": roof.bound,
+                "peak_s": roof.peak_s,
+            }
+        )
+    return rows
+
+
+@app.command("show")
+def show_command(
+    name: Annotated[str, typer.Argument(help="problem name (see `accelopt bench list`)")],
+    backend: Annotated[str, typer.Option(help="whose ceilings and baseline to show")] = "cpu",
+    json_path: JsonOption = None,
+) -> None:
+    """One problem: definition, workloads with their cost and roofline, and the baseline source."""
+    problem = load_problem(name)
+    hardware = common.hardware_for(backend)
+    costs = workload_costs(problem, hardware)
+    baseline = problem.kernel_path("baseline", backend)
+    source = baseline.read_text() if baseline.is_file() else ""
+    shipped = [k for k in ("baseline", "expert") if problem.kernel_path(k, backend).is_file()]
+    if shows_table(json_path):
+        console.print(f"[bold]{problem.name}[/bold]: {problem.description}", highlight=False)
+        console.print(f"signature: {_signature(problem)}   tolerance: {problem.tolerance:g}")
+        console.print(f"shipped kernels ({backend}): {', '.join(shipped) or 'none'}")
+        console.print(_costs_table(costs, hardware))
+        console.print(Syntax(source, "c", line_numbers=True, word_wrap=True))
+    payload = problem_json(problem) | {
+        "hardware": hardware.name,
+        "costs": costs,
+        "kernels": shipped,
+        "baseline_source": source,
+    }
+    write_json(json_path, payload)
+
+
+def _signature(problem: Problem) -> str:
+    ins = ", ".join(f"{t.name}[{','.join(t.shape)}]" for t in problem.inputs)
+    outs = ", ".join(f"{t.name}[{','.join(t.shape)}]" for t in problem.outputs)
+    return f"{ins} → {outs}"
+
+
+def _costs_table(costs: list[dict[str, Any]], hardware: HardwareSpec) -> Table:
+    table = Table(title=f"cost model and roofline on {hardware.name}", title_justify="left")
+    for col in ["workload", "sizes", "matmul GFLOP", "vector GFLOP", "MB", "bound", "peak ms"]:
+        table.add_column(col, justify="left" if col in {"workload", "sizes", "bound"} else "right")
+    for c in costs:
+        table.add_row(
+            c["workload"],
+            " ".join(f"{k}={v}" for k, v in c["sizes"].items()),
+            f"{c['matmul_flops'] / 1e9:.4g}",
+            f"{c['vector_flops'] / 1e9:.4g}",
+            f"{c['bytes'] / 1e6:.4g}",
+            c["bound"],
+            f"{c['peak_s'] * 1e3:.3f}",
+        )
+    return table

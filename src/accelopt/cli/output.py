@@ -13,7 +13,9 @@ from rich.console import Console
 from rich.table import Table
 
 from accelopt.backends.status import Status
+from accelopt.problems.records import Problem
 from accelopt.profiling.evaluation import Evaluation
+from accelopt.profiling.scoring import geometric_mean_pct
 
 # Piped output (CI logs, files) gets a width that fits the tables instead of rich's default 80.
 _WIDTH = None if sys.stdout.isatty() or os.environ.get("COLUMNS") else 150
@@ -76,4 +78,40 @@ def evaluations_table(evaluations: Sequence[Evaluation], title: str) -> Table:
             "—" if e.max_rel_err is None else f"{e.max_rel_err:.1e}",
             e.error[:120],
         )
+    return table
+
+
+def _cell(e: Evaluation | None) -> tuple[str, str]:
+    if e is None:
+        return "", ""
+    if e.status is not Status.PASSED:
+        return status_text(e.status), "—"
+    return fmt_ms(e.latency_s) if e.latency_s is not None else "ok", fmt_pct(e.pct_of_peak)
+
+
+def suite_table(
+    problems: Sequence[Problem], kinds: Sequence[str], evaluations: Sequence[Evaluation], title: str
+) -> Table:
+    """A row per problem: bound, peak, then ms and % of peak per kernel kind; geometric means."""
+    by_key = {(e.problem, e.kernel): e for e in evaluations}
+    table = Table(title=title, title_justify="left")
+    table.add_column("problem", no_wrap=True)
+    table.add_column("bound")
+    table.add_column("peak ms", justify="right")
+    for kind in kinds:
+        table.add_column(f"{kind} ms", justify="right", no_wrap=True)
+        table.add_column(f"{kind} %", justify="right")
+    for p in problems:
+        first = next((e for e in evaluations if e.problem == p.name), None)
+        row = [p.name, first.bound if first else "", fmt_ms(first.peak_s) if first else ""]
+        for kind in kinds:
+            row.extend(_cell(by_key.get((p.name, kind))))
+        table.add_row(*row)
+    means = ["geomean", "", ""]
+    for kind in kinds:
+        passed = [e.pct_of_peak for e in evaluations if e.kernel == kind and e.passed]
+        mean = geometric_mean_pct([f for f in passed if f is not None])
+        means.extend(["", f"{fmt_pct(mean)} ({len(passed)})" if mean is not None else "—"])
+    table.add_section()
+    table.add_row(*means, style="bold")
     return table

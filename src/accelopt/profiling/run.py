@@ -16,8 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from accelopt.backends.base import LoadedKernel, get_backend
-from accelopt.backends.cpu.backend import KernelLoadError
+from accelopt.backends.base import KernelLoadError, LoadedKernel, get_backend
 from accelopt.backends.kernel import Kernel
 from accelopt.backends.status import Status
 from accelopt.problems.loader import load_problem

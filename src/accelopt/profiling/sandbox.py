@@ -31,6 +31,7 @@ def worker_env(parent: Mapping[str, str], threads: int) -> dict[str, str]:
     """The environment of a worker process: an allow-list of the parent's, and the thread count."""
     env = {k: v for k, v in parent.items() if k in _ENV_NAMES or k.startswith(_ENV_PREFIXES)}
     env["OMP_NUM_THREADS"] = str(threads)
+    env.setdefault("OPENBLAS_NUM_THREADS", str(threads))  # the numpy kind and the references
     return env
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from accelopt.backends.status import Status
@@ -29,3 +30,11 @@ def verdict(status: str | None, error: str, latency_s: float | None, peak_s: flo
         )
         return Verdict(Status.SUSPICIOUS, reason, pct)
     return Verdict(Status.PASSED, "", pct)
+
+
+def geometric_mean_pct(fractions: list[float]) -> float | None:
+    """The geometric mean of fractions of peak (the suite's summary per kernel kind), or None."""
+    values = [f for f in fractions if f is not None and f > 0]
+    if not values:
+        return None
+    return float(math.exp(sum(math.log(v) for v in values) / len(values)))

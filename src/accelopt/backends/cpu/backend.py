@@ -11,17 +11,13 @@ from pathlib import Path
 import numpy as np
 
 from accelopt import settings
-from accelopt.backends.base import BuildResult
+from accelopt.backends.base import BuildResult, KernelLoadError
 from accelopt.backends.cpu.checks import check_source
 from accelopt.backends.cpu.compiler import compile_kernel, compiler_for, prototype
 from accelopt.backends.cpu.symbols import disallowed_symbols
 from accelopt.backends.kernel import Kernel
 from accelopt.backends.status import Status
 from accelopt.problems.records import Problem, Sizes
-
-
-class KernelLoadError(Exception):
-    """The shared object built but does not provide the contract's `kernel` function."""
 
 
 @cache
