@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from accelopt.backends.kernel import Kernel
-from accelopt.hardware.spec import HardwareSpec
 
 KERNELS_DIR = Path(__file__).parent / "kernels"
 
@@ -22,28 +21,6 @@ CLONE_NEWNET, CLONE_NEWUSER = 0x40000000, 0x10000000
 ok = libc.unshare(CLONE_NEWNET) == 0 or libc.unshare(CLONE_NEWUSER | CLONE_NEWNET) == 0
 sys.exit(0 if ok else 1)
 """
-
-
-@pytest.fixture(scope="session")
-def accelopt_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    """ACCELOPT_CACHE_DIR in os.environ, so that worker processes started later inherit it."""
-    path = tmp_path_factory.mktemp("accelopt-cache")
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("ACCELOPT_CACHE_DIR", str(path))
-        yield path
-
-
-@pytest.fixture(scope="session")
-def hw() -> HardwareSpec:
-    return HardwareSpec(
-        name="test-cpu",
-        backend="cpu",
-        matmul_rate=545e9,
-        vector_rate=140e9,
-        bandwidth=45e9,
-        cores=2,
-        llc_bytes=32 << 20,
-    )
 
 
 @pytest.fixture(scope="session")
