@@ -1,0 +1,47 @@
+"""bmm: out[b] = lhs[b] @ rhs[b] for each batch b, on row-major float32 tensors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from accelopt.problems.records import Arrays, CostModel, Problem, Sizes, TensorSpec, Workload
+
+
+def reference(lhs: np.ndarray, rhs: np.ndarray) -> Arrays:
+    return (np.matmul(lhs, rhs),)
+
+
+# The NKIBench published cost model.
+def matmul_flops(s: Sizes) -> float:
+    return 2 * s["B"] * s["M"] * s["N"] * s["K"]
+
+
+def vector_flops(s: Sizes) -> float:
+    return 0
+
+
+def bytes_moved(s: Sizes) -> float:
+    return 4 * (s["B"] * s["M"] * s["N"] + s["B"] * s["N"] * s["K"] + s["B"] * s["M"] * s["K"])
+
+
+PROBLEM = Problem(
+    name="bmm",
+    description=(
+        "Batched matrix multiply out[B, M, N] = lhs[B, M, K] @ rhs[B, K, N], one independent "
+        "matmul per batch; all float32 and row-major (rhs is K-major, not transposed). K is small "
+        "(64 in the paper), so each output element is a short dot product."
+    ),
+    params=("B", "M", "N", "K"),
+    inputs=(TensorSpec("lhs", ("B", "M", "K")), TensorSpec("rhs", ("B", "K", "N"))),
+    outputs=(TensorSpec("out", ("B", "M", "N")),),
+    reference=reference,
+    cost=CostModel(matmul_flops=matmul_flops, vector_flops=vector_flops, bytes=bytes_moved),
+    workloads={
+        "paper": Workload("paper", {"B": 16, "M": 4096, "N": 4096, "K": 64}),
+        "cpu": Workload("cpu", {"B": 5, "M": 1280, "N": 1280, "K": 64}),
+        "small": Workload("small", {"B": 4, "M": 24, "N": 40, "K": 16}),
+    },
+    directory=Path(__file__).parent,
+)
