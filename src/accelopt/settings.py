@@ -24,3 +24,17 @@ def cache_dir() -> Path:
 def c_compiler() -> str:
     """The C compiler: ``CC`` when set, else ``cc``."""
     return os.environ.get("CC") or "cc"
+
+
+def env(name: str) -> str | None:
+    """An environment variable by name (e.g. the API key variable a config names), or None."""
+    value = os.environ.get(name)
+    return value if value else None
+
+
+def llm_overrides() -> dict[str, str]:
+    """Overrides of the default LLM endpoint: ACCELOPT_LLM_BASE_URL, ACCELOPT_LLM_MODEL and
+    ACCELOPT_LLM_API_KEY (the key itself, for quick use; a config names a variable instead)."""
+    names = {"base_url": "ACCELOPT_LLM_BASE_URL", "model": "ACCELOPT_LLM_MODEL"}
+    names["api_key"] = "ACCELOPT_LLM_API_KEY"
+    return {field: value for field, var in names.items() if (value := env(var))}

@@ -13,7 +13,7 @@ from typing import Annotated
 import typer
 
 from accelopt.backends.kernel import Kernel
-from accelopt.cli import bench, common
+from accelopt.cli import bench, common, llm
 from accelopt.cli.output import (
     console,
     err_console,
@@ -33,6 +33,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 app.add_typer(bench.app, name="bench")
+app.add_typer(llm.app, name="llm")
 
 JsonOption = Annotated[
     str | None, typer.Option("--json", help="also write JSON to this path ('-' for stdout)")

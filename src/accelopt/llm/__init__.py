@@ -1,0 +1,1 @@
+"""One OpenAI-compatible LLM client: configuration, retries, concurrency, cost, record/replay."""

@@ -1,0 +1,207 @@
+"""The one LLM client: OpenAI-compatible chat completions for every agent.
+
+``complete`` never raises for what an endpoint does: rate limits, 5xx, timeouts, connection loss
+and unreadable replies are retried (by exception type, with backoff and jitter, honouring
+Retry-After) and, when retries run out, returned as an ``LLMCall`` with ``error`` set. Every call,
+failed or not, goes to the recorder as soon as it returns. With replay on, a call recorded before
+with the same (model, messages, parameters, sample index) is answered from the record.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import openai
+
+from accelopt.llm.budget import Budget
+from accelopt.llm.config import AGENTS, Config, Endpoint
+from accelopt.llm.pricing import price_for
+from accelopt.llm.recorder import MemoryRecorder, Recorder
+from accelopt.llm.records import LLMCall, Message, replay_key
+from accelopt.llm.retry import backoff_s, error_text, is_retryable, retry_after_s
+
+
+@dataclass
+class Usage:
+    """Tokens and dollars of one agent's calls in this client's lifetime (replays cost nothing)."""
+
+    calls: int = 0
+    failed: int = 0
+    replayed: int = 0
+    tokens_in: int = 0
+    tokens_out: int = 0
+    cost_usd: float = 0.0
+    unknown_cost: int = 0  # calls whose price is unknown
+
+    def add(self, call: LLMCall) -> None:
+        self.calls += 1
+        self.failed += not call.ok
+        self.replayed += call.replayed
+        self.tokens_in += call.tokens_in
+        self.tokens_out += call.tokens_out
+        if call.cost_usd is None:
+            self.unknown_cost += 1
+        else:
+            self.cost_usd += call.cost_usd
+
+
+@dataclass
+class _Reply:
+    text: str
+    reasoning: str | None
+    finish_reason: str | None
+    tokens_in: int
+    tokens_out: int
+
+
+def _reasoning(message: Any) -> str | None:
+    """Reasoning text, where the endpoint returns it (vLLM/DeepSeek, OpenRouter/Ollama names)."""
+    extra = getattr(message, "model_extra", None) or {}
+    for name in ("reasoning_content", "reasoning"):
+        value = extra.get(name) or getattr(message, name, None)
+        if isinstance(value, str) and value:
+            return value
+    return None
+
+
+@dataclass
+class LLMClient:
+    config: Config
+    recorder: Recorder = field(default_factory=MemoryRecorder)
+    replay: bool = False
+    budget: Budget | None = None
+    sleep: Callable[[float], Any] = asyncio.sleep  # tests make backoff instant
+    max_retries: int | None = None  # overrides every endpoint's (e.g. 0 for a quick check)
+    usage: dict[str, Usage] = field(default_factory=dict)
+    _clients: dict[tuple[str, str], openai.AsyncOpenAI] = field(default_factory=dict)
+    _limits: dict[str, asyncio.Semaphore] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.budget is None:
+            self.budget = Budget(self.config.budget.max_usd, self.config.budget.max_tokens)
+        self.endpoints = {agent: self.config.endpoint(agent) for agent in AGENTS}
+
+    async def complete(self, agent: str, messages: list[Message], sample_index: int = 0) -> LLMCall:
+        """One chat completion for ``agent``; failures come back as data (``call.error``)."""
+        endpoint = self.endpoints[agent]
+        params = endpoint.params()
+        key = replay_key(endpoint.model, messages, params, sample_index)
+        base = {
+            "id": uuid.uuid4().hex,
+            "key": key,
+            "agent": agent,
+            "model": endpoint.model,
+            "base_url": endpoint.base_url,
+            "messages": messages,
+            "params": params,
+            "sample_index": sample_index,
+            "started_at": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        }
+        recorded = self.recorder.find(key) if self.replay else None
+        refusal = self.budget.exhausted() if self.budget is not None else ""
+        if recorded is not None:  # already paid for: no request, no charge
+            call = recorded.model_copy(update={**base, "replayed": True, "cost_usd": 0.0})
+        elif refusal:
+            call = LLMCall(**base, error=refusal)
+        else:
+            call = await self._call(endpoint, messages, base)
+        self._account(call)
+        return call
+
+    def _account(self, call: LLMCall) -> None:
+        self.recorder.record(call)
+        self.usage.setdefault(call.agent, Usage()).add(call)
+        if self.budget is not None and not call.replayed:
+            self.budget.charge(call.cost_usd, call.tokens_in + call.tokens_out)
+
+    async def _call(self, endpoint: Endpoint, messages: list[Message], base: dict) -> LLMCall:
+        start = time.perf_counter()
+        attempts, last_error = 0, ""
+        retries = endpoint.max_retries if self.max_retries is None else self.max_retries
+        async with self._limit(endpoint):
+            while attempts <= retries:
+                attempts += 1
+                try:
+                    reply = await self._request(endpoint, messages)
+                except Exception as exc:  # decided by type below; never raised to the caller
+                    last_error = error_text(exc)
+                    if not is_retryable(exc) or attempts > retries:
+                        break
+                    await self.sleep(self._delay(exc, attempts - 1, endpoint))
+                    continue
+                return self._success(endpoint, base, reply, attempts, start)
+        latency = time.perf_counter() - start
+        return LLMCall(**base, error=last_error, attempts=attempts, latency_s=latency)
+
+    def _delay(self, exc: BaseException, attempt: int, endpoint: Endpoint) -> float:
+        told = retry_after_s(exc)
+        return told if told is not None else backoff_s(attempt, endpoint.retry_base_s)
+
+    def _success(
+        self, endpoint: Endpoint, base: dict, reply: _Reply, attempts: int, start: float
+    ) -> LLMCall:
+        price = price_for(endpoint)
+        cost = price.cost(reply.tokens_in, reply.tokens_out) if price else None
+        return LLMCall(
+            **base,
+            reply=reply.text,
+            reasoning=reply.reasoning,
+            finish_reason=reply.finish_reason,
+            tokens_in=reply.tokens_in,
+            tokens_out=reply.tokens_out,
+            latency_s=time.perf_counter() - start,
+            cost_usd=cost,
+            attempts=attempts,
+        )
+
+    async def _request(self, endpoint: Endpoint, messages: list[Message]) -> _Reply:
+        kwargs: dict[str, Any] = {
+            "model": endpoint.model,
+            "messages": messages,
+            "temperature": endpoint.temperature,
+            "max_tokens": endpoint.max_tokens,
+        }
+        if endpoint.reasoning_effort:
+            kwargs["reasoning_effort"] = endpoint.reasoning_effort
+        response = await self._client(endpoint).chat.completions.create(**kwargs)
+        if not response.choices:
+            raise openai.APIResponseValidationError(
+                response=None, body=None, message="the reply has no choices"
+            )  # type: ignore[arg-type]
+        choice = response.choices[0]
+        usage = response.usage
+        return _Reply(
+            text=choice.message.content or "",
+            reasoning=_reasoning(choice.message),
+            finish_reason=choice.finish_reason,
+            tokens_in=usage.prompt_tokens if usage else 0,
+            tokens_out=usage.completion_tokens if usage else 0,
+        )
+
+    def _client(self, endpoint: Endpoint) -> openai.AsyncOpenAI:
+        ident = (endpoint.base_url, endpoint.api_key)
+        if ident not in self._clients:
+            self._clients[ident] = openai.AsyncOpenAI(
+                base_url=endpoint.base_url,
+                api_key=endpoint.api_key,
+                timeout=endpoint.timeout_s,
+                max_retries=0,  # retries are ours: by type, with the budget and the record
+            )
+        return self._clients[ident]
+
+    def _limit(self, endpoint: Endpoint) -> asyncio.Semaphore:
+        """One concurrency limit per endpoint (base URL), shared by the agents that use it."""
+        if endpoint.base_url not in self._limits:
+            self._limits[endpoint.base_url] = asyncio.Semaphore(endpoint.concurrency)
+        return self._limits[endpoint.base_url]
+
+    async def aclose(self) -> None:
+        for client in self._clients.values():
+            await client.close()
+        self._clients.clear()

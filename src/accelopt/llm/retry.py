@@ -1,0 +1,54 @@
+"""Which failures are worth another try, and how long to wait: decided by exception type."""
+
+from __future__ import annotations
+
+import random
+
+import openai
+
+# Transient by nature: rate limits, server errors, connection drops and timeouts, and a reply
+# body the client could not read (a proxy cut it short).
+RETRYABLE = (
+    openai.RateLimitError,
+    openai.InternalServerError,
+    openai.APIConnectionError,  # includes APITimeoutError
+    openai.APIResponseValidationError,
+)
+MAX_DELAY_S = 60.0
+
+
+def is_retryable(exc: BaseException) -> bool:
+    if isinstance(exc, RETRYABLE):
+        return True
+    # Other 5xx answers (502, 503, 504 from proxies) have no class of their own.
+    return isinstance(exc, openai.APIStatusError) and exc.status_code >= 500
+
+
+def retry_after_s(exc: BaseException) -> float | None:
+    """The server's Retry-After in seconds, when it sent one (numbers only; dates are ignored)."""
+    response = getattr(exc, "response", None)
+    headers = getattr(response, "headers", None)
+    if headers is None:
+        return None
+    for name in ("retry-after-ms", "retry-after"):
+        value = headers.get(name)
+        if value is None:
+            continue
+        try:
+            seconds = float(value) / (1000 if name.endswith("-ms") else 1)
+        except ValueError:
+            continue
+        return max(0.0, min(seconds, MAX_DELAY_S))
+    return None
+
+
+def backoff_s(attempt: int, base_s: float, rng: random.Random | None = None) -> float:
+    """Exponential backoff with full jitter: uniform in [0, base · 2^attempt], capped."""
+    draw = (rng or random).random()
+    return min(MAX_DELAY_S, base_s * (2**attempt)) * draw
+
+
+def error_text(exc: BaseException) -> str:
+    """One line for the record: the exception's kind and its message, trimmed."""
+    message = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    return f"{type(exc).__name__}: {message}"[:500]

@@ -1,0 +1,1 @@
+"""Optimization memory: lessons learned from slow→fast kernel pairs."""
