@@ -24,7 +24,13 @@ from accelopt.llm.config import AGENTS, Config, Endpoint
 from accelopt.llm.pricing import price_for
 from accelopt.llm.recorder import MemoryRecorder, Recorder
 from accelopt.llm.records import LLMCall, Message, replay_key
-from accelopt.llm.retry import backoff_s, error_text, is_retryable, retry_after_s
+from accelopt.llm.retry import (
+    MalformedReplyError,
+    backoff_s,
+    error_text,
+    is_retryable,
+    retry_after_s,
+)
 
 
 @dataclass
@@ -170,10 +176,8 @@ class LLMClient:
         if endpoint.reasoning_effort:
             kwargs["reasoning_effort"] = endpoint.reasoning_effort
         response = await self._client(endpoint).chat.completions.create(**kwargs)
-        if not response.choices:
-            raise openai.APIResponseValidationError(
-                response=None, body=None, message="the reply has no choices"
-            )  # type: ignore[arg-type]
+        if response is None or not getattr(response, "choices", None):
+            raise MalformedReplyError("the reply is not a chat completion (no choices)")
         choice = response.choices[0]
         usage = response.usage
         return _Reply(

@@ -2,17 +2,26 @@
 
 from __future__ import annotations
 
+import json
 import random
 
 import openai
 
+
+class MalformedReplyError(Exception):
+    """The endpoint answered 200 with something that is not a chat completion."""
+
+
 # Transient by nature: rate limits, server errors, connection drops and timeouts, and a reply
-# body the client could not read (a proxy cut it short).
+# body the client could not read (a proxy cut it short: the openai client then raises a plain
+# JSONDecodeError, or returns no choices).
 RETRYABLE = (
     openai.RateLimitError,
     openai.InternalServerError,
     openai.APIConnectionError,  # includes APITimeoutError
     openai.APIResponseValidationError,
+    json.JSONDecodeError,
+    MalformedReplyError,
 )
 MAX_DELAY_S = 60.0
 
