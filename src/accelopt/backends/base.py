@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
@@ -13,6 +13,15 @@ from accelopt.backends.kernel import Kernel
 from accelopt.backends.status import Status
 from accelopt.errors import UserError
 from accelopt.problems.records import Problem, Sizes
+
+if TYPE_CHECKING:  # annotations only: a worker process loads no pydantic model for these
+    from accelopt.backends.facts import BackendFacts
+    from accelopt.hardware.spec import HardwareSpec
+
+
+# Every buffer the harness hands a kernel starts on a 64-byte boundary (a cache line, one
+# AVX-512 vector): part of the kernel contract, so aligned vector loads are legal.
+BUFFER_ALIGNMENT = 64
 
 
 class KernelLoadError(Exception):
@@ -65,6 +74,16 @@ class Backend(Protocol):
 
     def set_threads(self, threads: int) -> None:
         """Use this many threads for the next calls."""
+        ...
+
+    def facts(self, hardware: HardwareSpec) -> BackendFacts:
+        """The kernel contract and the ceilings of ``hardware``, for the agents' prompts."""
+        ...
+
+    def remarks(self, source: str, problem: Problem, sizes: Sizes) -> list[str]:
+        """What the compiler says about the kernel (e.g. loops it did or did not vectorize),
+        a few lines for the planner; [] when there is nothing to say or the kernel does not
+        build (runs in the calling process, never executes the kernel)."""
         ...
 
 

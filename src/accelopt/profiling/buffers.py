@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 
-ALIGNMENT = 64
+from accelopt.backends.base import BUFFER_ALIGNMENT
+
+ALIGNMENT = BUFFER_ALIGNMENT
 
 
 def aligned_empty(shape: tuple[int, ...], fill: float | None = None) -> np.ndarray:

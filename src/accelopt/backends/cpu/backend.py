@@ -7,17 +7,25 @@ import ctypes
 from collections.abc import Callable, Sequence
 from functools import cache, partial
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from accelopt import settings
-from accelopt.backends.base import BuildResult, KernelLoadError
+from accelopt.backends.base import BUFFER_ALIGNMENT, BuildResult, KernelLoadError
+from accelopt.backends.cpu import checks, symbols
 from accelopt.backends.cpu.checks import check_source
-from accelopt.backends.cpu.compiler import compile_kernel, compiler_for, prototype
+from accelopt.backends.cpu.compiler import FLAGS, LIBS, compile_kernel, compiler_for, prototype
+from accelopt.backends.cpu.remarks import vectorization_remarks
 from accelopt.backends.cpu.symbols import disallowed_symbols
+from accelopt.backends.facts import BackendFacts, describe_ceilings
 from accelopt.backends.kernel import Kernel
 from accelopt.backends.status import Status
+from accelopt.errors import CompilerNotFoundError
 from accelopt.problems.records import Problem, Sizes
+
+if TYPE_CHECKING:  # annotations only: keeps pydantic out of worker processes
+    from accelopt.hardware.spec import HardwareSpec
 
 
 @cache
@@ -97,3 +105,94 @@ class CpuBackend:
         gomp = _libgomp()
         if gomp is not None:
             gomp.omp_set_num_threads(ctypes.c_int(threads))
+
+    def facts(self, hardware: HardwareSpec) -> BackendFacts:
+        """The C kernel contract (DESIGN.md) with the lists the checks and the compiler use."""
+        try:
+            cc = compiler_for(settings.c_compiler())
+            command, version = " ".join(cc.command), f", compiled by {cc.version}"
+        except CompilerNotFoundError:
+            command, version = settings.c_compiler(), ""
+        contract = "\n".join(
+            [
+                "One C11 translation unit (GNU dialect, -std=gnu11) that defines",
+                "  void kernel(const float *in0, ..., float *out0, ...)",
+                "with the problem's inputs (const float *) then its outputs (float *), in the "
+                "problem's order. The prototype is force-included: another signature does not "
+                "build.",
+                "Every tensor is float32, row-major and contiguous; every buffer is "
+                f"{BUFFER_ALIGNMENT}-byte aligned (aligned vector loads and stores are legal on "
+                "every argument).",
+                "Sizes are compile-time #defines named after the problem's size parameters "
+                "(e.g. M, N, K): the kernel is compiled for one workload's sizes.",
+                "Destination-passing: the kernel writes its results into the output buffers and "
+                "must write every element of every output (outputs are NaN before each call).",
+                "It must not modify its inputs (checked after each call) and must keep no state "
+                "across calls (it is called many times, on several buffer sets).",
+                "OpenMP is available; the harness sets the thread count (by default "
+                f"{hardware.cores}, the device's cores). "
+                "Scratch memory from malloc/aligned_alloc must be freed before returning.",
+            ]
+        )
+        libc = ", ".join(sorted(name for name in symbols.ALLOWED if not name.startswith("_")))
+        prefixes = ", ".join(f"{prefix}*" for prefix in symbols.ALLOWED_PREFIXES)
+        forbidden = [
+            "#include of any header not in the allowed list; #include_next, #import and #line",
+            "inline assembly (asm, __asm__): use the intrinsics of <immintrin.h>",
+            *self._banned_calls(),
+            "token pasting (##): it can hide names from the checks",
+            "#pragma redefine_extname and #pragma weak: they rename symbols",
+            "[[...]] attributes (use __attribute__ for what is permitted)",
+            "__attribute__((" + "/".join(sorted(checks.FORBIDDEN_ATTRIBUTES)) + ")): a kernel runs "
+            "only when called",
+            "importing any function other than libm, OpenMP and libmvec (symbols "
+            f"{prefixes}) and: {libc} (checked on the built object, whatever the spelling)",
+        ]
+        return BackendFacts(
+            backend=self.name,
+            language=f"C11 + OpenMP{version}",
+            contract=contract,
+            compile_command=" ".join(
+                [
+                    command,
+                    *FLAGS,
+                    "-include <prototype>",
+                    "-D<size>=<value> ...",
+                    "-o kernel.so",
+                    "kernel.c",
+                    *LIBS,
+                ]
+            ),
+            allowed_headers=tuple(sorted(checks.ALLOWED_HEADERS)),
+            forbidden=tuple(forbidden),
+            ceilings=describe_ceilings(hardware, matmul="matmul (FMA)", cores="cores/threads"),
+        )
+
+    @staticmethod
+    def _banned_calls(examples: int = 6) -> list[str]:
+        """One rule per category of functions the source checks refuse, with a few names."""
+        by_category: dict[str, list[str]] = {}
+        for name, category in checks.BANNED.items():
+            by_category.setdefault(category, []).append(name)
+        rules = []
+        for category, names in sorted(by_category.items()):
+            shown = sorted(names, key=lambda n: (len(n), n))[:examples]
+            extra = ", the exec* family" if category == "process control" else ""
+            rules.append(f"calls to {category} functions ({', '.join(shown)}, ...{extra})")
+        return rules
+
+    def remarks(self, source: str, problem: Problem, sizes: Sizes) -> list[str]:
+        """GCC's vectorization report on the kernel; [] if the checks reject it or it does not
+        build (compiled in this process with a timeout; nothing is run)."""
+        if check_source(source) is not None:
+            return []
+        try:
+            compiler = compiler_for(settings.c_compiler())
+        except CompilerNotFoundError:
+            return []
+        return vectorization_remarks(
+            source,
+            {p: int(sizes[p]) for p in problem.params},
+            prototype(len(problem.inputs), len(problem.outputs)),
+            compiler,
+        )

@@ -50,7 +50,7 @@ _SIGNALS = {
     "alarm", "setitimer", "sigsetjmp", "siglongjmp", "setjmp", "longjmp", "sigaltstack",
 }  # fmt: skip
 
-_BANNED = (
+BANNED = (
     {name: "process control" for name in _PROCESS}
     | {name: "file and environment access" for name in _FILES}
     | {name: "network access" for name in _SOCKETS}
@@ -71,7 +71,7 @@ _DISTINCTIVE = _PROCESS | {
 _ASM = {"asm", "__asm__", "__asm"}
 _ATTRIBUTE = re.compile(r"__attribute(?:__)?\s*\(\s*\((.*?)\)\s*\)", re.DOTALL)
 _IDENTIFIER_ONLY = re.compile(r"\b[A-Za-z_]\w*\b")
-_ATTRIBUTES = {"constructor", "destructor", "ifunc", "alias", "weakref", "section"}
+FORBIDDEN_ATTRIBUTES = {"constructor", "destructor", "ifunc", "alias", "weakref", "section"}
 
 
 def _strip(source: str) -> str:
@@ -98,8 +98,8 @@ def _check_identifiers(code: str) -> str | None:
         name = spelled.removeprefix("__builtin_")  # __builtin_fork is fork
         if name in _ASM:
             return f"inline assembly ({name}) is not allowed; use intrinsics from <immintrin.h>"
-        if name in _BANNED and (call or name in _DISTINCTIVE):
-            return f"call to {name}() is not allowed in a kernel ({_BANNED[name]})"
+        if name in BANNED and (call or name in _DISTINCTIVE):
+            return f"call to {name}() is not allowed in a kernel ({BANNED[name]})"
         if (
             name.startswith("exec")
             and call
@@ -112,7 +112,7 @@ def _check_identifiers(code: str) -> str | None:
 def _check_attributes(code: str) -> str | None:
     for match in _ATTRIBUTE.finditer(code):
         for name in _IDENTIFIER_ONLY.findall(match.group(1)):
-            if name.strip("_") in _ATTRIBUTES:
+            if name.strip("_") in FORBIDDEN_ATTRIBUTES:
                 return f"the {name!r} attribute is not allowed: a kernel runs only when called"
     return None
 

@@ -57,7 +57,7 @@ def trim_compiler_output(text: str, source_path: str) -> str:
     return "\n".join(keep)
 
 
-def _run(cmd: list[str], timeout_s: float) -> tuple[int, str]:
+def run_compiler(cmd: list[str], timeout_s: float) -> tuple[int, str]:
     """Run the compiler in its own process group so a timeout kills cc1 and the linker too."""
     proc = subprocess.Popen(
         cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True
@@ -96,7 +96,7 @@ def compile_kernel(
     cmd += [f"-D{k}={v}" for k, v in defines.items()]
     cmd += ["-o", str(tmp), str(src), *LIBS]
     try:
-        code, out = _run(cmd, timeout_s)
+        code, out = run_compiler(cmd, timeout_s)
     except subprocess.TimeoutExpired:
         tmp.unlink(missing_ok=True)
         return BuildResult(Status.COMPILE_ERROR, f"compilation ran past {timeout_s:g} s")

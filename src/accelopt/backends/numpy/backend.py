@@ -14,12 +14,17 @@ import os
 from collections.abc import Callable, Sequence
 from functools import partial
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from accelopt.backends.base import BuildResult
+from accelopt.backends.facts import BackendFacts, describe_ceilings
 from accelopt.backends.kernel import Kernel
 from accelopt.problems.records import Problem, Sizes
+
+if TYPE_CHECKING:  # annotations only: keeps pydantic out of worker processes
+    from accelopt.hardware.spec import HardwareSpec
 
 
 def reference_kernel(problem: Problem) -> Kernel:
@@ -77,3 +82,28 @@ class NumpyBackend:
 
     def set_threads(self, threads: int) -> None:
         pass  # OpenBLAS reads OPENBLAS_NUM_THREADS when the worker starts
+
+    def facts(self, hardware: HardwareSpec) -> BackendFacts:
+        """Not a kernel language: the problem's NumPy reference, timed as a comparison point."""
+        contract = "\n".join(
+            [
+                "Not user code: the problem's own NumPy reference, timed as a comparison point "
+                "and never edited or optimized.",
+                "A call is reference(*inputs) on float32 arrays (allocating its result, as NumPy "
+                "does), then a copy of the result into the output buffers: destination-passing, "
+                "like every kernel.",
+                f"Runs on {blas_description(hardware.cores)}.",
+            ]
+        )
+        return BackendFacts(
+            backend=self.name,
+            language=f"Python (NumPy {np.__version__})",
+            contract=contract,
+            compile_command="",
+            allowed_headers=(),
+            forbidden=(),
+            ceilings=describe_ceilings(hardware),
+        )
+
+    def remarks(self, source: str, problem: Problem, sizes: Sizes) -> list[str]:
+        return []  # nothing is compiled

@@ -1,0 +1,127 @@
+"""A kernel's profile for the agents: how fast, how far from each ceiling, what the compiler said.
+
+Built from an ``Evaluation``, the problem's ``Cost`` on the workload, the ``HardwareSpec`` and the
+backend's remarks; pure functions, so the planner's prompt is reproducible from stored records.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from accelopt.hardware.spec import HardwareSpec
+from accelopt.problems.records import Cost
+from accelopt.profiling.evaluation import Evaluation
+
+GIGA = 1e9
+UNITS = {"matmul": "GFLOP/s", "vector": "GFLOP/s", "memory": "GB/s"}
+
+
+@dataclass(frozen=True)
+class Profile:
+    """What was measured of one kernel, in the roofline's terms.
+
+    ``achieved`` holds the rate each cost term reached (FLOP/s for ``matmul`` and ``vector``,
+    bytes/s for ``memory``), ``ceilings`` the device's rate for the same term, ``utilization``
+    their ratio (1.0 = the ceiling). Terms the problem does not pay (zero cost) are left out.
+    Without a timing (a failure, or a check-only evaluation) the measured fields are None/empty.
+    """
+
+    latency_s: float | None
+    pct_of_peak: float | None
+    bound: str | None
+    noise: float | None
+    peak_s: float | None
+    achieved: dict[str, float] = field(default_factory=dict)
+    utilization: dict[str, float] = field(default_factory=dict)
+    status: str = ""
+    error: str = ""
+    remarks: tuple[str, ...] = ()
+    ceilings: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def timed(self) -> bool:
+        return self.latency_s is not None
+
+
+def build_profile(
+    evaluation: Evaluation, cost: Cost, hardware: HardwareSpec, remarks: Sequence[str]
+) -> Profile:
+    """The profile of ``evaluation``; rates are each cost term divided by the median latency."""
+    latency = evaluation.latency_s
+    common = {
+        "bound": evaluation.bound or None,
+        "peak_s": evaluation.peak_s,
+        "status": str(evaluation.status),
+        "error": evaluation.error,
+        "remarks": tuple(remarks),
+    }
+    if latency is None or latency <= 0:
+        return Profile(latency_s=None, pct_of_peak=None, noise=None, **common)
+    work = {"matmul": cost.matmul_flops, "vector": cost.vector_flops, "memory": cost.bytes}
+    rates = {
+        "matmul": hardware.matmul_rate,
+        "vector": hardware.vector_rate,
+        "memory": hardware.bandwidth,
+    }
+    achieved = {term: amount / latency for term, amount in work.items() if amount > 0}
+    return Profile(
+        latency_s=latency,
+        pct_of_peak=evaluation.pct_of_peak,
+        noise=evaluation.noise,
+        achieved=achieved,
+        utilization={term: rate / rates[term] for term, rate in achieved.items()},
+        ceilings={term: rates[term] for term in achieved},
+        **common,
+    )
+
+
+def _ms(seconds: float) -> str:
+    value = seconds * 1e3
+    return f"{value:.4g} ms" if value < 1000 else f"{value:,.0f} ms"
+
+
+def _rate(value: float) -> str:
+    scaled = value / GIGA
+    return f"{scaled:,.1f}" if scaled >= 10 else f"{scaled:.3g}"
+
+
+def _pct(fraction: float) -> str:
+    return f"{fraction * 100:.1f} %"
+
+
+def render_profile(profile: Profile) -> str:
+    """A compact text block for a prompt: status, latency, roofline, each ceiling, remarks."""
+    lines = [f"status: {profile.status}"]
+    if profile.error:
+        error = profile.error.strip().splitlines()
+        lines += ["error:", *(f"  {line}" for line in error)]
+    roofline = ""
+    if profile.peak_s is not None:
+        bound = f", {profile.bound}-bound" if profile.bound else ""
+        roofline = f"roofline {_ms(profile.peak_s)}{bound}"
+    if profile.latency_s is None:
+        if profile.status == "PASSED":
+            lines.append("latency: not timed (checked for correctness only)")
+        if roofline:
+            lines.append(roofline)
+    else:
+        latency = f"latency: {_ms(profile.latency_s)} (median)"
+        if profile.noise is not None:
+            latency += f", noise ±{_pct(profile.noise)} (IQR / median)"
+        lines.append(latency)
+        if profile.pct_of_peak is not None:
+            lines.append(f"{_pct(profile.pct_of_peak)} of peak: {roofline}".rstrip(": "))
+        elif roofline:
+            lines.append(roofline)
+        for term, rate in profile.achieved.items():
+            unit = UNITS.get(term, "/s")
+            ceiling = profile.ceilings.get(term)
+            of = f" of {_rate(ceiling)} {unit}" if ceiling else ""
+            share = profile.utilization.get(term)
+            pct = f" ({_pct(share)})" if share is not None else ""
+            lines.append(f"{term}: achieved {_rate(rate)} {unit}{of}{pct}")
+    if profile.remarks:
+        lines.append("compiler vectorization remarks:")
+        lines += [f"  {remark}" for remark in profile.remarks]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,107 @@
+"""Backend facts: the contract and ceilings an agent is told, from the lists the checks enforce."""
+
+from __future__ import annotations
+
+import pytest
+
+from accelopt.backends.base import get_backend
+from accelopt.backends.cpu import checks, compiler, symbols
+from accelopt.backends.facts import BackendFacts, describe_ceilings
+from accelopt.hardware.spec import HardwareSpec
+
+MEASURED = HardwareSpec(
+    name="cpu:Test CPU",
+    backend="cpu",
+    matmul_rate=531.8e9,
+    vector_rate=521.8e9,
+    bandwidth=49.0e9,
+    cores=2,
+    llc_bytes=32 << 20,
+    provenance={
+        "matmul_rate": "measured: FMA micro-benchmark flops.c, 2 threads, 2026-01-01",
+        "vector_rate": "measured: multiply+add micro-benchmark flops.c, 2 threads, 2026-01-01",
+        "bandwidth": "measured: STREAM triad triad.c, 2 threads, 2026-01-01",
+        "cores": "OpenMP threads used (2 CPUs in the affinity mask)",
+        "llc_bytes": "sysfs: level-3 unified cache",
+    },
+)
+
+
+@pytest.fixture(scope="module")
+def cpu_facts() -> BackendFacts:
+    return get_backend("cpu").facts(MEASURED)
+
+
+def test_cpu_facts_state_the_signature_rule(cpu_facts):
+    text = cpu_facts.render()
+    assert "void kernel(const float *in0, ..., float *out0, ...)" in text
+    assert "inputs (const float *) then its outputs (float *), in the problem's order" in text
+    for rule in ("float32", "row-major", "contiguous", "64-byte", "#define", "Destination-passing"):
+        assert rule in text
+    assert "every element of every output" in text
+    assert "must not modify its inputs" in text and "no state across calls" in text
+
+
+def test_cpu_facts_list_every_allowed_header_and_the_compile_command(cpu_facts):
+    assert cpu_facts.backend == "cpu" and cpu_facts.language.startswith("C11 + OpenMP")
+    assert set(cpu_facts.allowed_headers) == set(checks.ALLOWED_HEADERS)
+    text = cpu_facts.render()
+    for header in checks.ALLOWED_HEADERS:
+        assert f"<{header}>" in text
+    assert " ".join(compiler.FLAGS) in cpu_facts.compile_command
+    assert all(lib in cpu_facts.compile_command for lib in compiler.LIBS)
+    assert cpu_facts.compile_command in text
+
+
+def test_cpu_facts_forbid_what_the_checks_reject(cpu_facts):
+    forbidden = "\n".join(cpu_facts.forbidden)
+    for needle in ("asm", "##", "[[", "constructor", "redefine_extname", "#pragma weak"):
+        assert needle in forbidden
+    for category in set(checks.BANNED.values()):
+        assert category in forbidden
+    # what the symbol check allows, from its own list
+    for name in ("printf", "puts", "putchar", "memcpy", "malloc", "libm", "OpenMP"):
+        assert name in forbidden
+    for name in symbols.ALLOWED - {n for n in symbols.ALLOWED if n.startswith("_")}:
+        assert name in forbidden
+    assert len(cpu_facts.forbidden) == len(set(cpu_facts.forbidden))
+
+
+def test_cpu_facts_give_each_ceiling_with_its_provenance(cpu_facts):
+    text = cpu_facts.render()
+    assert "matmul (FMA) 531.8 GFLOP/s — measured: FMA micro-benchmark flops.c" in text
+    assert "vector 521.8 GFLOP/s — measured: multiply+add" in text
+    assert "memory bandwidth 49.0 GB/s — measured: STREAM triad" in text
+    assert "cores/threads 2 — OpenMP threads used" in text
+    assert "last-level cache 32 MiB — sysfs" in text
+    assert "roofline" in text
+    assert "OpenMP" in cpu_facts.contract and "2, the device's cores" in cpu_facts.contract
+
+
+def test_cpu_facts_without_a_compiler(monkeypatch):
+    monkeypatch.setenv("CC", "/nonexistent/accelopt-test-cc")
+    facts = get_backend("cpu").facts(MEASURED)
+    assert facts.compile_command.startswith("/nonexistent/accelopt-test-cc -O3")
+
+
+def test_ceilings_without_provenance_or_cache(hw):
+    text = describe_ceilings(hw.model_copy(update={"llc_bytes": None}))
+    assert "matmul 545.0 GFLOP/s — source not recorded" in text
+    assert "memory bandwidth 45.0 GB/s" in text
+    assert "last-level cache" not in text
+
+
+def test_numpy_facts_describe_the_reference_not_user_code():
+    facts = get_backend("numpy").facts(MEASURED)
+    assert facts.backend == "numpy"
+    assert "NumPy" in facts.language
+    assert "Not user code" in facts.contract and "reference(*inputs)" in facts.contract
+    assert facts.allowed_headers == () and facts.forbidden == () and facts.compile_command == ""
+    text = facts.render()
+    assert "### Build" not in text and "### Allowed headers" not in text
+    assert "matmul 531.8 GFLOP/s — measured" in text
+
+
+def test_facts_are_frozen(cpu_facts):
+    with pytest.raises(AttributeError):
+        cpu_facts.backend = "other"  # type: ignore[misc]
