@@ -43,7 +43,8 @@ def test_cpu_facts_state_the_signature_rule(cpu_facts):
 
 
 def test_cpu_facts_list_every_allowed_header_and_the_compile_command(cpu_facts):
-    assert cpu_facts.backend == "cpu" and cpu_facts.language.startswith("C11 + OpenMP")
+    assert cpu_facts.backend == "cpu" and cpu_facts.toolchain.startswith("C11 + OpenMP")
+    assert cpu_facts.language == "c"
     assert set(cpu_facts.allowed_headers) == set(checks.ALLOWED_HEADERS)
     text = cpu_facts.render()
     for header in checks.ALLOWED_HEADERS:
@@ -94,7 +95,7 @@ def test_ceilings_without_provenance_or_cache(hw):
 def test_numpy_facts_describe_the_reference_not_user_code():
     facts = get_backend("numpy").facts(MEASURED)
     assert facts.backend == "numpy"
-    assert "NumPy" in facts.language
+    assert "NumPy" in facts.toolchain and facts.language == "python"
     assert "Not user code" in facts.contract and "reference(*inputs)" in facts.contract
     assert facts.allowed_headers == () and facts.forbidden == () and facts.compile_command == ""
     text = facts.render()

@@ -32,7 +32,8 @@ class BackendFacts:
     """
 
     backend: str
-    language: str
+    language: str  # the code-fence tag of kernel sources: "c", "python"
+    toolchain: str  # for people and prompts: "C11 + OpenMP, compiled by gcc 12.2"
     contract: str
     compile_command: str
     allowed_headers: tuple[str, ...]
@@ -42,7 +43,7 @@ class BackendFacts:
     def render(self) -> str:
         """A compact Markdown block for a prompt."""
         parts = [
-            f"## Backend `{self.backend}`: {self.language}",
+            f"## Backend `{self.backend}`: {self.toolchain}",
             "",
             "### Kernel contract",
             self.contract.strip(),

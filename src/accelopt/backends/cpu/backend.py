@@ -150,7 +150,8 @@ class CpuBackend:
         ]
         return BackendFacts(
             backend=self.name,
-            language=f"C11 + OpenMP{version}",
+            language="c",
+            toolchain=f"C11 + OpenMP{version}",
             contract=contract,
             compile_command=" ".join(
                 [

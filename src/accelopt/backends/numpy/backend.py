@@ -97,7 +97,8 @@ class NumpyBackend:
         )
         return BackendFacts(
             backend=self.name,
-            language=f"Python (NumPy {np.__version__})",
+            language="python",
+            toolchain=f"Python (NumPy {np.__version__})",
             contract=contract,
             compile_command="",
             allowed_headers=(),

@@ -1,0 +1,31 @@
+"""What the agents see of a problem: plain text and numbers, built from the problem records."""
+
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass
+
+from accelopt.problems.records import Problem
+
+
+@dataclass(frozen=True)
+class ProblemView:
+    name: str
+    description: str
+    signature: str  # e.g. "x[M,K], w[K,N] -> out[M,N]"
+    sizes: dict[str, int]
+    reference_source: str
+    tolerance: float
+
+
+def problem_view(problem: Problem, workload: str) -> ProblemView:
+    ins = ", ".join(f"{t.name}[{','.join(t.shape)}]" for t in problem.inputs)
+    outs = ", ".join(f"{t.name}[{','.join(t.shape)}]" for t in problem.outputs)
+    return ProblemView(
+        name=problem.name,
+        description=problem.description,
+        signature=f"{ins} -> {outs}",
+        sizes=dict(problem.workload(workload).sizes),
+        reference_source=inspect.getsource(problem.reference).strip(),
+        tolerance=problem.tolerance,
+    )

@@ -1,0 +1,51 @@
+"""The executor: carries out a plan on a kernel and returns the complete new kernel."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from accelopt.agents.code import extract_code
+from accelopt.agents.context import ProblemView
+from accelopt.agents.planner import Plan
+from accelopt.agents.prompting import chat
+from accelopt.backends.facts import BackendFacts
+from accelopt.llm.client import LLMClient
+from accelopt.llm.records import LLMCall
+
+
+@dataclass(frozen=True)
+class ExecutorInput:
+    problem: ProblemView
+    kernel_source: str
+    plan: Plan
+    facts: BackendFacts
+
+
+@dataclass(frozen=True)
+class KernelResult:
+    """A kernel written by an agent, or the reason the sample failed (recorded with the call)."""
+
+    source: str | None
+    call: LLMCall
+    error: str = ""
+
+
+def kernel_from(call: LLMCall, language: str) -> KernelResult:
+    """The one parsing boundary for replies that should hold a kernel (executor and fixer)."""
+    if not call.ok:
+        return KernelResult(None, call, call.error)
+    extracted = extract_code(call.reply, language, call.finish_reason)
+    return KernelResult(extracted.source, call, extracted.reason)
+
+
+async def execute(client: LLMClient, given: ExecutorInput, sample_index: int = 0) -> KernelResult:
+    messages = chat(
+        "executor",
+        problem=given.problem,
+        facts=given.facts,
+        facts_text=given.facts.render(),
+        kernel_source=given.kernel_source.strip(),
+        plan=given.plan,
+    )
+    call = await client.complete("executor", messages, sample_index)
+    return kernel_from(call, given.facts.language)

@@ -1,0 +1,31 @@
+"""Prompt templates (package data under prompts/), rendered strictly: a missing variable fails."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jinja2
+
+from accelopt.llm.records import Message
+
+_ENV = jinja2.Environment(
+    loader=jinja2.PackageLoader("accelopt.agents", "prompts"),
+    undefined=jinja2.StrictUndefined,
+    autoescape=False,
+    keep_trailing_newline=False,
+    trim_blocks=True,
+    lstrip_blocks=True,
+)
+
+
+def render(template: str, **context: Any) -> str:
+    """Render ``prompts/<template>.jinja``; jinja2.UndefinedError when a variable is missing."""
+    return _ENV.get_template(f"{template}.jinja").render(**context).strip() + "\n"
+
+
+def chat(agent: str, **context: Any) -> list[Message]:
+    """The system and user messages of an agent: ``<agent>_system`` and ``<agent>_user``."""
+    return [
+        {"role": "system", "content": render(f"{agent}_system", **context)},
+        {"role": "user", "content": render(f"{agent}_user", **context)},
+    ]

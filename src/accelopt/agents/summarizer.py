@@ -1,0 +1,88 @@
+"""The summarizer: a slow→fast pair becomes a lesson for the optimization memory, or none."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from accelopt.agents.context import ProblemView
+from accelopt.agents.prompting import chat
+from accelopt.llm.client import LLMClient
+from accelopt.llm.records import LLMCall
+from accelopt.memory.records import Lesson
+
+
+@dataclass(frozen=True)
+class SummarizerInput:
+    problem: ProblemView
+    slow_source: str
+    fast_source: str
+    speedup: float
+    language: str = "c"
+
+
+@dataclass(frozen=True)
+class LessonResult:
+    lesson: Lesson | None
+    call: LLMCall
+    no_lesson: bool = False  # the model said there is nothing general to learn
+    error: str = ""
+
+
+_NO_LESSON = re.compile(r"^\W*no\s+lesson\W*$", re.IGNORECASE | re.MULTILINE)
+_FIELD = re.compile(r"^\W*(title|lesson|description|before|after)\W*:\s*(.*)$", re.IGNORECASE)
+_FENCE = re.compile(r"```[^\n]*\n(.*?)```", re.DOTALL)
+
+
+def _sections(text: str) -> dict[str, str]:
+    """Split the reply at its ``FIELD:`` lines; each section is the rest of that line and below."""
+    sections: dict[str, list[str]] = {}
+    current = None
+    for line in text.splitlines():
+        if m := _FIELD.match(line):
+            current = "lesson" if m.group(1).lower() == "description" else m.group(1).lower()
+            sections[current] = [m.group(2)]
+        elif current is not None:
+            sections[current].append(line)
+    return {k: "\n".join(v).strip() for k, v in sections.items()}
+
+
+def _snippet(section: str) -> str:
+    m = _FENCE.search(section)
+    return (m.group(1) if m else section).strip()
+
+
+def parse_lesson(text: str) -> Lesson | None:
+    """A lesson from ``TITLE:/LESSON:/BEFORE:/AFTER:`` sections (markdown tolerated), or None."""
+    parts = _sections(text)
+    title, description = parts.get("title", "").strip("*_ "), parts.get("lesson", "").strip("*_ ")
+    if not title or not description:
+        return None
+    return Lesson(
+        title=title[:200],
+        description=description,
+        before=_snippet(parts.get("before", "")),
+        after=_snippet(parts.get("after", "")),
+    )
+
+
+async def summarize(
+    client: LLMClient, given: SummarizerInput, sample_index: int = 0
+) -> LessonResult:
+    messages = chat(
+        "summarizer",
+        problem=given.problem,
+        slow_source=given.slow_source.strip(),
+        fast_source=given.fast_source.strip(),
+        speedup=given.speedup,
+        language=given.language,
+    )
+    call = await client.complete("summarizer", messages, sample_index)
+    if not call.ok:
+        return LessonResult(None, call, error=call.error)
+    lesson = parse_lesson(call.reply)
+    if lesson is not None:
+        return LessonResult(lesson, call)
+    if _NO_LESSON.search(call.reply):
+        return LessonResult(None, call, no_lesson=True)
+    return LessonResult(None, call, error="the reply holds neither a lesson nor NO LESSON")

@@ -1,0 +1,209 @@
+"""Each agent end to end: typed input → prompt → the real client → the scripted server → typed
+output. Failures come back as data with a reason, never as exceptions."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from accelopt.agents.context import problem_view
+from accelopt.agents.executor import ExecutorInput, execute
+from accelopt.agents.fixer import FixerInput, fix
+from accelopt.agents.planner import Plan, PlannerInput, propose
+from accelopt.agents.summarizer import SummarizerInput, summarize
+from accelopt.backends.cpu.backend import CpuBackend
+from accelopt.backends.status import Status
+from accelopt.llm.client import LLMClient
+from accelopt.llm.config import Config
+from accelopt.llm.scripted import Reply, ScriptedServer
+from accelopt.memory.records import Lesson
+from accelopt.problems import load_problem
+from accelopt.profiling.evaluation import Evaluation
+from accelopt.profiling.profile import build_profile
+
+pytestmark = pytest.mark.timeout(60)
+
+PROBLEM = load_problem("matmul")
+BASELINE = PROBLEM.kernel_path("baseline").read_text()
+NEW_KERNEL = "void kernel(const float *lhs, const float *rhs, float *out) { /* v2 */ }"
+LESSON = Lesson(
+    "Pack the B panel", "Copy B into a contiguous panel so the micro-kernel streams it."
+)
+
+
+@pytest.fixture()
+def server():
+    with ScriptedServer() as s:
+        yield s
+
+
+@pytest.fixture()
+def client(server):
+    default = {"base_url": server.base_url, "model": "m", "max_retries": 1, "retry_base_s": 0}
+    agents = {a: {"model": a} for a in ("planner", "executor", "fixer", "summarizer")}
+    return LLMClient(Config.model_validate({"llm": {"default": default, **agents}}))
+
+
+def run(client: LLMClient, coro):
+    async def go():
+        try:
+            return await coro
+        finally:
+            await client.aclose()
+
+    return asyncio.run(go())
+
+
+def evaluation(hw) -> Evaluation:
+    return Evaluation(
+        problem="matmul", workload="cpu", backend="cpu", kernel="baseline", kernel_hash="h",
+        hardware=hw.key(), status=Status.PASSED, latency_s=0.0104, noise=0.02, calls=20,
+        peak_s=0.00185, pct_of_peak=0.178, bound="matmul", max_rel_err=4e-7, tolerance=2e-5,
+    )  # fmt: skip
+
+
+def planner_input(hw, lessons=(LESSON,)) -> PlannerInput:
+    cost = PROBLEM.cost.evaluate(PROBLEM.workload("cpu").sizes)
+    remarks = ["kernel.c:13:31: optimized: loop vectorized using 64 byte vectors"]
+    return PlannerInput(
+        problem=problem_view(PROBLEM, "cpu"),
+        kernel_source=BASELINE,
+        profile=build_profile(evaluation(hw), cost, hw, remarks),
+        facts=CpuBackend().facts(hw),
+        lessons=lessons,
+    )
+
+
+def test_planner_sees_profile_lessons_facts_and_kernel(server, client, hw):
+    server.script("planner", Reply("TITLE: Register-block the micro-kernel\n1. Use 6x32 tiles.\n"))
+    result = run(client, propose(client, planner_input(hw)))
+    assert result.plan == Plan("Register-block the micro-kernel", ("Use 6x32 tiles.",))
+    assert result.error == "" and result.call.ok
+    (request,) = server.requests_for("planner")
+    prompt = request.messages[1]["content"]
+    assert (
+        request.messages[0]["role"] == "system"
+        and "performance engineer" in (request.messages[0]["content"])
+    )
+    for text in (
+        "Pack the B panel",  # the retrieved lesson
+        "Copy B into a contiguous panel",
+        "17.8 % of peak",  # the profile
+        "loop vectorized using 64 byte vectors",  # compiler remarks
+        "void kernel(const float *restrict lhs",  # the kernel
+        "M=512, N=1536, K=640",  # sizes
+        "return (lhs @ rhs,)",  # the reference source
+        "<immintrin.h>",  # backend facts
+        "GFLOP/s",  # ceilings
+    ):
+        assert text in prompt, text
+
+
+def test_planner_without_lessons_has_no_lessons_section(server, client, hw):
+    server.script("planner", Reply("TITLE: t\n1. s"))
+    run(client, propose(client, planner_input(hw, lessons=())))
+    assert "Lessons" not in server.requests[0].messages[1]["content"]
+
+
+@pytest.mark.parametrize(
+    ("reply", "reason"),
+    [
+        (Reply.empty(), "no plan"),
+        (Reply("TITLE: only a title"), "no plan"),
+    ],
+)
+def test_planner_failures_are_data(server, client, hw, reply, reason):
+    server.script("planner", reply)
+    result = run(client, propose(client, planner_input(hw)))
+    assert result.plan is None and reason in result.error
+
+
+def test_planner_endpoint_failure_is_data(server, client, hw):
+    server.script("planner", Reply.server_error(), Reply.server_error())
+    result = run(client, propose(client, planner_input(hw)))
+    assert result.plan is None and "InternalServerError" in result.error
+
+
+def executor_input(hw) -> ExecutorInput:
+    return ExecutorInput(
+        problem=problem_view(PROBLEM, "cpu"),
+        kernel_source=BASELINE,
+        plan=Plan("Tile K", ("Block K by 256.", "Unroll by 4.")),
+        facts=CpuBackend().facts(hw),
+    )
+
+
+def test_executor_returns_the_kernel_from_the_code_block(server, client, hw):
+    server.script("executor", Reply(f"Here it is:\n```c\n{NEW_KERNEL}\n```\n"))
+    result = run(client, execute(client, executor_input(hw), sample_index=1))
+    assert result.source == NEW_KERNEL + "\n" and result.error == ""
+    prompt = server.requests[0].messages[1]["content"]
+    assert "Tile K" in prompt and "1. Block K by 256." in prompt and "2. Unroll by 4." in prompt
+    assert result.call.sample_index == 1
+
+
+@pytest.mark.parametrize(
+    ("reply", "reason"),
+    [
+        (Reply.no_code(), "no code block"),
+        (Reply.truncated(f"```c\n{NEW_KERNEL}"), "cut off"),
+        (Reply.empty(), "empty"),
+    ],
+)
+def test_executor_reply_without_usable_code_is_a_failed_sample(server, client, hw, reply, reason):
+    server.script("executor", reply)
+    result = run(client, execute(client, executor_input(hw)))
+    assert result.source is None and reason in result.error
+    assert result.call.ok  # the call itself succeeded and is recorded with its reply
+
+
+def test_executor_handles_a_huge_reply(server, client, hw):
+    server.script("executor", Reply("x " * 1_000_000 + f"\n```c\n{NEW_KERNEL}\n```"))
+    result = run(client, execute(client, executor_input(hw)))
+    assert result.source is not None
+
+
+def test_fixer_sees_the_failure_and_returns_a_repair(server, client, hw):
+    server.script("fixer", Reply(f"```c\n{NEW_KERNEL}\n```"))
+    given = FixerInput(
+        problem=problem_view(PROBLEM, "cpu"),
+        kernel_source="void kernel(const float *lhs, const float *rhs, float *out) { oops }",
+        status="COMPILE_ERROR",
+        error="kernel.c:1:62: error: 'oops' undeclared",
+        log="",
+        facts=CpuBackend().facts(hw),
+    )
+    result = run(client, fix(client, given))
+    assert result.source == NEW_KERNEL + "\n"
+    prompt = server.requests[0].messages[1]["content"]
+    assert "COMPILE_ERROR" in prompt and "'oops' undeclared" in prompt and "{ oops }" in prompt
+
+
+def summarizer_input() -> SummarizerInput:
+    return SummarizerInput(
+        problem=problem_view(PROBLEM, "cpu"),
+        slow_source=BASELINE,
+        fast_source=NEW_KERNEL,
+        speedup=2.5,
+    )
+
+
+def test_summarizer_writes_a_lesson(server, client):
+    server.script(
+        "summarizer",
+        Reply(
+            "TITLE: Pack B\nLESSON: Packing B helps.\nBEFORE:\n```c\na\n```\nAFTER:\n```c\nb\n```"
+        ),
+    )
+    result = run(client, summarize(client, summarizer_input()))
+    assert result.lesson == Lesson("Pack B", "Packing B helps.", "a", "b")
+    assert "2.50x faster" in server.requests[0].messages[1]["content"]
+
+
+def test_summarizer_no_lesson_and_garbage(server, client):
+    server.script("summarizer", Reply("NO LESSON"), Reply("hmm"))
+    first = run(client, summarize(client, summarizer_input()))
+    assert first.lesson is None and first.no_lesson and first.error == ""
+    second = asyncio.run(summarize(client, summarizer_input(), sample_index=1))
+    assert second.lesson is None and not second.no_lesson and "neither" in second.error
