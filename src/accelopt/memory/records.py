@@ -11,3 +11,26 @@ class Lesson:
     description: str  # generalizable: when it applies and why it helps
     before: str = ""  # a short snippet of the slow kernel
     after: str = ""  # the same spot in the fast kernel
+
+
+@dataclass(frozen=True)
+class Experience:
+    """A lesson with its provenance, as the optimization memory keeps it.
+
+    ``positive``: the ``fast`` kernel is a child that beat its parent (do this). ``negative``: a
+    child that was much slower, stored reversed so that ``fast`` is the parent (undo this).
+    ``speedup`` is always slow latency / fast latency, measured, > 1.
+    """
+
+    lesson: Lesson
+    kind: str  # "positive" | "negative"
+    speedup: float
+    problem: str
+    backend: str
+    hardware: str
+    model: str  # the summarizer's model
+    run_id: str
+    slow_hash: str
+    fast_hash: str
+    id: int | None = None  # assigned by the store
+    created_at: str = ""

@@ -4,6 +4,10 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
+# Bumped whenever a change to the harness can change a verdict or a timing: it is part of the
+# evaluation cache key, so results measured by an older harness are not reused.
+HARNESS_VERSION = "1"
+
 
 class EvalConfig(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
