@@ -1,0 +1,234 @@
+"""The store's SQLite schema, the connection settings, and the schema version check.
+
+Version history (``SCHEMA_VERSION``): 1, the first schema. A later version adds a function to
+``MIGRATIONS`` that upgrades the previous one in place; opening a database whose version is newer
+than this code knows raises ``SchemaVersionError`` rather than guessing.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable
+from pathlib import Path
+
+from accelopt.store.errors import SchemaVersionError, StoreError
+
+SCHEMA_VERSION = 1
+BUSY_TIMEOUT_MS = 10_000
+
+_SCHEMA_V1 = """
+CREATE TABLE schema_version (
+    version INTEGER NOT NULL
+);
+
+CREATE TABLE runs (
+    id            TEXT PRIMARY KEY,
+    problem       TEXT NOT NULL,
+    workload      TEXT NOT NULL,
+    backend       TEXT NOT NULL,
+    hardware      TEXT NOT NULL,
+    strategy      TEXT NOT NULL,
+    config        TEXT NOT NULL,              -- JSON object
+    status        TEXT NOT NULL,
+    baseline_hash TEXT NOT NULL DEFAULT '',
+    best_hash     TEXT NOT NULL DEFAULT '',
+    created_at    TEXT NOT NULL,
+    updated_at    TEXT NOT NULL
+);
+CREATE INDEX runs_created ON runs (created_at);
+
+-- The source of each kernel, once per hash across all runs (the first source seen is kept).
+CREATE TABLE kernel_sources (
+    hash    TEXT PRIMARY KEY,
+    backend TEXT NOT NULL,
+    source  TEXT NOT NULL
+);
+
+-- A kernel as it entered a run; seq keeps insertion order.
+CREATE TABLE run_kernels (
+    seq         INTEGER PRIMARY KEY AUTOINCREMENT,
+    run_id      TEXT NOT NULL REFERENCES runs (id),
+    hash        TEXT NOT NULL REFERENCES kernel_sources (hash),
+    iteration   INTEGER NOT NULL,
+    origin      TEXT NOT NULL,
+    parent_hash TEXT NOT NULL DEFAULT '',
+    plan_title  TEXT NOT NULL DEFAULT '',
+    plan_steps  TEXT NOT NULL DEFAULT '[]',   -- JSON list of strings
+    UNIQUE (run_id, hash)
+);
+CREATE INDEX run_kernels_hash ON run_kernels (hash);
+
+-- The evaluation cache. No foreign key to kernels: `eval` and `bench` evaluate outside runs.
+CREATE TABLE evaluations (
+    kernel_hash     TEXT NOT NULL,
+    problem         TEXT NOT NULL,
+    workload        TEXT NOT NULL,
+    hardware        TEXT NOT NULL,
+    harness_version TEXT NOT NULL,
+    status          TEXT NOT NULL,
+    latency_s       REAL,
+    pct_of_peak     REAL,
+    data            TEXT NOT NULL,            -- Evaluation.model_dump_json()
+    created_at      TEXT NOT NULL,
+    PRIMARY KEY (kernel_hash, problem, workload, hardware, harness_version)
+);
+CREATE INDEX evaluations_context ON evaluations (problem, workload, hardware, harness_version);
+
+CREATE TABLE llm_calls (
+    seq         INTEGER PRIMARY KEY AUTOINCREMENT,
+    run_id      TEXT NOT NULL REFERENCES runs (id),
+    id          TEXT NOT NULL,
+    key         TEXT NOT NULL,
+    agent       TEXT NOT NULL,
+    model       TEXT NOT NULL,
+    ok          INTEGER NOT NULL,             -- 1 when error is empty
+    replayed    INTEGER NOT NULL,
+    tokens_in   INTEGER NOT NULL,
+    tokens_out  INTEGER NOT NULL,
+    cost_usd    REAL,                         -- NULL: the price is unknown
+    started_at  TEXT NOT NULL,
+    data        TEXT NOT NULL                 -- LLMCall.model_dump_json()
+);
+CREATE INDEX llm_calls_key ON llm_calls (key, ok, replayed);
+CREATE INDEX llm_calls_run ON llm_calls (run_id, agent);
+
+CREATE TABLE iterations (
+    run_id         TEXT NOT NULL REFERENCES runs (id),
+    iteration      INTEGER NOT NULL,
+    best_hash      TEXT NOT NULL,
+    best_latency_s REAL,
+    spent_usd      REAL NOT NULL,
+    data           TEXT NOT NULL,             -- the whole IterationRecord as JSON
+    PRIMARY KEY (run_id, iteration)
+);
+
+-- The optimization memory. No foreign key to runs: memory outlives runs and may be imported.
+CREATE TABLE experiences (
+    id          INTEGER PRIMARY KEY AUTOINCREMENT,
+    run_id      TEXT NOT NULL,
+    kind        TEXT NOT NULL,
+    speedup     REAL NOT NULL,
+    problem     TEXT NOT NULL,
+    backend     TEXT NOT NULL,
+    hardware    TEXT NOT NULL,
+    model       TEXT NOT NULL,
+    slow_hash   TEXT NOT NULL,
+    fast_hash   TEXT NOT NULL,
+    title       TEXT NOT NULL,
+    description TEXT NOT NULL,
+    before_src  TEXT NOT NULL,                -- Lesson.before
+    after_src   TEXT NOT NULL,                -- Lesson.after
+    created_at  TEXT NOT NULL
+);
+CREATE INDEX experiences_run ON experiences (run_id);
+CREATE INDEX experiences_problem ON experiences (problem);
+
+-- Full-text index over the lessons; external content, kept in sync by the triggers below.
+CREATE VIRTUAL TABLE experiences_fts USING fts5 (
+    title, description, before_src, after_src, problem,
+    content = 'experiences', content_rowid = 'id', tokenize = 'porter unicode61'
+);
+CREATE TRIGGER experiences_ai AFTER INSERT ON experiences BEGIN
+    INSERT INTO experiences_fts (rowid, title, description, before_src, after_src, problem)
+    VALUES (new.id, new.title, new.description, new.before_src, new.after_src, new.problem);
+END;
+CREATE TRIGGER experiences_ad AFTER DELETE ON experiences BEGIN
+    INSERT INTO experiences_fts
+        (experiences_fts, rowid, title, description, before_src, after_src, problem)
+    VALUES ('delete', old.id, old.title, old.description, old.before_src, old.after_src,
+            old.problem);
+END;
+CREATE TRIGGER experiences_au AFTER UPDATE ON experiences BEGIN
+    INSERT INTO experiences_fts
+        (experiences_fts, rowid, title, description, before_src, after_src, problem)
+    VALUES ('delete', old.id, old.title, old.description, old.before_src, old.after_src,
+            old.problem);
+    INSERT INTO experiences_fts (rowid, title, description, before_src, after_src, problem)
+    VALUES (new.id, new.title, new.description, new.before_src, new.after_src, new.problem);
+END;
+"""
+
+# MIGRATIONS[v] upgrades a database at version v - 1 to version v, inside the open transaction.
+MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {}
+
+
+def connect(path: Path) -> sqlite3.Connection:
+    """Open (creating if needed) the database at ``path``: WAL, foreign keys, busy timeout,
+    autocommit mode (the store opens its own transactions), schema created or checked."""
+    conn = sqlite3.connect(
+        path,
+        timeout=BUSY_TIMEOUT_MS / 1000,
+        isolation_level=None,
+        check_same_thread=False,
+    )
+    try:
+        conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        conn.execute("PRAGMA foreign_keys = ON")
+        conn.execute("PRAGMA journal_mode = WAL")
+        conn.execute("PRAGMA synchronous = FULL")
+        _ensure_schema(conn, path)
+    except sqlite3.DatabaseError as exc:
+        conn.close()
+        raise StoreError(f"{path} is not a usable accelopt database: {exc}") from exc
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
+def _ensure_schema(conn: sqlite3.Connection, path: Path) -> None:
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        version = _version(conn)
+        if version is None:
+            _run_script(conn, _SCHEMA_V1)
+            conn.execute("INSERT INTO schema_version (version) VALUES (?)", (SCHEMA_VERSION,))
+        elif version > SCHEMA_VERSION:
+            raise SchemaVersionError(
+                f"{path} has store schema version {version}, newer than the {SCHEMA_VERSION} "
+                "this accelopt knows; upgrade accelopt to open it."
+            )
+        elif version < SCHEMA_VERSION:
+            for target in range(version + 1, SCHEMA_VERSION + 1):
+                MIGRATIONS[target](conn)
+            conn.execute("UPDATE schema_version SET version = ?", (SCHEMA_VERSION,))
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+
+
+def _version(conn: sqlite3.Connection) -> int | None:
+    exists = conn.execute(
+        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_version'"
+    ).fetchone()
+    if exists is None:
+        return None
+    row = conn.execute("SELECT max(version) FROM schema_version").fetchone()
+    if row is None or row[0] is None:
+        raise StoreError("the schema_version table is empty: the database is damaged")
+    return int(row[0])
+
+
+def _run_script(conn: sqlite3.Connection, script: str) -> None:
+    """Run DDL statements one by one inside the open transaction (``executescript`` would
+    COMMIT first, and the schema must appear all at once or not at all)."""
+    for statement in _statements(script):
+        conn.execute(statement)
+
+
+def _statements(script: str) -> list[str]:
+    """Split a DDL script into complete statements (trigger bodies contain ``;``)."""
+    out: list[str] = []
+    pending = ""
+    for line in script.splitlines(keepends=True):
+        if line.lstrip().startswith("--") and not pending.strip():
+            continue
+        pending += line
+        if sqlite3.complete_statement(pending):
+            out.append(pending.strip())
+            pending = ""
+    if pending.strip():
+        raise ValueError(f"incomplete SQL statement: {pending.strip()[:80]}")
+    return out

@@ -1,0 +1,574 @@
+"""The store: one SQLite database per workspace (``<workspace>/accelopt.db``).
+
+Runs, the kernels each run saw (sources kept once per hash), the evaluation cache, every LLM call,
+the state after each iteration, and the optimization memory with a full-text index.
+
+Durability: WAL journal, ``synchronous = FULL``, and every write method is one transaction
+(``BEGIN IMMEDIATE`` ... ``COMMIT``) committed before it returns, so a process killed right after a
+call returns loses nothing. Other processes may use the same file; they wait up to 10 s for a lock.
+
+Threads: the store holds one connection (``check_same_thread=False``) and serializes every use of
+it with a re-entrant lock, so one ``Store`` can be shared by all threads of a process. SQLite
+admits one writer at a time anyway; reads are short.
+
+Structured fields without a natural column are kept as JSON: a run's config, a kernel's plan steps,
+an iteration, and whole ``Evaluation`` and ``LLMCall`` models (written with ``NaN``/``Infinity``
+constants, so a ``max_rel_err`` of ``inf`` survives the round trip where ``model_dump_json`` would
+write ``null``). The columns the queries need are kept beside the JSON.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import json
+import sqlite3
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import pydantic_core
+from pydantic import BaseModel
+
+from accelopt.llm.records import LLMCall
+from accelopt.memory.records import Experience, Lesson
+from accelopt.profiling.config import HARNESS_VERSION
+from accelopt.profiling.evaluation import Evaluation
+from accelopt.store.errors import AmbiguousRunError, StoreError
+from accelopt.store.records import IterationRecord, KernelRecord, RunRecord
+from accelopt.store.schema import connect
+from accelopt.store.search import fts_query
+
+DB_NAME = "accelopt.db"
+MIN_PREFIX = 4  # the shortest run id prefix ``get_run`` resolves
+
+# bm25 column weights: title, description, before, after, problem. Code snippets are long and
+# full of identifiers, so a hit there counts for less than one in the lesson's words.
+_BM25 = "bm25(experiences_fts, 2.0, 1.0, 0.5, 0.5, 1.0)"
+
+
+def now_iso() -> str:
+    """The current time, ISO 8601 in UTC to the second (as ``LLMCall.started_at``)."""
+    return datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
+
+
+def _dump_model(model: BaseModel) -> str:
+    return pydantic_core.to_json(model.model_dump(), inf_nan_mode="constants").decode()
+
+
+class Store:
+    """Persistence for one workspace. Use ``Store.open(workspace)``; close it (or use ``with``)."""
+
+    def __init__(self, path: Path) -> None:
+        """Open the database file at ``path`` (created if absent; its folder must exist)."""
+        self.path = Path(path)
+        self._lock = threading.RLock()
+        self._conn: sqlite3.Connection | None = connect(self.path)
+        self._conn.row_factory = sqlite3.Row
+
+    @classmethod
+    def open(cls, workspace: Path) -> Store:
+        """The store of ``workspace``: creates the folder and ``accelopt.db`` when absent."""
+        workspace = Path(workspace)
+        workspace.mkdir(parents=True, exist_ok=True)
+        return cls(workspace / DB_NAME)
+
+    def close(self) -> None:
+        """Close the connection; closing twice is harmless, using a closed store is an error."""
+        with self._lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    # -- transactions -------------------------------------------------------------------------
+
+    def _connection(self) -> sqlite3.Connection:
+        if self._conn is None:
+            raise StoreError(f"the store {self.path} is closed")
+        return self._conn
+
+    @contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        """One write transaction, committed on exit (rolled back on an exception)."""
+        with self._lock:
+            conn = self._connection()
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield conn
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+
+    @contextmanager
+    def _read(self) -> Iterator[sqlite3.Connection]:
+        with self._lock:
+            yield self._connection()
+
+    @staticmethod
+    def _require_run(conn: sqlite3.Connection, run_id: str) -> None:
+        if conn.execute("SELECT 1 FROM runs WHERE id = ?", (run_id,)).fetchone() is None:
+            raise StoreError(f"no run with id {run_id!r} in the store")
+
+    # -- runs ---------------------------------------------------------------------------------
+
+    def create_run(self, run: RunRecord) -> None:
+        """Insert a new run. ``created_at``/``updated_at`` are set to now where left empty."""
+        created = run.created_at or now_iso()
+        updated = run.updated_at or created
+        with self._write() as conn:
+            if conn.execute("SELECT 1 FROM runs WHERE id = ?", (run.id,)).fetchone():
+                raise StoreError(f"a run with id {run.id!r} is already in the store")
+            conn.execute(
+                "INSERT INTO runs (id, problem, workload, backend, hardware, strategy, config,"
+                " status, baseline_hash, best_hash, created_at, updated_at)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    run.id,
+                    run.problem,
+                    run.workload,
+                    run.backend,
+                    run.hardware,
+                    run.strategy,
+                    json.dumps(run.config),
+                    run.status,
+                    run.baseline_hash,
+                    run.best_hash,
+                    created,
+                    updated,
+                ),
+            )
+
+    def update_run(
+        self, run_id: str, *, status: str | None = None, best_hash: str | None = None
+    ) -> None:
+        """Change a run's status and/or best kernel; ``updated_at`` becomes now."""
+        sets, params = ["updated_at = ?"], [now_iso()]
+        if status is not None:
+            sets.append("status = ?")
+            params.append(status)
+        if best_hash is not None:
+            sets.append("best_hash = ?")
+            params.append(best_hash)
+        with self._write() as conn:
+            cur = conn.execute(f"UPDATE runs SET {', '.join(sets)} WHERE id = ?", (*params, run_id))
+            if cur.rowcount == 0:
+                raise StoreError(f"no run with id {run_id!r} in the store")
+
+    def get_run(self, run_id: str) -> RunRecord | None:
+        """The run with this id, or with this unique id prefix (at least 4 characters).
+
+        None when nothing matches; ``AmbiguousRunError`` (a ``UserError`` naming the matches)
+        when the prefix matches several runs. An exact id always wins over a prefix.
+        """
+        with self._read() as conn:
+            row = conn.execute("SELECT * FROM runs WHERE id = ?", (run_id,)).fetchone()
+            if row is not None:
+                return _run(row)
+            if len(run_id) < MIN_PREFIX:
+                return None
+            rows = conn.execute(
+                "SELECT * FROM runs WHERE substr(id, 1, ?) = ? ORDER BY id",
+                (len(run_id), run_id),
+            ).fetchall()
+        if len(rows) > 1:
+            raise AmbiguousRunError(run_id, [r["id"] for r in rows])
+        return _run(rows[0]) if rows else None
+
+    def list_runs(self) -> list[RunRecord]:
+        """All runs, newest first (by ``created_at``, then by insertion)."""
+        with self._read() as conn:
+            rows = conn.execute("SELECT * FROM runs ORDER BY created_at DESC, rowid DESC")
+            return [_run(row) for row in rows.fetchall()]
+
+    # -- kernels ------------------------------------------------------------------------------
+
+    def add_kernel(self, run_id: str, kernel: KernelRecord) -> bool:
+        """Record that ``kernel`` entered the run; False (and no change) if it already had.
+
+        The source is stored once per hash across runs: the first source seen for a hash is the
+        one kept (sources with the same hash differ at most in what normalization removes).
+        """
+        with self._write() as conn:
+            self._require_run(conn, run_id)
+            conn.execute(
+                "INSERT OR IGNORE INTO kernel_sources (hash, backend, source) VALUES (?, ?, ?)",
+                (kernel.hash, kernel.backend, kernel.source),
+            )
+            cur = conn.execute(
+                "INSERT OR IGNORE INTO run_kernels (run_id, hash, iteration, origin, parent_hash,"
+                " plan_title, plan_steps) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (
+                    run_id,
+                    kernel.hash,
+                    kernel.iteration,
+                    kernel.origin,
+                    kernel.parent_hash,
+                    kernel.plan_title,
+                    json.dumps(list(kernel.plan_steps)),
+                ),
+            )
+            return cur.rowcount == 1
+
+    def kernels(self, run_id: str) -> list[KernelRecord]:
+        """The run's kernels in the order they were added."""
+        with self._read() as conn:
+            rows = conn.execute(
+                "SELECT k.hash, s.source, s.backend, k.iteration, k.origin, k.parent_hash,"
+                " k.plan_title, k.plan_steps FROM run_kernels k"
+                " JOIN kernel_sources s ON s.hash = k.hash WHERE k.run_id = ? ORDER BY k.seq",
+                (run_id,),
+            ).fetchall()
+        return [
+            KernelRecord(
+                hash=r["hash"],
+                source=r["source"],
+                backend=r["backend"],
+                iteration=r["iteration"],
+                origin=r["origin"],
+                parent_hash=r["parent_hash"],
+                plan_title=r["plan_title"],
+                plan_steps=tuple(json.loads(r["plan_steps"])),
+            )
+            for r in rows
+        ]
+
+    def kernel_source(self, kernel_hash: str) -> str | None:
+        with self._read() as conn:
+            row = conn.execute(
+                "SELECT source FROM kernel_sources WHERE hash = ?", (kernel_hash,)
+            ).fetchone()
+        return None if row is None else row["source"]
+
+    # -- evaluations --------------------------------------------------------------------------
+
+    def put_evaluation(
+        self, evaluation: Evaluation, harness_version: str = HARNESS_VERSION
+    ) -> None:
+        """Cache ``evaluation`` under (kernel hash, problem, workload, hardware, harness version),
+        replacing what was there."""
+        with self._write() as conn:
+            conn.execute(
+                "INSERT OR REPLACE INTO evaluations (kernel_hash, problem, workload, hardware,"
+                " harness_version, status, latency_s, pct_of_peak, data, created_at)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    evaluation.kernel_hash,
+                    evaluation.problem,
+                    evaluation.workload,
+                    evaluation.hardware,
+                    harness_version,
+                    str(evaluation.status),
+                    evaluation.latency_s,
+                    evaluation.pct_of_peak,
+                    _dump_model(evaluation),
+                    now_iso(),
+                ),
+            )
+
+    def get_evaluation(
+        self,
+        kernel_hash: str,
+        problem: str,
+        workload: str,
+        hardware: str,
+        harness_version: str = HARNESS_VERSION,
+    ) -> Evaluation | None:
+        with self._read() as conn:
+            row = conn.execute(
+                "SELECT data FROM evaluations WHERE kernel_hash = ? AND problem = ?"
+                " AND workload = ? AND hardware = ? AND harness_version = ?",
+                (kernel_hash, problem, workload, hardware, harness_version),
+            ).fetchone()
+        return None if row is None else Evaluation.model_validate_json(row["data"])
+
+    def run_evaluations(
+        self, run_id: str, harness_version: str = HARNESS_VERSION
+    ) -> dict[str, Evaluation]:
+        """Kernel hash -> cached evaluation, for the run's kernels on the run's problem, workload
+        and hardware (kernels without one are absent), in the order the kernels were added."""
+        with self._read() as conn:
+            rows = conn.execute(
+                "SELECT k.hash, e.data FROM run_kernels k JOIN runs r ON r.id = k.run_id"
+                " JOIN evaluations e ON e.kernel_hash = k.hash AND e.problem = r.problem"
+                " AND e.workload = r.workload AND e.hardware = r.hardware"
+                " AND e.harness_version = ? WHERE k.run_id = ? ORDER BY k.seq",
+                (harness_version, run_id),
+            ).fetchall()
+        return {r["hash"]: Evaluation.model_validate_json(r["data"]) for r in rows}
+
+    # -- LLM calls ----------------------------------------------------------------------------
+
+    def recorder(self, run_id: str) -> StoreRecorder:
+        """A ``Recorder`` that stores calls under ``run_id`` (which must exist) and replays
+        successful, paid-for calls of any run."""
+        with self._read() as conn:
+            self._require_run(conn, run_id)
+        return StoreRecorder(self, run_id)
+
+    def record_call(self, run_id: str, call: LLMCall) -> None:
+        """Append ``call`` to the run's calls (every call is kept, even with a repeated id)."""
+        with self._write() as conn:
+            self._require_run(conn, run_id)
+            conn.execute(
+                "INSERT INTO llm_calls (run_id, id, key, agent, model, ok, replayed, tokens_in,"
+                " tokens_out, cost_usd, started_at, data)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    run_id,
+                    call.id,
+                    call.key,
+                    call.agent,
+                    call.model,
+                    int(call.ok),
+                    int(call.replayed),
+                    call.tokens_in,
+                    call.tokens_out,
+                    call.cost_usd,
+                    call.started_at,
+                    _dump_model(call),
+                ),
+            )
+
+    def find_call(self, key: str) -> LLMCall | None:
+        """The first successful, non-replayed call with this replay key, from any run."""
+        with self._read() as conn:
+            row = conn.execute(
+                "SELECT data FROM llm_calls WHERE key = ? AND ok = 1 AND replayed = 0"
+                " ORDER BY seq LIMIT 1",
+                (key,),
+            ).fetchone()
+        return None if row is None else LLMCall.model_validate_json(row["data"])
+
+    def llm_calls(self, run_id: str) -> list[LLMCall]:
+        """The run's calls in the order they were recorded."""
+        with self._read() as conn:
+            rows = conn.execute(
+                "SELECT data FROM llm_calls WHERE run_id = ? ORDER BY seq", (run_id,)
+            ).fetchall()
+        return [LLMCall.model_validate_json(r["data"]) for r in rows]
+
+    def usage(self, run_id: str) -> dict[str, dict[str, float | int | None]]:
+        """Per agent (in order of first call): ``calls``, ``failed``, ``replayed``, ``tokens_in``,
+        ``tokens_out``, ``cost_usd`` (the sum of the known costs; replays cost 0) and
+        ``unknown_cost`` (how many calls had no price). Counts as ``llm.client.Usage`` does."""
+        with self._read() as conn:
+            rows = conn.execute(
+                "SELECT agent, count(*) AS calls, total(ok = 0) AS failed,"
+                " total(replayed) AS replayed, total(tokens_in) AS tokens_in,"
+                " total(tokens_out) AS tokens_out, total(cost_usd) AS cost_usd,"
+                " total(cost_usd IS NULL) AS unknown_cost"
+                " FROM llm_calls WHERE run_id = ? GROUP BY agent ORDER BY min(seq)",
+                (run_id,),
+            ).fetchall()
+        return {
+            r["agent"]: {
+                "calls": int(r["calls"]),
+                "failed": int(r["failed"]),
+                "replayed": int(r["replayed"]),
+                "tokens_in": int(r["tokens_in"]),
+                "tokens_out": int(r["tokens_out"]),
+                "cost_usd": float(r["cost_usd"]),
+                "unknown_cost": int(r["unknown_cost"]),
+            }
+            for r in rows
+        }
+
+    # -- iterations ---------------------------------------------------------------------------
+
+    def add_iteration(self, run_id: str, record: IterationRecord) -> None:
+        """Store the state after one iteration, replacing an earlier record of the same one."""
+        data = dataclasses.asdict(record)
+        with self._write() as conn:
+            self._require_run(conn, run_id)
+            conn.execute(
+                "INSERT OR REPLACE INTO iterations (run_id, iteration, best_hash, best_latency_s,"
+                " spent_usd, data) VALUES (?, ?, ?, ?, ?, ?)",
+                (
+                    run_id,
+                    record.iteration,
+                    record.best_hash,
+                    record.best_latency_s,
+                    record.spent_usd,
+                    json.dumps(data),
+                ),
+            )
+
+    def iterations(self, run_id: str) -> list[IterationRecord]:
+        """The run's iteration records, by iteration number."""
+        with self._read() as conn:
+            rows = conn.execute(
+                "SELECT data FROM iterations WHERE run_id = ? ORDER BY iteration", (run_id,)
+            ).fetchall()
+        return [_iteration(json.loads(r["data"])) for r in rows]
+
+    # -- optimization memory ------------------------------------------------------------------
+
+    def add_experience(self, experience: Experience) -> int:
+        """Store an experience and return its new id (``experience.id`` is ignored);
+        ``created_at`` is set to now where left empty."""
+        lesson = experience.lesson
+        with self._write() as conn:
+            cur = conn.execute(
+                "INSERT INTO experiences (run_id, kind, speedup, problem, backend, hardware, model,"
+                " slow_hash, fast_hash, title, description, before_src, after_src, created_at)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    experience.run_id,
+                    experience.kind,
+                    experience.speedup,
+                    experience.problem,
+                    experience.backend,
+                    experience.hardware,
+                    experience.model,
+                    experience.slow_hash,
+                    experience.fast_hash,
+                    lesson.title,
+                    lesson.description,
+                    lesson.before,
+                    lesson.after,
+                    experience.created_at or now_iso(),
+                ),
+            )
+            assert cur.lastrowid is not None
+            return cur.lastrowid
+
+    def experiences(
+        self, *, run_id: str | None = None, problem: str | None = None
+    ) -> list[Experience]:
+        """Experiences, oldest first, optionally only those of one run and/or one problem."""
+        where, params = _filters(run_id=run_id, problem=problem)
+        with self._read() as conn:
+            rows = conn.execute(f"SELECT * FROM experiences {where} ORDER BY id", params)
+            return [_experience(r) for r in rows.fetchall()]
+
+    def get_experience(self, experience_id: int) -> Experience | None:
+        with self._read() as conn:
+            row = conn.execute("SELECT * FROM experiences WHERE id = ?", (experience_id,))
+            found = row.fetchone()
+        return None if found is None else _experience(found)
+
+    def delete_experience(self, experience_id: int) -> None:
+        """Remove an experience (and its full-text entry); an unknown id is a no-op."""
+        with self._write() as conn:
+            conn.execute("DELETE FROM experiences WHERE id = ?", (experience_id,))
+
+    def search_experiences(
+        self, query: str, *, limit: int = 50, run_id: str | None = None
+    ) -> list[tuple[Experience, float]]:
+        """Experiences matching any word of ``query`` (free text; never an FTS5 syntax error),
+        best first, with relevance = -bm25 (higher is better). A query without any word returns
+        the most recent experiences with relevance 0. Optionally only those of one run."""
+        if limit <= 0:
+            return []
+        match = fts_query(query)
+        with self._read() as conn:
+            if match is None:
+                where, params = _filters(run_id=run_id)
+                rows = conn.execute(
+                    f"SELECT *, 0.0 AS score FROM experiences {where} ORDER BY id DESC LIMIT ?",
+                    (*params, limit),
+                ).fetchall()
+            else:
+                extra, params = ("AND e.run_id = ?", (run_id,)) if run_id is not None else ("", ())
+                rows = conn.execute(
+                    f"SELECT e.*, {_BM25} AS score FROM experiences_fts"
+                    " JOIN experiences e ON e.id = experiences_fts.rowid"
+                    f" WHERE experiences_fts MATCH ? {extra} ORDER BY score, e.id DESC LIMIT ?",
+                    (match, *params, limit),
+                ).fetchall()
+        return [(_experience(r), -float(r["score"]) + 0.0) for r in rows]
+
+
+class StoreRecorder:
+    """The ``llm.recorder.Recorder`` of one run: calls are stored with the run id as they come;
+    ``find`` looks in every run of the store, so a resumed or replayed run reuses what was
+    paid for. Thread-safe (through the store's lock)."""
+
+    def __init__(self, store: Store, run_id: str) -> None:
+        self.store = store
+        self.run_id = run_id
+
+    def record(self, call: LLMCall) -> None:
+        self.store.record_call(self.run_id, call)
+
+    def find(self, key: str) -> LLMCall | None:
+        return self.store.find_call(key)
+
+
+# -- rows to records ------------------------------------------------------------------------------
+
+
+def _filters(**columns: Any) -> tuple[str, tuple[Any, ...]]:
+    """A ``WHERE`` clause for the columns whose value is not None (names are ours, not input)."""
+    given = {name: value for name, value in columns.items() if value is not None}
+    if not given:
+        return "", ()
+    return "WHERE " + " AND ".join(f"{name} = ?" for name in given), tuple(given.values())
+
+
+def _run(row: sqlite3.Row) -> RunRecord:
+    return RunRecord(
+        id=row["id"],
+        problem=row["problem"],
+        workload=row["workload"],
+        backend=row["backend"],
+        hardware=row["hardware"],
+        strategy=row["strategy"],
+        config=json.loads(row["config"]),
+        status=row["status"],
+        baseline_hash=row["baseline_hash"],
+        best_hash=row["best_hash"],
+        created_at=row["created_at"],
+        updated_at=row["updated_at"],
+    )
+
+
+def _iteration(data: dict[str, Any]) -> IterationRecord:
+    return IterationRecord(
+        iteration=data["iteration"],
+        beam=tuple(data["beam"]),
+        best_hash=data["best_hash"],
+        best_latency_s=data["best_latency_s"],
+        best_pct_of_peak=data["best_pct_of_peak"],
+        spent_usd=data["spent_usd"],
+        evaluated=data["evaluated"],
+        failed_by_status=dict(data.get("failed_by_status", {})),
+    )
+
+
+def _experience(row: sqlite3.Row) -> Experience:
+    return Experience(
+        lesson=Lesson(
+            title=row["title"],
+            description=row["description"],
+            before=row["before_src"],
+            after=row["after_src"],
+        ),
+        kind=row["kind"],
+        speedup=row["speedup"],
+        problem=row["problem"],
+        backend=row["backend"],
+        hardware=row["hardware"],
+        model=row["model"],
+        run_id=row["run_id"],
+        slow_hash=row["slow_hash"],
+        fast_hash=row["fast_hash"],
+        id=row["id"],
+        created_at=row["created_at"],
+    )
