@@ -38,3 +38,11 @@ def llm_overrides() -> dict[str, str]:
     names = {"base_url": "ACCELOPT_LLM_BASE_URL", "model": "ACCELOPT_LLM_MODEL"}
     names["api_key"] = "ACCELOPT_LLM_API_KEY"
     return {field: value for field, var in names.items() if (value := env(var))}
+
+
+def workspace_dir(explicit: Path | None = None) -> Path:
+    """The workspace (the run store and the optimization memory): ``--workspace``, else
+    ``ACCELOPT_WORKSPACE``, else ``./.accelopt``."""
+    if explicit is not None:
+        return explicit
+    return Path(os.environ.get("ACCELOPT_WORKSPACE") or ".accelopt")

@@ -13,7 +13,7 @@ from typing import Annotated
 import typer
 
 from accelopt.backends.kernel import Kernel
-from accelopt.cli import bench, common, llm
+from accelopt.cli import bench, common, llm, memory, optimize, runs
 from accelopt.cli.output import (
     console,
     err_console,
@@ -34,6 +34,9 @@ app = typer.Typer(
 )
 app.add_typer(bench.app, name="bench")
 app.add_typer(llm.app, name="llm")
+app.add_typer(runs.app, name="runs")
+app.add_typer(memory.app, name="memory")
+app.command("optimize")(optimize.optimize_command)
 
 JsonOption = Annotated[
     str | None, typer.Option("--json", help="also write JSON to this path ('-' for stdout)")

@@ -1,0 +1,176 @@
+"""``accelopt optimize``: run the search on one problem, several, or the whole suite."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+
+from accelopt import settings
+from accelopt.cli import common
+from accelopt.cli.output import console, fmt_ms, fmt_pct, shows_table, write_json
+from accelopt.errors import UserError
+from accelopt.llm.config import Config, load_config
+from accelopt.problems.loader import list_problems, load_problem
+from accelopt.profiling.config import EvalConfig
+from accelopt.profiling.scoring import geometric_mean_pct
+from accelopt.search.config import SearchConfig
+from accelopt.search.run import OptimizeResult, RunInputs, execute_run, new_run, run_summary
+from accelopt.store.store import Store
+
+WorkspaceOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--workspace", help="the run store and memory (default: $ACCELOPT_WORKSPACE or ./.accelopt)"
+    ),
+]
+
+
+def open_store(workspace: Path | None) -> Store:
+    return Store.open(settings.workspace_dir(workspace))
+
+
+def _search_config(**fields: Any) -> SearchConfig:
+    try:
+        return SearchConfig(**fields)
+    except ValueError as exc:
+        raise UserError(f"invalid search option: {exc}") from None
+
+
+def _llm_config(config: Path | None, budget_usd: float | None) -> Config:
+    cfg = load_config(config)
+    if budget_usd is not None:
+        budget = cfg.budget.model_copy(update={"max_usd": budget_usd})
+        cfg = cfg.model_copy(update={"budget": budget})
+    return cfg
+
+
+def optimize_command(
+    problems: Annotated[list[str] | None, typer.Argument(help="problem names")] = None,
+    suite: Annotated[bool, typer.Option("--suite", help="every problem of the suite")] = False,
+    backend: Annotated[str, typer.Option(help="kernel language/device")] = "cpu",
+    workload: Annotated[str, typer.Option(help="sizes: cpu, paper or small")] = "cpu",
+    config: Annotated[
+        Path | None, typer.Option(help="LLM config (default ./accelopt.yaml)")
+    ] = None,
+    beam: Annotated[int, typer.Option(help="B: kernels kept per iteration")] = 4,
+    plans: Annotated[int, typer.Option(help="N: plans per kernel")] = 4,
+    samples: Annotated[int, typer.Option(help="K: kernels per plan")] = 2,
+    iterations: Annotated[int, typer.Option(help="T: iterations")] = 8,
+    fixer: Annotated[int, typer.Option(help="F: repair rounds per failed kernel")] = 1,
+    strategy: Annotated[str, typer.Option(help="beam or sampling")] = "beam",
+    memory: Annotated[str, typer.Option(help="lessons from: off, run or workspace")] = "workspace",
+    budget_usd: Annotated[float | None, typer.Option(help="stop spending at this many $")] = None,
+    resume: Annotated[str | None, typer.Option(help="continue this run")] = None,
+    kernel: Annotated[
+        Path | None, typer.Option(help="start from this kernel instead of the shipped baseline")
+    ] = None,
+    out: Annotated[Path | None, typer.Option(help="write the best kernel here")] = None,
+    workers: Annotated[int, typer.Option(help="evaluation worker processes")] = 2,
+    workspace: WorkspaceOption = None,
+    json_path: Annotated[str | None, typer.Option("--json", help="results as JSON")] = None,
+) -> None:
+    """Make a kernel faster: beam search with LLM agents, measured against the roofline."""
+    names = list_problems() if suite else list(problems or [])
+    if not names and not resume:
+        raise UserError("name a problem (see `accelopt bench list`), use --suite, or --resume RUN")
+    llm = _llm_config(config, budget_usd)
+    hardware = common.hardware_for(backend)
+    eval_config = EvalConfig(workers=workers)
+    show = shows_table(json_path)
+    inputs = RunInputs(llm, hardware, eval_config, console if show else None)
+    with open_store(workspace) as store:
+        if resume:
+            run = store.get_run(resume)
+            if run is None:
+                raise UserError(f"no run {resume!r} in {store.path}: see `accelopt runs list`")
+            results = [execute_run(store, run, inputs, resume=True)]
+        else:
+            search = _search_config(
+                strategy=strategy, beam=beam, plans=plans, samples=samples,
+                iterations=iterations, fixer=fixer, memory=memory,
+            )  # fmt: skip
+            for name in names:
+                common.problem_and_workload(load_problem(name).name, workload)
+            start = common.read_kernel_file(kernel) if kernel else None
+            if start is not None and len(names) != 1:
+                raise UserError("--kernel starts one problem from a file: name exactly one")
+            results = []
+            for name in names:
+                run = new_run(store, name, workload, backend, hardware, search, llm, start)
+                results.append(execute_run(store, run, inputs, resume=False))
+        summaries = [_finish(store, r, out if len(names) <= 1 else None, show) for r in results]
+        if show and len(results) > 1:
+            console.print(suite_results_table(summaries))
+    write_json(json_path, summaries if len(summaries) > 1 else summaries[0])
+
+
+def _finish(store: Store, result: OptimizeResult, out: Path | None, show: bool) -> dict[str, Any]:
+    summary = run_summary(result)
+    summary["usage"] = store.usage(result.run.id)
+    target = out or store.path.parent / "best" / f"{result.run.id}-{result.run.problem}.c"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(result.best.kernel.source)
+    summary["best_kernel_path"] = str(target)
+    if show:
+        console.print(result_table(summary))
+        console.print(usage_table(summary["usage"]))
+        console.print(f"best kernel written to {target}", highlight=False)
+    return summary
+
+
+def result_table(summary: dict[str, Any]) -> Table:
+    title = (
+        f"run {summary['run']}: {summary['problem']} / {summary['workload']} ({summary['status']})"
+    )
+    table = Table(title=title, title_justify="left")
+    for col in ("kernel", "ms", "% of peak", "speedup"):
+        table.add_column(col, justify="left" if col == "kernel" else "right")
+    b, t = summary["baseline"], summary["best"]
+    table.add_row("baseline", fmt_ms(b["latency_s"]), fmt_pct(b["pct_of_peak"]), "1.00x")
+    speedup = summary["speedup"]
+    table.add_row(
+        "best", fmt_ms(t["latency_s"]), fmt_pct(t["pct_of_peak"]),
+        f"{speedup:.2f}x" if speedup else "—",
+    )  # fmt: skip
+    return table
+
+
+def usage_table(usage: dict[str, dict[str, Any]]) -> Table:
+    table = Table(title="LLM usage", title_justify="left")
+    for col in ("agent", "calls", "failed", "replayed", "tokens in", "tokens out", "$"):
+        table.add_column(col, justify="left" if col == "agent" else "right")
+    for agent, u in usage.items():
+        unknown = f" (+{u['unknown_cost']} unknown)" if u.get("unknown_cost") else ""
+        table.add_row(
+            agent, str(u["calls"]), str(u["failed"]), str(u["replayed"]), str(u["tokens_in"]),
+            str(u["tokens_out"]), f"{u['cost_usd'] or 0:.4f}{unknown}",
+        )  # fmt: skip
+    return table
+
+
+def suite_results_table(summaries: list[dict[str, Any]]) -> Table:
+    table = Table(title="suite results", title_justify="left")
+    for col in ("problem", "status", "baseline %", "best %", "speedup", "$", "tokens"):
+        table.add_column(col, justify="left" if col in {"problem", "status"} else "right")
+    total_usd, total_tokens = 0.0, 0
+    for s in summaries:
+        usd = sum((u["cost_usd"] or 0) for u in s["usage"].values())
+        tokens = sum(u["tokens_in"] + u["tokens_out"] for u in s["usage"].values())
+        total_usd, total_tokens = total_usd + usd, total_tokens + tokens
+        table.add_row(
+            s["problem"], s["status"], fmt_pct(s["baseline"]["pct_of_peak"]),
+            fmt_pct(s["best"]["pct_of_peak"]),
+            f"{s['speedup']:.2f}x" if s["speedup"] else "—", f"{usd:.4f}", str(tokens),
+        )  # fmt: skip
+    table.add_section()
+    base = geometric_mean_pct([s["baseline"]["pct_of_peak"] for s in summaries])
+    top = geometric_mean_pct([s["best"]["pct_of_peak"] for s in summaries])
+    speed = geometric_mean_pct([s["speedup"] for s in summaries if s["speedup"]])
+    table.add_row(
+        "geomean / total", "", fmt_pct(base), fmt_pct(top), f"{speed:.2f}x" if speed else "—",
+        f"{total_usd:.4f}", str(total_tokens), style="bold",
+    )  # fmt: skip
+    return table

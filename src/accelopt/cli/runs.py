@@ -1,0 +1,145 @@
+"""``accelopt runs``: what the store holds about past runs."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+
+from accelopt.cli.optimize import WorkspaceOption, open_store
+from accelopt.cli.output import console, fmt_ms, fmt_pct, shows_table, write_json
+from accelopt.errors import UserError
+from accelopt.profiling.evaluation import Evaluation
+from accelopt.store.records import KernelRecord, RunRecord
+from accelopt.store.store import Store
+
+app = typer.Typer(help="Past runs: list them, show one.", no_args_is_help=True)
+
+JsonOption = Annotated[str | None, typer.Option("--json", help="JSON to this path ('-': stdout)")]
+
+
+def _latency(evaluations: dict[str, Evaluation], kernel_hash: str) -> float | None:
+    e = evaluations.get(kernel_hash)
+    return e.latency_s if e is not None and e.passed else None
+
+
+def run_row(store: Store, run: RunRecord) -> dict[str, Any]:
+    evaluations = store.run_evaluations(run.id)
+    start = next((k.hash for k in store.kernels(run.id) if k.origin == "baseline"), "")
+    base, top = _latency(evaluations, start), _latency(evaluations, run.best_hash)
+    best_eval = evaluations.get(run.best_hash)
+    usage = store.usage(run.id)
+    return {
+        "run": run.id,
+        "problem": run.problem,
+        "workload": run.workload,
+        "strategy": run.strategy,
+        "status": run.status,
+        "created_at": run.created_at,
+        "baseline_latency_s": base,
+        "best_latency_s": top,
+        "best_pct_of_peak": best_eval.pct_of_peak if best_eval else None,
+        "speedup": base / top if base and top else None,
+        "cost_usd": sum(u["cost_usd"] or 0 for u in usage.values()),
+    }
+
+
+@app.command("list")
+def list_command(workspace: WorkspaceOption = None, json_path: JsonOption = None) -> None:
+    """Every run in the workspace, newest first."""
+    with open_store(workspace) as store:
+        rows = [run_row(store, run) for run in store.list_runs()]
+    if shows_table(json_path):
+        table = Table(title="runs", title_justify="left")
+        for col in ("run", "problem", "workload", "strategy", "status", "created",
+                    "baseline ms", "best ms", "% of peak", "speedup", "$"):  # fmt: skip
+            table.add_column(col)
+        for r in rows:
+            table.add_row(
+                r["run"], r["problem"], r["workload"], r["strategy"], r["status"],
+                r["created_at"], fmt_ms(r["baseline_latency_s"]), fmt_ms(r["best_latency_s"]),
+                fmt_pct(r["best_pct_of_peak"]),
+                f"{r['speedup']:.2f}x" if r["speedup"] else "—", f"{r['cost_usd']:.4f}",
+            )  # fmt: skip
+        console.print(table)
+    write_json(json_path, rows)
+
+
+def lineage(kernels: dict[str, KernelRecord], evaluations: dict[str, Evaluation],
+            best_hash: str) -> list[dict[str, Any]]:  # fmt: skip
+    """From the baseline to the best kernel: each step with its plan and its speedup."""
+    steps, current, seen = [], kernels.get(best_hash), set()
+    while current is not None and current.hash not in seen:
+        seen.add(current.hash)
+        parent = kernels.get(current.parent_hash) if current.parent_hash else None
+        mine = _latency(evaluations, current.hash)
+        theirs = _latency(evaluations, parent.hash) if parent else None
+        steps.append(
+            {
+                "hash": current.hash,
+                "iteration": current.iteration,
+                "origin": current.origin,
+                "plan": current.plan_title,
+                "latency_s": mine,
+                "speedup_over_parent": theirs / mine if mine and theirs else None,
+            }
+        )
+        current = parent
+    return list(reversed(steps))
+
+
+@app.command("show")
+def show_command(
+    run_id: Annotated[str, typer.Argument(help="run id (or a unique prefix)")],
+    workspace: WorkspaceOption = None,
+    json_path: JsonOption = None,
+) -> None:
+    """One run: parameters, the best kernel per iteration, and the lineage of the best kernel."""
+    with open_store(workspace) as store:
+        run = store.get_run(run_id)
+        if run is None:
+            raise UserError(f"no run {run_id!r} in {store.path}: see `accelopt runs list`")
+        kernels = {k.hash: k for k in store.kernels(run.id)}
+        evaluations = store.run_evaluations(run.id)
+        payload = {
+            **run_row(store, run),
+            "backend": run.backend,
+            "hardware": run.hardware,
+            "config": run.config,
+            "iterations": [vars(i) | {"beam": list(i.beam)} for i in store.iterations(run.id)],
+            "lineage": lineage(kernels, evaluations, run.best_hash),
+            "usage": store.usage(run.id),
+        }
+    if shows_table(json_path):
+        _print_show(payload)
+    write_json(json_path, payload)
+
+
+def _print_show(p: dict[str, Any]) -> None:
+    console.print(
+        f"[bold]run {p['run']}[/bold]: {p['problem']} / {p['workload']} on {p['hardware']}, "
+        f"{p['strategy']}, {p['status']}", highlight=False,
+    )  # fmt: skip
+    console.print(f"parameters: {p['config'].get('search')}", highlight=False)
+    console.print(f"models: {p['config'].get('models')}", highlight=False)
+    table = Table(title="best per iteration", title_justify="left")
+    for col in ("iteration", "best ms", "% of peak", "beam", "evaluated", "failed", "$"):
+        table.add_column(col, justify="right")
+    for i in p["iterations"]:
+        failed = sum(i["failed_by_status"].values())
+        table.add_row(
+            str(i["iteration"]), fmt_ms(i["best_latency_s"]), fmt_pct(i["best_pct_of_peak"]),
+            str(len(i["beam"])), str(i["evaluated"]), str(failed), f"{i['spent_usd']:.4f}",
+        )  # fmt: skip
+    console.print(table)
+    table = Table(title="lineage of the best kernel", title_justify="left")
+    for col in ("iteration", "kernel", "origin", "plan", "ms", "speedup"):
+        table.add_column(col)
+    for s in p["lineage"]:
+        speed = s["speedup_over_parent"]
+        table.add_row(
+            str(s["iteration"]), s["hash"], s["origin"], s["plan"] or "—", fmt_ms(s["latency_s"]),
+            f"{speed:.2f}x" if speed else "—",
+        )  # fmt: skip
+    console.print(table)

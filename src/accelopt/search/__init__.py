@@ -1,0 +1,1 @@
+"""The search: beam search and repeated sampling, driving the agents and the profiler."""

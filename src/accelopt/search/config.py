@@ -1,0 +1,25 @@
+"""The search parameters of one run (recorded with the run, so a resume uses the same)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class SearchConfig(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    strategy: Literal["beam", "sampling"] = "beam"
+    beam: int = Field(4, ge=1, description="B: kernels kept after each iteration")
+    plans: int = Field(4, ge=1, description="N: plans per kernel in the beam")
+    samples: int = Field(2, ge=1, description="K: kernels written per plan")
+    iterations: int = Field(8, ge=1, description="T")
+    fixer: int = Field(1, ge=0, description="F: repair rounds for a failed kernel")
+    memory: Literal["off", "run", "workspace"] = "workspace"
+    lessons: int = Field(16, ge=0, description="top-k lessons given to the planner")
+    experience_slots: int = Field(8, ge=0, description="new experiences per iteration, at most")
+
+    def executor_calls_per_iteration(self) -> int:
+        """B x N x K: the same for both strategies, so that they compare at equal cost."""
+        return self.beam * self.plans * self.samples

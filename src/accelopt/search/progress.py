@@ -1,0 +1,54 @@
+"""Live progress of a run: iteration, best latency and % of peak, $ spent, candidates by status."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+from rich.console import Console
+from rich.live import Live
+from rich.text import Text
+
+
+@dataclass
+class Progress:
+    """What the loop reports; ``render`` is pure, ``Live`` shows it when a console is given."""
+
+    problem: str
+    iterations: int
+    iteration: int = 0
+    best_latency_s: float | None = None
+    best_pct: float | None = None
+    spent_usd: float = 0.0
+    unknown_cost_calls: int = 0
+    evaluated: int = 0
+    statuses: Counter[str] = field(default_factory=Counter)
+    console: Console | None = None
+    _live: Live | None = None
+
+    def render(self) -> Text:
+        best = "—" if self.best_latency_s is None else f"{self.best_latency_s * 1e3:.3f} ms"
+        pct = "—" if self.best_pct is None else f"{self.best_pct:.1%}"
+        failed = ", ".join(f"{s} {n}" for s, n in sorted(self.statuses.items()) if s != "PASSED")
+        unknown = self.unknown_cost_calls
+        cost = f"${self.spent_usd:.4f}" + (f" (+{unknown} calls, price unknown)" if unknown else "")
+        return Text(
+            f"{self.problem}: iteration {self.iteration}/{self.iterations} | best {best} "
+            f"({pct} of peak) | {cost} | evaluated {self.evaluated}"
+            + (f" | failed: {failed}" if failed else "")
+        )
+
+    def start(self) -> None:
+        if self.console is not None:
+            self._live = Live(self.render(), console=self.console, refresh_per_second=4)
+            self._live.start()
+
+    def refresh(self) -> None:
+        if self._live is not None:
+            self._live.update(self.render())
+
+    def stop(self) -> None:
+        if self._live is not None:
+            self._live.update(self.render())
+            self._live.stop()
+            self._live = None

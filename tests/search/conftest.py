@@ -1,0 +1,48 @@
+"""Fixtures for the loop tests: a scripted agent team on a local server, a workspace, fast
+evaluation settings, and the slow matmul variant to start from."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from agents_pool import AgentPool, variant, write_config
+
+from accelopt.llm.config import load_config
+from accelopt.llm.scripted import ScriptedServer
+from accelopt.profiling.config import EvalConfig
+
+FAST_EVAL = EvalConfig(seeds=2, min_calls=5, min_time_s=0.02, workers=2)
+
+
+@pytest.fixture()
+def pool() -> AgentPool:
+    return AgentPool()
+
+
+@pytest.fixture()
+def server(pool: AgentPool) -> Iterator[ScriptedServer]:
+    with ScriptedServer(default=pool) as s:
+        yield s
+
+
+@pytest.fixture()
+def config_path(tmp_path: Path, server: ScriptedServer) -> Path:
+    return write_config(tmp_path / "accelopt.yaml", server.base_url)
+
+
+@pytest.fixture()
+def llm(config_path: Path):
+    return load_config(config_path)
+
+
+@pytest.fixture()
+def slow_start(tmp_path: Path) -> Path:
+    path = tmp_path / "slow.c"
+    path.write_text(variant("slow"))
+    return path
