@@ -1,8 +1,12 @@
-"""Fixtures shared across the test packages: a private cache and fixed ceilings."""
+"""Fixtures shared across the test packages: a private cache, fixed ceilings, and the real
+command line run in a subprocess with both."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import os
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -31,3 +35,50 @@ def hw() -> HardwareSpec:
         cores=2,
         llc_bytes=32 << 20,
     )
+
+
+FIXED_SPEC = HardwareSpec(
+    name="cpu:test",
+    backend="cpu",
+    matmul_rate=545e9,
+    vector_rate=520e9,
+    bandwidth=45e9,
+    cores=2,
+    llc_bytes=32 << 20,
+    provenance={"matmul_rate": "fixed for tests"},
+)
+
+Run = Callable[..., subprocess.CompletedProcess[str]]
+
+
+@pytest.fixture(scope="module")
+def cli_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    cache = tmp_path_factory.mktemp("cache")
+    env = {**os.environ, "ACCELOPT_CACHE_DIR": str(cache), "COLUMNS": "200"}
+    # Seed this machine's ceilings so no test depends on a measurement.
+    script = (
+        "from accelopt.hardware.cache import save_cpu_spec; import sys, json;"
+        "from accelopt.hardware.spec import HardwareSpec;"
+        "save_cpu_spec(HardwareSpec.model_validate_json(sys.stdin.read()))"
+    )
+    subprocess.run(
+        [sys.executable, "-c", script], input=FIXED_SPEC.model_dump_json(), env=env, check=True,
+        text=True,
+    )  # fmt: skip
+    return env
+
+
+@pytest.fixture(scope="module")
+def run_cli(cli_env: dict[str, str]) -> Run:
+    def run(
+        *args: str | Path, env: dict[str, str] | None = None
+    ) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "accelopt", *map(str, args)],
+            capture_output=True,
+            text=True,
+            env={**cli_env, **(env or {})},
+            timeout=300,
+        )
+
+    return run

@@ -1,0 +1,123 @@
+"""`accelopt optimize`, `runs` and `memory` as a user runs them, and a run killed with SIGKILL
+that resumes without paying or measuring anything twice."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+from agents_pool import AgentPool, write_config
+
+from accelopt.llm.scripted import ScriptedServer
+from accelopt.store.store import Store
+
+pytestmark = [pytest.mark.timeout(600), pytest.mark.slow]
+
+SEARCH = ("--beam", "2", "--plans", "2", "--samples", "1", "--workload", "small")
+
+
+def optimize_args(config, workspace, start, *extra):
+    return ("optimize", "matmul", *SEARCH, "--kernel", start, "--config", config,
+            "--workspace", workspace, *extra)  # fmt: skip
+
+
+def test_optimize_runs_and_memory_commands(run_cli, tmp_path, slow_start):
+    with ScriptedServer(default=AgentPool()) as server:
+        config = write_config(tmp_path / "accelopt.yaml", server.base_url)
+        ws = tmp_path / "ws"
+        out_file = tmp_path / "best.c"
+        out = run_cli(*optimize_args(config, ws, slow_start, "--iterations", "1", "--out",
+                                     out_file, "--json", "-"))  # fmt: skip
+        assert out.returncode == 0, out.stderr
+        summary = json.loads(out.stdout)
+        assert summary["status"] == "finished" and summary["speedup"] > 3
+        assert out_file.read_text().strip() and "void kernel" in out_file.read_text()
+        assert {"planner", "executor"} <= set(summary["usage"])
+        table = run_cli(*optimize_args(config, ws, slow_start, "--iterations", "1"))
+        assert table.returncode == 0, table.stderr
+        for text in ("baseline", "best", "speedup", "LLM usage", "planner", "best kernel written"):
+            assert text in table.stdout
+    runs = json.loads(run_cli("runs", "list", "--workspace", ws, "--json", "-").stdout)
+    assert len(runs) == 2 and all(r["status"] == "finished" for r in runs)
+    run_id = summary["run"]
+    shown = run_cli("runs", "show", run_id[:6], "--workspace", ws)
+    assert shown.returncode == 0, shown.stderr
+    assert "lineage of the best kernel" in shown.stdout and "variant good" in shown.stdout
+    detail = json.loads(run_cli("runs", "show", run_id, "--workspace", ws, "--json", "-").stdout)
+    assert detail["lineage"][0]["origin"] == "baseline"
+    assert detail["lineage"][-1]["hash"] == summary["best"]["hash"]
+    assert [i["iteration"] for i in detail["iterations"]] == [0, 1]
+    lessons = json.loads(run_cli("memory", "list", "--workspace", ws, "--json", "-").stdout)
+    assert lessons and {lesson["kind"] for lesson in lessons} <= {"positive", "negative"}
+    one = run_cli("memory", "show", str(lessons[0]["id"]), "--workspace", ws)
+    assert one.returncode == 0 and lessons[0]["lesson"]["title"] in one.stdout
+    exported = tmp_path / "lessons.jsonl"
+    assert run_cli("memory", "export", exported, "--workspace", ws).returncode == 0
+    other = tmp_path / "other"
+    imported = run_cli("memory", "import", exported, "--workspace", other)
+    assert imported.returncode == 0 and f"imported {len(lessons)} lessons" in imported.stdout
+    assert run_cli("runs", "show", "nosuchrun", "--workspace", ws).returncode == 2
+
+
+def test_optimize_without_an_endpoint_says_how_to_configure_one(run_cli, tmp_path):
+    out = run_cli("optimize", "matmul", "--workload", "small", "--workspace", tmp_path / "ws",
+                  env={"ACCELOPT_LLM_BASE_URL": "http://127.0.0.1:9/v1",
+                       "ACCELOPT_LLM_MODEL": "m"})  # fmt: skip
+    assert out.returncode == 2
+    assert "cannot reach the LLM endpoint" in out.stderr and "accelopt.yaml" in out.stderr
+    assert "Traceback" not in out.stderr
+    unconfigured = run_cli("optimize", "matmul", "--workspace", tmp_path / "ws2",
+                           env={"ACCELOPT_LLM_BASE_URL": "", "ACCELOPT_LLM_MODEL": ""})  # fmt: skip
+    assert unconfigured.returncode == 2 and "no LLM base_url" in unconfigured.stderr
+
+
+def test_a_killed_run_resumes_without_paying_or_measuring_twice(cli_env, tmp_path, slow_start):
+    pool = AgentPool(plan_order=("good", "slower"), pause_after=9)  # hangs in iteration 2
+    with ScriptedServer(default=pool) as server:
+        config = write_config(tmp_path / "accelopt.yaml", server.base_url)
+        ws = tmp_path / "ws"
+        args = optimize_args(config, ws, slow_start, "--iterations", "3", "--json", "-")
+        command = [sys.executable, "-m", "accelopt", *map(str, args)]
+        proc = subprocess.Popen(
+            command, env=cli_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        )
+        assert pool.paused.wait(timeout=300), "the run never reached iteration 2"
+        time.sleep(1.0)  # let in-flight evaluations land
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        killed_requests = len(server.requests)
+        with Store.open(ws) as store:
+            (run,) = store.list_runs()
+            assert run.status == "running"  # killed: nobody marked it
+            calls_before = len(store.llm_calls(run.id))
+            paid_before = {c.key for c in store.llm_calls(run.id) if c.ok}
+            measured_before = {h: e.seeds for h, e in store.run_evaluations(run.id).items()}
+            assert [i.iteration for i in store.iterations(run.id)] == [0, 1]
+        resumed = subprocess.run(
+            [sys.executable, "-m", "accelopt", "optimize", "--resume", run.id, "--config",
+             str(config), "--workspace", str(ws), "--json", "-"],
+            env=cli_env, capture_output=True, text=True, timeout=300,
+        )  # fmt: skip
+        assert resumed.returncode == 0, resumed.stderr
+        resumed_requests = len(server.requests) - killed_requests
+    summary = json.loads(resumed.stdout)
+    assert summary["status"] == "finished" and summary["run"] == run.id
+    with Store.open(ws) as store:
+        calls = store.llm_calls(run.id)
+        second = calls[calls_before:]
+        replayed = [c for c in second if c.replayed]
+        fresh = [c for c in second if not c.replayed]
+        assert replayed, "the resumed run replayed nothing"
+        assert not {c.key for c in fresh} & paid_before  # nothing paid twice
+        assert resumed_requests == len(fresh)  # every HTTP request is a new, unpaid call
+        after = store.run_evaluations(run.id)
+        for kernel_hash, seeds in measured_before.items():
+            assert after[kernel_hash].seeds == seeds  # nothing measured twice
+        assert [i.iteration for i in store.iterations(run.id)] == [0, 1, 2, 3]
+        assert store.get_run(run.id).status == "finished"
+    assert os.path.exists(summary["best_kernel_path"])
