@@ -121,3 +121,17 @@ def test_a_killed_run_resumes_without_paying_or_measuring_twice(cli_env, tmp_pat
         assert [i.iteration for i in store.iterations(run.id)] == [0, 1, 2, 3]
         assert store.get_run(run.id).status == "finished"
     assert os.path.exists(summary["best_kernel_path"])
+
+
+def test_several_problems_share_memory_and_end_with_a_results_table(run_cli, tmp_path):
+    with ScriptedServer(default=AgentPool()) as server:
+        config = write_config(tmp_path / "accelopt.yaml", server.base_url)
+        args = ("optimize", "matmul", "silu", "--workload", "small", "--beam", "1", "--plans",
+                "1", "--samples", "1", "--iterations", "1", "--config", config,
+                "--workspace", tmp_path / "ws")  # fmt: skip
+        out = run_cli(*args)
+        assert out.returncode == 0, out.stderr
+        assert "suite results" in out.stdout and "geomean / total" in out.stdout
+        data = json.loads(run_cli(*args, "--json", "-").stdout)
+    assert [d["problem"] for d in data] == ["matmul", "silu"]
+    assert all(d["status"] == "finished" for d in data)

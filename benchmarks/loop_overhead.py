@@ -1,0 +1,115 @@
+"""What the optimization loop costs around the evaluations it waits for.
+
+A scripted OpenAI-compatible server answers every agent at once: the planner with a plan, the
+executor with a distinct correct matmul kernel each time (a tagged copy of the i-k-j loop, so no
+two candidates share a hash), the summarizer with a lesson. One run with B=4, N=4, K=2, T=2 on the
+`small` matmul workload, evaluations on one worker so that their time adds up; it prints the wall
+time, the time the worker spent evaluating (compile + correctness + timing, as each evaluation
+reports them), the orchestration overhead per candidate (wall minus that, divided by candidates:
+LLM round trips, prompts, parsing, the store, worker start-ups and hand-offs) and candidates per
+minute. Usage:
+
+    python benchmarks/loop_overhead.py [--iterations 2] [--workers 1]
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import os
+import re
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+KERNEL = """#include <stddef.h>
+#include <string.h>
+void kernel(const float *restrict lhs, const float *restrict rhs, float *restrict out) {
+    volatile int tag = TAG; (void)tag;
+#pragma omp parallel for
+    for (int i = 0; i < M; i++) {
+        float *o = out + (size_t)i * N;
+        memset(o, 0, sizeof(float) * N);
+        for (int k = 0; k < K; k++) {
+            const float a = lhs[(size_t)i * K + k];
+            const float *r = rhs + (size_t)k * N;
+            for (int j = 0; j < N; j++) o[j] += a * r[j];
+        }
+    }
+}
+"""
+
+
+class Team:
+    """Instant, always-usable replies; a new kernel for every executor call."""
+
+    def __init__(self) -> None:
+        self.tags = itertools.count(1)
+        self.lock = threading.Lock()
+
+    def __call__(self, request):
+        from accelopt.llm.scripted import Reply
+
+        if request.model == "executor":
+            with self.lock:
+                tag = next(self.tags)
+            return Reply(f"```c\n{KERNEL.replace('TAG', str(tag))}```")
+        if request.model == "summarizer":
+            found = re.search(r"measured ([\d.]+)x", request.messages[-1]["content"])
+            return Reply(f"TITLE: tagged copy\nLESSON: A tag costs nothing ({found.group(1)}x).")
+        return Reply("TITLE: tag the kernel\nSTEPS:\n1. Add a volatile tag.")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--iterations", type=int, default=2)
+    parser.add_argument("--workers", type=int, default=1)
+    args = parser.parse_args()
+    tmp = Path(tempfile.mkdtemp(prefix="accelopt-loop-"))
+    os.environ["ACCELOPT_CACHE_DIR"] = str(tmp / "cache")
+
+    from accelopt.hardware.measure import measure_cpu
+    from accelopt.llm.config import Config
+    from accelopt.llm.scripted import ScriptedServer
+    from accelopt.profiling.config import EvalConfig
+    from accelopt.search.config import SearchConfig
+    from accelopt.search.run import RunInputs, execute_run, new_run
+    from accelopt.store.store import Store
+
+    hardware = measure_cpu()
+    search = SearchConfig(beam=4, plans=4, samples=2, iterations=args.iterations, fixer=1)
+    eval_config = EvalConfig(workers=args.workers)
+    with ScriptedServer(default=Team()) as server, Store.open(tmp / "ws") as store:
+        agents = {a: {"model": a} for a in ("planner", "executor", "fixer", "summarizer")}
+        default = {"base_url": server.base_url, "model": "m", "price_in": 0, "price_out": 0}
+        llm = Config.model_validate({"llm": {"default": default, **agents}})
+        run = new_run(store, "matmul", "small", "cpu", hardware, search, llm)
+        start = time.perf_counter()
+        result = execute_run(store, run, RunInputs(llm, hardware, eval_config), resume=False)
+        wall = time.perf_counter() - start
+        evaluations = store.run_evaluations(run.id)
+        requests = len(server.requests)
+    evaluated = len(evaluations)
+    eval_time = sum(
+        (e.compile_s or 0.0) + (e.check_s or 0.0) + (e.time_s or 0.0) for e in evaluations.values()
+    )
+    overhead = (wall - eval_time / args.workers) / max(evaluated, 1)
+    table = Table(title=f"loop overhead: B=4 N=4 K=2 T={args.iterations}, matmul small")
+    for col in ("status", "LLM requests", "candidates", "wall s", "evaluating s",
+                "overhead / candidate ms", "candidates / min"):  # fmt: skip
+        table.add_column(col, justify="right")
+    table.add_row(
+        result.status, str(requests), str(evaluated), f"{wall:.1f}", f"{eval_time:.1f}",
+        f"{overhead * 1e3:.0f}", f"{evaluated / wall * 60:.0f}",
+    )  # fmt: skip
+    Console(width=150).print(table)
+    print(f"evaluation workers: {args.workers}; per evaluation: {eval_config.seeds} seeds, "
+          f">= {eval_config.min_calls} calls and {eval_config.min_time_s} s of timing")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
