@@ -29,21 +29,26 @@ def test_summarize_empty_raises():
         summarize([])
 
 
-@pytest.mark.parametrize("set_mib", [3, 5, 7, 20, 29, 58])
-def test_rotation_sets_span_twice_the_llc(set_mib):
+@pytest.mark.parametrize("set_mib", [3, 5, 7, 20, 29])
+def test_rotation_sets_span_four_times_the_llc(set_mib):
     llc = 32 * MIB
     n = rotation_sets(set_mib * MIB, llc, 1 << 40)
-    assert n * set_mib * MIB >= 2 * llc
-    assert (n - 1) * set_mib * MIB < 2 * llc  # and no more sets than that takes
+    assert n * set_mib * MIB >= 4 * llc
+    assert (n - 1) * set_mib * MIB < 4 * llc  # and no more sets than that takes
+
+
+@pytest.mark.parametrize("set_mib", [129, 256, 500])
+def test_rotation_sets_are_at_least_two(set_mib):
+    assert rotation_sets(set_mib * MIB, 32 * MIB, 1 << 40) == 2
 
 
 def test_rotation_sets_for_silu_on_the_test_llc():
-    set_bytes = 2 * 2048 * 3584 * 4  # x and y of silu's cpu workload
-    assert rotation_sets(set_bytes, 32 * MIB, 1 << 30) == 2
+    set_bytes = 2 * 2048 * 3584 * 4  # x and y of silu's cpu workload: 56 MiB
+    assert rotation_sets(set_bytes, 32 * MIB, 1 << 30) == 3
 
 
 def test_rotation_sets_unknown_llc_assumes_32_mib():
-    assert rotation_sets(8 * MIB, None, 1 << 40) == rotation_sets(8 * MIB, 32 * MIB, 1 << 40) == 8
+    assert rotation_sets(8 * MIB, None, 1 << 40) == rotation_sets(8 * MIB, 32 * MIB, 1 << 40) == 16
 
 
 def test_rotation_sets_capped_by_the_budget():
@@ -66,6 +71,6 @@ def test_rotation_sets_at_least_one(set_bytes, budget):
 
 
 def test_rotation_sets_grow_as_sets_shrink():
-    counts = [rotation_sets(s * MIB, 32 * MIB, 1 << 40) for s in (64, 16, 4, 1)]
-    assert counts == sorted(counts) and counts[0] == 1 and counts[-1] == 64
-    assert counts[1] == math.ceil(64 / 16)
+    counts = [rotation_sets(s * MIB, 32 * MIB, 1 << 40) for s in (256, 16, 4, 1)]
+    assert counts == sorted(counts) and counts[0] == 2 and counts[-1] == 64
+    assert counts[1] == math.ceil(4 * 32 / 16)

@@ -83,7 +83,7 @@ def test_baseline_passes(run, baseline, silu, hw):
     expected_sets = rotation_sets(
         silu.buffer_bytes(sizes), hw.llc_bytes, CONFIG.rotation_budget_bytes
     )
-    assert evaluation.rotation_sets == expected_sets == 2  # 2 x 29 MiB sets span 2 x 32 MiB
+    assert evaluation.rotation_sets == expected_sets == 3  # 3 x 56 MiB sets span 4 x 32 MiB
     assert evaluation.bound == "memory"
     assert evaluation.log == ""
 

@@ -35,9 +35,10 @@ def test_a_run_improves_the_kernel_and_learns(tmp_path, llm, hw, server, accelop
         assert {"baseline", "executor", "fixer"} <= origins  # broken/wrong kernels were repaired
         kinds = {e.kind for e in store.experiences(run_id=run.id)}
         assert kinds == {"positive", "negative"}
-        negative = next(e for e in store.experiences(run_id=run.id) if e.kind == "negative")
-        assert negative.slow_hash == Kernel(variant("slower")).hash  # stored reversed
-        assert negative.speedup > 1.15
+        negatives = [e for e in store.experiences(run_id=run.id) if e.kind == "negative"]
+        slower = Kernel(variant("slower")).hash
+        assert any(e.slow_hash == slower for e in negatives)  # stored reversed: "undo this"
+        assert all(e.speedup > 1.15 for e in negatives)
         usage = store.usage(run.id)
         assert {"planner", "executor", "summarizer", "fixer"} <= set(usage)
         assert sum(u["cost_usd"] for u in usage.values()) > 0

@@ -100,9 +100,7 @@ class EvaluationRun:
 
     # -- correctness -------------------------------------------------------------------------
     def _empty_outputs(self) -> list[np.ndarray]:
-        return [
-            np.full(s, np.nan, dtype=np.float32) for s in self.problem.output_shapes(self.sizes)
-        ]
+        return [aligned_empty(s, np.nan) for s in self.problem.output_shapes(self.sizes)]
 
     def _reference(self, inputs: tuple[np.ndarray, ...], detail: str) -> tuple[np.ndarray, ...]:
         self.phase("reference", detail)
