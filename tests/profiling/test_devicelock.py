@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from accelopt.profiling import devicelock
+from accelopt.hardware import devicelock
 
 WAIT_S = 30.0  # generous: only reached when something is broken
 # fork: the children run only the lock and the events (a spawned child could not import this

@@ -12,6 +12,7 @@ import socket
 from pathlib import Path
 
 from accelopt import settings
+from accelopt.hardware import devicelock
 from accelopt.hardware.cpuinfo import available_cpus, cpu_model_name
 from accelopt.hardware.measure import measure_cpu
 from accelopt.hardware.spec import HardwareSpec
@@ -55,8 +56,13 @@ def save_cpu_spec(spec: HardwareSpec) -> Path:
 
 
 def measure_and_cache(threads: int | None = None) -> HardwareSpec:
-    """Measure this CPU (see ``measure_cpu``) and cache the result for this machine."""
-    spec = measure_cpu(threads)
+    """Measure this CPU (see ``measure_cpu``) and cache the result for this machine.
+
+    The device lock is held exclusively meanwhile: no evaluation of ours runs beside the
+    micro-benchmarks (other programs on the machine still can; measure on a quiet machine).
+    """
+    with devicelock.exclusive(devicelock.lock_path("cpu")):
+        spec = measure_cpu(threads)
     save_cpu_spec(spec)
     return spec
 

@@ -19,8 +19,9 @@ import numpy as np
 from accelopt.backends.base import KernelLoadError, LoadedKernel, get_backend
 from accelopt.backends.kernel import Kernel
 from accelopt.backends.status import Status
+from accelopt.hardware import devicelock
 from accelopt.problems.loader import load_problem
-from accelopt.profiling import devicelock, sandbox
+from accelopt.profiling import sandbox
 from accelopt.profiling.buffers import aligned_copy, aligned_empty
 from accelopt.profiling.config import EvalConfig
 from accelopt.profiling.correctness import check_outputs, modified_input

@@ -12,10 +12,10 @@ from collections.abc import Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from accelopt import settings
 from accelopt.backends.base import get_backend
 from accelopt.backends.kernel import Kernel
 from accelopt.backends.status import Status
+from accelopt.hardware import devicelock
 from accelopt.hardware.roofline import Roofline, roofline
 from accelopt.hardware.spec import HardwareSpec
 from accelopt.problems.records import Problem
@@ -37,7 +37,7 @@ class Evaluator:
         env = sandbox.worker_env(os.environ, self.threads)
         self.pool = WorkerPool(self.config.workers, env, self.config.recycle_after)
         self.pool.prestart(self.config.workers)
-        self.lock_path = settings.cache_dir() / "locks" / f"{hardware.backend}.lock"
+        self.lock_path = devicelock.lock_path(hardware.backend)
 
     def __enter__(self) -> Evaluator:
         return self

@@ -31,3 +31,10 @@ def shared(path: Path) -> AbstractContextManager[None]:
 
 def exclusive(path: Path) -> AbstractContextManager[None]:
     return _flock(path, fcntl.LOCK_EX)
+
+
+def lock_path(backend: str) -> Path:
+    """The lock file of the device a backend's kernels run on (one CPU, or one GPU, per machine)."""
+    from accelopt import settings
+
+    return settings.cache_dir() / "locks" / f"{backend}.lock"
