@@ -13,7 +13,7 @@ from typing import Annotated
 import typer
 
 from accelopt.backends.kernel import Kernel
-from accelopt.cli import bench, common, llm, memory, optimize, runs
+from accelopt.cli import bench, common, llm, memory, optimize, report, runs
 from accelopt.cli.output import (
     console,
     err_console,
@@ -37,6 +37,8 @@ app.add_typer(llm.app, name="llm")
 app.add_typer(runs.app, name="runs")
 app.add_typer(memory.app, name="memory")
 app.command("optimize")(optimize.optimize_command)
+app.command("report")(report.report_command)
+runs.app.command("compare")(report.compare_command)
 
 JsonOption = Annotated[
     str | None, typer.Option("--json", help="also write JSON to this path ('-' for stdout)")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -11,7 +12,14 @@ from rich.table import Table
 from accelopt.backends.kernel import Kernel
 from accelopt.backends.numpy.backend import blas_description, reference_kernel
 from accelopt.cli import common
-from accelopt.cli.output import console, evaluation_json, shows_table, suite_table, write_json
+from accelopt.cli.output import (
+    console,
+    err_console,
+    evaluation_json,
+    shows_table,
+    suite_table,
+    write_json,
+)
 from accelopt.errors import UserError
 from accelopt.hardware.roofline import roofline
 from accelopt.hardware.spec import HardwareSpec
@@ -101,6 +109,9 @@ def run_command(
     min_time: Annotated[float, typer.Option(help="seconds of timed calls, at least")] = 0.2,
     threads: Annotated[int | None, typer.Option(help="OpenMP threads (default: all cores)")] = None,
     workers: Annotated[int, typer.Option(help="worker processes checking in parallel")] = 2,
+    html: Annotated[
+        Path | None, typer.Option("--html", help="also write an HTML report with charts")
+    ] = None,
     json_path: JsonOption = None,
 ) -> None:
     """Evaluate the suite's shipped kernels and NumPy: one row per problem, % of peak per kind."""
@@ -118,16 +129,22 @@ def run_command(
         raise UserError(f"the selected problems ship no {kernel} kernel for backend {backend!r}")
     with Evaluator(hardware, config) as evaluator:
         evaluations = list(evaluator.evaluate_many(jobs))
+    title = f"{workload} workload on {hardware.name} ({evaluator.threads} threads)"
+    blas = [f"numpy column: {blas_description(evaluator.threads)}"] if "numpy" in kinds else []
+    if html is not None:
+        from accelopt.reports.suite_report import write_suite_report
+
+        path = write_suite_report(html, evaluations, problems, hardware, kinds, title, notes=blas)
+        err_console.print(f"suite report written to {path}", highlight=False)
     if shows_table(json_path):
-        title = f"{workload} workload on {hardware.name} ({evaluator.threads} threads)"
         console.print(suite_table(problems, kinds, evaluations, title))
         for e in evaluations:
             if e.error:
                 console.print(
                     f"{e.problem} / {e.kernel}: {e.status.value}: {e.error}", markup=False
                 )
-        if "numpy" in kinds:
-            console.print(f"numpy column: {blas_description(evaluator.threads)}", highlight=False)
+        for note in blas:
+            console.print(note, highlight=False)
     write_json(json_path, [evaluation_json(e) for e in evaluations])
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from typing import Annotated, Any
 
 import typer
@@ -11,7 +12,8 @@ from accelopt.cli.optimize import WorkspaceOption, open_store
 from accelopt.cli.output import console, fmt_ms, fmt_pct, shows_table, write_json
 from accelopt.errors import UserError
 from accelopt.profiling.evaluation import Evaluation
-from accelopt.store.records import KernelRecord, RunRecord
+from accelopt.reports.run_report import lineage
+from accelopt.store.records import RunRecord
 from accelopt.store.store import Store
 
 app = typer.Typer(help="Past runs: list them, show one.", no_args_is_help=True)
@@ -66,29 +68,6 @@ def list_command(workspace: WorkspaceOption = None, json_path: JsonOption = None
     write_json(json_path, rows)
 
 
-def lineage(kernels: dict[str, KernelRecord], evaluations: dict[str, Evaluation],
-            best_hash: str) -> list[dict[str, Any]]:  # fmt: skip
-    """From the baseline to the best kernel: each step with its plan and its speedup."""
-    steps, current, seen = [], kernels.get(best_hash), set()
-    while current is not None and current.hash not in seen:
-        seen.add(current.hash)
-        parent = kernels.get(current.parent_hash) if current.parent_hash else None
-        mine = _latency(evaluations, current.hash)
-        theirs = _latency(evaluations, parent.hash) if parent else None
-        steps.append(
-            {
-                "hash": current.hash,
-                "iteration": current.iteration,
-                "origin": current.origin,
-                "plan": current.plan_title,
-                "latency_s": mine,
-                "speedup_over_parent": theirs / mine if mine and theirs else None,
-            }
-        )
-        current = parent
-    return list(reversed(steps))
-
-
 @app.command("show")
 def show_command(
     run_id: Annotated[str, typer.Argument(help="run id (or a unique prefix)")],
@@ -102,13 +81,15 @@ def show_command(
             raise UserError(f"no run {run_id!r} in {store.path}: see `accelopt runs list`")
         kernels = {k.hash: k for k in store.kernels(run.id)}
         evaluations = store.run_evaluations(run.id)
+        start = next((h for h, k in kernels.items() if k.origin == "baseline"), "")
+        base = _latency(evaluations, start)
         payload = {
             **run_row(store, run),
             "backend": run.backend,
             "hardware": run.hardware,
             "config": run.config,
             "iterations": [vars(i) | {"beam": list(i.beam)} for i in store.iterations(run.id)],
-            "lineage": lineage(kernels, evaluations, run.best_hash),
+            "lineage": [asdict(s) for s in lineage(kernels, evaluations, run.best_hash, base)],
             "usage": store.usage(run.id),
         }
     if shows_table(json_path):

@@ -1,0 +1,95 @@
+"""``accelopt report RUN`` and ``accelopt runs compare RUN RUN...``: HTML pages about runs."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from accelopt.cli.optimize import WorkspaceOption, open_store
+from accelopt.cli.output import console, err_console, fmt_pct, shows_table, write_json
+from accelopt.errors import UserError
+from accelopt.hardware.cache import load_cpu_spec
+from accelopt.reports.compare import (
+    RunComparison,
+    comparison_json,
+    load_comparison,
+    models_text,
+    write_compare_report,
+)
+from accelopt.reports.run_report import write_run_report
+from accelopt.store.records import RunRecord
+from accelopt.store.store import Store
+
+OutOption = Annotated[Path | None, typer.Option("--out", help="write the HTML page here")]
+JsonOption = Annotated[str | None, typer.Option("--json", help="JSON to this path ('-': stdout)")]
+
+
+def _run(store: Store, run_id: str) -> RunRecord:
+    run = store.get_run(run_id)
+    if run is None:
+        raise UserError(f"no run {run_id!r} in {store.path}: see `accelopt runs list`")
+    return run
+
+
+def _write(path: Path, write: Callable[[Path], Path]) -> Path:
+    try:
+        return write(path)
+    except OSError as exc:
+        raise UserError(f"cannot write the report to {str(path)!r}: {exc.strerror}") from None
+
+
+def report_command(
+    run_id: Annotated[str, typer.Argument(help="run id (or a unique prefix)")],
+    out: OutOption = None,
+    workspace: WorkspaceOption = None,
+) -> None:
+    """One run as a self-contained HTML page: summary, baseline vs best, progress plot, lineage,
+    the best kernel and its diff, lessons, failures, tokens and $ (default: WORKSPACE/reports/)."""
+    with open_store(workspace) as store:
+        run = _run(store, run_id)
+        target = out or store.path.parent / "reports" / f"{run.id}-{run.problem}.html"
+        spec = load_cpu_spec(measure_if_missing=False)
+        _write(target, lambda path: write_run_report(path, store, run, spec))
+    console.print(f"report written to {target} ({target.stat().st_size // 1024} KiB)",
+                  highlight=False)  # fmt: skip
+
+
+def compare_command(
+    run_ids: Annotated[list[str], typer.Argument(help="run ids (or unique prefixes)")],
+    out: OutOption = None,
+    json_path: JsonOption = None,
+    workspace: WorkspaceOption = None,
+) -> None:
+    """Runs side by side: best % of peak, $ and tokens; with --out, plots of best % of peak
+    against $ spent and against iterations, one line per run."""
+    with open_store(workspace) as store:
+        comparisons = [load_comparison(store, _run(store, r)) for r in run_ids]
+    show = shows_table(json_path)
+    if show:
+        console.print(compare_table(comparisons))
+    if out is not None:
+        _write(out, lambda path: write_compare_report(path, comparisons))
+        (console if show else err_console).print(f"comparison written to {out}", highlight=False)
+    write_json(json_path, [comparison_json(c) for c in comparisons])
+
+
+def compare_table(comparisons: list[RunComparison]) -> Table:
+    table = Table(title="runs compared", title_justify="left")
+    for col in ("run", "problem", "strategy", "models", "iterations", "baseline %", "best %",
+                "$", "tokens"):  # fmt: skip
+        table.add_column(col, justify="right" if col in _NUMERIC else "left")
+    for c in comparisons:
+        unknown = f" (+{c.unknown_cost_calls} unpriced)" if c.unknown_cost_calls else ""
+        table.add_row(
+            c.run, c.problem, c.strategy, models_text(c.models), str(c.iterations),
+            fmt_pct(c.baseline_pct), fmt_pct(c.best_pct), f"{c.cost_usd:.4f}{unknown}",
+            f"{c.tokens:,}",
+        )  # fmt: skip
+    return table
+
+
+_NUMERIC = {"iterations", "baseline %", "best %", "$", "tokens"}

@@ -1,0 +1,162 @@
+"""``accelopt worker``: start or join a Ray node that declares its devices, for ``--profiler ray``.
+
+    accelopt worker --head                        # the first machine: starts the cluster
+    accelopt worker --address HEAD_IP:6379        # every other machine: joins it
+
+It runs ``ray start`` (``python -m ray.scripts.scripts start``: the Ray of this environment) with
+the node's devices declared as custom resources: ``--devices cpu:1`` becomes
+``--resources '{"accelopt_cpu": 1}'``. The ray profiler starts one device actor per declared
+device, each asking for one unit, so a device is never shared by two actors; ``--devices cpu:0``
+makes a node that only coordinates. For the CPU backend a device is the whole machine (its kernels
+use every core), so declare ``cpu:1``.
+
+By default the command stays in the foreground until interrupted, which stops the node
+(``--no-block`` returns at once; stop the node later with ``ray stop``). The node's Ray processes,
+and so the device actors, inherit this command's environment: ``ACCELOPT_CACHE_DIR`` set here is
+where that machine keeps its compiled kernels and its device lock. Ray's usage statistics stay off
+unless ``RAY_USAGE_STATS_ENABLED=1`` is set.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from accelopt.errors import UserError
+
+DEVICE_KINDS = ("cpu",)  # hardware backends a node can declare
+DEFAULT_PORT = 6379
+
+
+def parse_devices(specs: list[str]) -> dict[str, int]:
+    """``["cpu:1"]`` -> ``{"cpu": 1}``; one sentence saying what is wrong otherwise."""
+    devices: dict[str, int] = {}
+    for spec in specs:
+        kind, _, count = spec.partition(":")
+        if kind not in DEVICE_KINDS:
+            kinds = ", ".join(DEVICE_KINDS)
+            raise UserError(f"unknown device kind in --devices {spec!r}; the kinds are: {kinds}")
+        if not count.isdigit():
+            raise UserError(f"--devices {spec!r}: write KIND:COUNT, e.g. cpu:1")
+        devices[kind] = devices.get(kind, 0) + int(count)
+    return devices
+
+
+def ray_start_command(
+    *,
+    head: bool,
+    address: str | None,
+    port: int,
+    devices: dict[str, int],
+    node_ip_address: str | None = None,
+    temp_dir: Path | None = None,
+    block: bool = True,
+) -> list[str]:
+    """The ``ray start`` command line for this node."""
+    from accelopt.profiling.ray_profiler import device_resource
+
+    if head == (address is not None):
+        raise UserError("give either --head (start a cluster) or --address HOST:PORT (join one)")
+    command = [sys.executable, "-m", "ray.scripts.scripts", "start"]
+    if head:
+        command += ["--head", f"--port={port}", "--include-dashboard=false"]
+    else:
+        command += [f"--address={address}"]
+    resources = {device_resource(kind): count for kind, count in devices.items()}
+    command += [f"--resources={json.dumps(resources)}", "--disable-usage-stats"]
+    if node_ip_address:
+        command += [f"--node-ip-address={node_ip_address}"]
+    if temp_dir is not None:
+        command += [f"--temp-dir={temp_dir}"]
+    if block:
+        command += ["--block"]
+    return command
+
+
+def _preflight(devices: dict[str, int]) -> None:
+    if importlib.util.find_spec("ray") is None:
+        raise UserError("accelopt worker needs Ray: pip install 'accelopt[ray]'")
+    from accelopt.backends.base import get_backend
+
+    for kind, count in devices.items():
+        if count:
+            get_backend(kind).preflight()  # a node without a compiler fails here, not mid-run
+
+
+def _next_steps(head: bool, address: str | None, port: int, node_ip: str | None) -> str:
+    cluster = address or f"{node_ip or '<this machine>'}:{port}"
+    lines = [f"Ray node for accelopt, cluster {cluster}."]
+    if head:
+        lines.append(f"  other machines join with: accelopt worker --address {cluster}")
+    lines.append(f"  run a search on it with:  accelopt optimize PROBLEM --profiler ray "
+                 f"--ray-address {cluster}")  # fmt: skip
+    return "\n".join(lines)
+
+
+def worker_command(
+    head: Annotated[
+        bool, typer.Option("--head", help="start a new cluster on this machine")
+    ] = False,
+    address: Annotated[
+        str | None, typer.Option(help="join the cluster whose head is at HOST:PORT")
+    ] = None,
+    port: Annotated[int, typer.Option(help="the head's port (with --head)")] = DEFAULT_PORT,
+    devices: Annotated[
+        list[str] | None,
+        typer.Option("--devices", help="devices this node offers, KIND:COUNT (default cpu:1)"),
+    ] = None,
+    node_ip_address: Annotated[
+        str | None, typer.Option(help="the address other machines reach this node at")
+    ] = None,
+    temp_dir: Annotated[
+        Path | None, typer.Option(help="Ray's session files (default /tmp/ray)")
+    ] = None,
+    block: Annotated[
+        bool, typer.Option("--block/--no-block", help="stay in the foreground until interrupted")
+    ] = True,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="print the `ray start` command, run nothing")
+    ] = False,
+) -> None:
+    """Start or join a Ray node that offers this machine's devices to `--profiler ray`."""
+    declared = parse_devices(devices or ["cpu:1"])
+    command = ray_start_command(
+        head=head, address=address, port=port, devices=declared,
+        node_ip_address=node_ip_address, temp_dir=temp_dir, block=block,
+    )  # fmt: skip
+    if dry_run:
+        typer.echo(shlex.join(command))
+        return
+    _preflight(declared)
+    typer.echo(_next_steps(head, address, port, node_ip_address))
+    env = {**os.environ}
+    env.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    try:
+        code = subprocess.run(command, env=env, check=False).returncode
+    except KeyboardInterrupt:  # the node got the interrupt too, and stops
+        return
+    if code != 0:
+        raise UserError(f"`ray start` failed (exit status {code}); its output above says why")
+
+
+def main() -> None:
+    """``python -m accelopt.cli.worker``: the command on its own (as ``accelopt worker``)."""
+    from accelopt.cli.output import err_console
+
+    try:
+        typer.run(worker_command)
+    except UserError as exc:
+        err_console.print(f"[red]error:[/red] {exc}", highlight=False)
+        sys.exit(2)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,167 @@
+"""Several runs side by side (``accelopt runs compare``): beam search against repeated sampling,
+or one model against another, by best % of peak for the $ spent and the iterations run.
+
+``load_comparison`` reads one run from the store; ``compare_run`` (pure) reduces it to the
+numbers and the curve; ``write_compare_report`` draws both charts into one page.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from accelopt.llm.records import LLMCall
+from accelopt.profiling.evaluation import Evaluation
+from accelopt.reports import plots
+from accelopt.reports.html import render, svg, write_page
+from accelopt.store.records import IterationRecord, KernelRecord, RunRecord
+from accelopt.store.store import Store
+
+PLANNER_STRIDE = 1000  # a planner call's sample index is iteration × 1000 + n (search/loop.py)
+
+
+@dataclass(frozen=True)
+class CurvePoint:
+    """After one iteration: the $ spent so far (all agents) and the best % of peak."""
+
+    iteration: int
+    spent_usd: float
+    best_pct: float | None
+
+
+@dataclass(frozen=True)
+class RunComparison:
+    run: str
+    problem: str
+    workload: str
+    strategy: str
+    status: str
+    models: dict[str, str]
+    search: dict[str, Any]
+    iterations: int  # the last iteration committed (0: only the baseline)
+    baseline_pct: float | None
+    best_pct: float | None
+    cost_usd: float
+    unknown_cost_calls: int
+    tokens: int
+    curve: tuple[CurvePoint, ...]
+
+    @property
+    def label(self) -> str:
+        """Short enough for a legend: the planner's and executor's models when they differ."""
+        main = {a: m for a, m in self.models.items() if a in {"planner", "executor"}}
+        models = models_text(self.models) if len(set(self.models.values())) == 1 else None
+        return f"{self.run[:8]} {self.problem} {self.strategy} ({models or models_text(main)})"
+
+
+def models_text(models: Mapping[str, str]) -> str:
+    """One model name when every agent uses it, else ``agent=model`` pairs."""
+    names = set(models.values())
+    if len(names) == 1:
+        return names.pop()
+    return ", ".join(f"{agent}={model}" for agent, model in models.items()) or "—"
+
+
+def spend_by_iteration(calls: Sequence[LLMCall]) -> dict[int, float]:
+    """The $ of the calls made in each iteration (unknown prices count 0).
+
+    Calls are stored in the order they were made and iterations run one after the other, so a
+    call belongs to the iteration of the latest planner call before it; that call's sample
+    index says which (iteration × 1000 + n). Replayed calls cost 0, so a resumed run is not
+    counted twice (the iteration records' ``spent_usd`` restart from 0 on a resume).
+    """
+    spend: dict[int, float] = {}
+    current = 0
+    for call in calls:
+        if call.agent == "planner":
+            current = call.sample_index // PLANNER_STRIDE
+        spend[current] = spend.get(current, 0.0) + (call.cost_usd or 0.0)
+    return spend
+
+
+def curve(iterations: Sequence[IterationRecord], calls: Sequence[LLMCall]) -> list[CurvePoint]:
+    spend = spend_by_iteration(calls)
+    return [
+        CurvePoint(
+            i.iteration,
+            sum(usd for t, usd in spend.items() if t <= i.iteration),
+            i.best_pct_of_peak,
+        )
+        for i in iterations
+    ]
+
+
+def compare_run(
+    run: RunRecord,
+    kernels: Sequence[KernelRecord],
+    evaluations: Mapping[str, Evaluation],
+    iterations: Sequence[IterationRecord],
+    calls: Sequence[LLMCall],
+    usage: Mapping[str, Mapping[str, Any]],
+) -> RunComparison:
+    """One run reduced to what the comparison shows (pure)."""
+    base = next((k.hash for k in kernels if k.origin == "baseline"), "")
+    base_eval, best_eval = evaluations.get(base), evaluations.get(run.best_hash)
+    best_pct = best_eval.pct_of_peak if best_eval else None
+    if best_pct is None and iterations:
+        best_pct = iterations[-1].best_pct_of_peak
+    return RunComparison(
+        run=run.id,
+        problem=run.problem,
+        workload=run.workload,
+        strategy=run.strategy,
+        status=run.status,
+        models=dict(run.config.get("models", {})),
+        search=dict(run.config.get("search", {})),
+        iterations=iterations[-1].iteration if iterations else 0,
+        baseline_pct=base_eval.pct_of_peak if base_eval else None,
+        best_pct=best_pct,
+        cost_usd=sum(float(u["cost_usd"] or 0.0) for u in usage.values()),
+        unknown_cost_calls=sum(int(u["unknown_cost"]) for u in usage.values()),
+        tokens=sum(int(u["tokens_in"]) + int(u["tokens_out"]) for u in usage.values()),
+        curve=tuple(curve(iterations, calls)),
+    )
+
+
+def load_comparison(store: Store, run: RunRecord) -> RunComparison:
+    return compare_run(
+        run,
+        store.kernels(run.id),
+        store.run_evaluations(run.id),
+        store.iterations(run.id),
+        store.llm_calls(run.id),
+        store.usage(run.id),
+    )
+
+
+def comparison_json(c: RunComparison) -> dict[str, Any]:
+    return asdict(c) | {"curve": [asdict(p) for p in c.curve]}
+
+
+def _curves(comparisons: Sequence[RunComparison], x: str) -> list[plots.Curve]:
+    """One line per run: (``x`` of each curve point, best % of peak)."""
+    return [
+        plots.Curve(
+            c.label,
+            tuple((getattr(p, x), p.best_pct) for p in c.curve if p.best_pct is not None),
+        )
+        for c in comparisons
+    ]
+
+
+def render_compare(comparisons: Sequence[RunComparison]) -> str:
+    return render(
+        "compare",
+        title=f"comparison of {len(comparisons)} runs",
+        runs=comparisons,
+        usd_svg=svg(plots.compare_plot(_curves(comparisons, "spent_usd"), "$ spent")),
+        iterations_svg=svg(
+            plots.compare_plot(_curves(comparisons, "iteration"), "iteration", integer_x=True)
+        ),
+    )
+
+
+def write_compare_report(path: Path, comparisons: Sequence[RunComparison]) -> Path:
+    return write_page(Path(path), render_compare(comparisons))

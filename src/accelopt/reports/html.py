@@ -1,0 +1,101 @@
+"""Rendering the report pages: strict, auto-escaping Jinja2 templates under ``templates/`` with
+the number formats the pages share. Charts arrive as SVG text and are marked safe here only."""
+
+from __future__ import annotations
+
+import datetime
+import difflib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import jinja2
+from markupsafe import Markup
+
+from accelopt import __version__
+
+
+@dataclass(frozen=True)
+class DiffLine:
+    kind: str  # "file" | "hunk" | "add" | "del" | "ctx"
+    text: str
+
+
+def unified_diff(before: str, after: str, before_name: str, after_name: str) -> list[DiffLine]:
+    """The unified diff of two sources, each line classified for colouring (text not escaped:
+    the template escapes it)."""
+    lines = difflib.unified_diff(
+        before.splitlines(), after.splitlines(), before_name, after_name, lineterm=""
+    )
+    return [DiffLine(_diff_kind(line), line) for line in lines]
+
+
+def _diff_kind(line: str) -> str:
+    if line.startswith(("+++", "---")):
+        return "file"
+    if line.startswith("@@"):
+        return "hunk"
+    return {"+": "add", "-": "del"}.get(line[:1], "ctx")
+
+
+# -- number formats ---------------------------------------------------------------------------
+
+
+def fmt_ms(seconds: float | None) -> str:
+    """A latency: in µs below 0.1 ms (the small workload), else in ms."""
+    if seconds is None:
+        return "—"
+    return f"{seconds * 1e6:.1f} µs" if seconds < 1e-4 else f"{seconds * 1e3:.3f} ms"
+
+
+def fmt_pct(fraction: float | None) -> str:
+    return "—" if fraction is None else f"{fraction * 100:.1f}%"
+
+
+def fmt_speedup(ratio: float | None) -> str:
+    return "—" if ratio is None else f"{ratio:.2f}×"
+
+
+def fmt_usd(usd: float | None) -> str:
+    return "unknown" if usd is None else f"${usd:.4f}"
+
+
+def fmt_rate(value: float | None, unit: str) -> str:
+    """A rate in giga-units (GFLOP/s, GB/s)."""
+    return "—" if value is None else f"{value / 1e9:,.1f} G{unit}"
+
+
+def fmt_int(value: int | float | None) -> str:
+    return "—" if value is None else f"{int(value):,}"
+
+
+_ENV = jinja2.Environment(
+    loader=jinja2.PackageLoader("accelopt.reports", "templates"),
+    undefined=jinja2.StrictUndefined,
+    autoescape=True,
+    trim_blocks=True,
+    lstrip_blocks=True,
+)
+_ENV.filters.update(
+    ms=fmt_ms, pct=fmt_pct, speedup=fmt_speedup, usd=fmt_usd, rate=fmt_rate, num=fmt_int
+)
+
+
+def svg(text: str) -> Markup:
+    """Chart SVG from ``plots`` (our own output, not user text) as markup the page inlines."""
+    return Markup(text)
+
+
+def render(template: str, **context: Any) -> str:
+    """Render ``templates/<template>.jinja``; a missing variable is an error."""
+    generated = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
+    page = _ENV.get_template(f"{template}.jinja")
+    return page.render(version=__version__, generated=generated, **context)
+
+
+def write_page(path: Path, text: str) -> Path:
+    """Write a page, creating its folder; returns the path."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    return path
