@@ -3,10 +3,12 @@ files. Each check runs in a fresh subprocess, so this test process keeps its own
 
 from __future__ import annotations
 
+import os
 import socket
 import subprocess
 import sys
 import textwrap
+import time
 
 import pytest
 
@@ -111,3 +113,41 @@ def test_worker_env_keeps_what_tools_need_and_drops_secrets():
     assert env["OMP_NUM_THREADS"] == "2"
     for secret in ("OPENAI_API_KEY", "ACCELOPT_TEST_CANARY", "PYTHONUNBUFFERED"):
         assert secret not in env
+
+
+@pytest.mark.timeout(60)
+def test_a_worker_exits_when_its_parent_dies(tmp_path):
+    """A pool killed while its worker hangs in a kernel leaves no orphan: the worker's watchdog
+    sees its parent go and exits."""
+    pid_file = tmp_path / "child.pid"
+    child = (
+        "import time; from accelopt.profiling.sandbox import watch_parent; "
+        f"open({str(pid_file)!r}, 'w').write(str(__import__('os').getpid())); "
+        "watch_parent(0.1); time.sleep(60)"
+    )
+    parent = (
+        "import subprocess, sys, time; "
+        f"subprocess.Popen([sys.executable, '-c', {child!r}]); time.sleep(60)"
+    )
+    middle = subprocess.Popen([sys.executable, "-c", parent])
+    deadline = time.monotonic() + 20
+    while not pid_file.exists() or not pid_file.read_text():
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    worker_pid = int(pid_file.read_text())
+    middle.kill()
+    middle.wait()
+    deadline = time.monotonic() + 10
+    while _alive(worker_pid):
+        assert time.monotonic() < deadline, "the orphaned worker kept running"
+        time.sleep(0.05)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # A zombie has exited but is not reaped yet: it counts as gone.
+    with open(f"/proc/{pid}/stat") as f:
+        return f.read().split()[2] != "Z"

@@ -13,7 +13,7 @@ from typing import Annotated
 import typer
 
 from accelopt.backends.kernel import Kernel
-from accelopt.cli import bench, common, llm, memory, optimize, report, runs
+from accelopt.cli import bench, common, llm, memory, optimize, report, runs, worker
 from accelopt.cli.output import (
     console,
     err_console,
@@ -24,7 +24,7 @@ from accelopt.cli.output import (
 )
 from accelopt.errors import UserError
 from accelopt.problems.loader import UnknownProblemError
-from accelopt.profiling.service import Evaluator
+from accelopt.profiling.profiler import make_profiler
 
 app = typer.Typer(
     help="accelopt: make compute kernels faster with LLM agents, measured against the roofline.",
@@ -39,6 +39,7 @@ app.add_typer(memory.app, name="memory")
 app.command("optimize")(optimize.optimize_command)
 app.command("report")(report.report_command)
 runs.app.command("compare")(report.compare_command)
+app.command("worker")(worker.worker_command)
 
 JsonOption = Annotated[
     str | None, typer.Option("--json", help="also write JSON to this path ('-' for stdout)")
@@ -56,6 +57,8 @@ def eval_command(
     min_calls: Annotated[int, typer.Option(help="timed calls, at least")] = 20,
     min_time: Annotated[float, typer.Option(help="seconds of timed calls, at least")] = 0.2,
     threads: Annotated[int | None, typer.Option(help="OpenMP threads (default: all cores)")] = None,
+    profiler: common.ProfilerOption = "local",
+    ray_address: common.RayAddressOption = None,
     json_path: JsonOption = None,
 ) -> None:
     """Check and time one kernel file against a problem's reference and roofline."""
@@ -63,8 +66,8 @@ def eval_command(
     kernel = Kernel(common.read_kernel_file(kernel_file), backend, kernel_file.name)
     config = common.eval_config(check_only, seeds, min_calls, min_time, threads, workers=1)
     hardware = common.hardware_for(backend)
-    with Evaluator(hardware, config) as evaluator:
-        evaluation = evaluator.evaluate(kernel, prob, workload)
+    with make_profiler(profiler, hardware, config, ray_address=ray_address) as prof:
+        evaluation = prof.evaluate(kernel, prob, workload)
     if shows_table(json_path):
         console.print(evaluations_table([evaluation], f"{problem} / {workload} on {hardware.name}"))
         if evaluation.error:

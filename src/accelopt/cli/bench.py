@@ -25,7 +25,7 @@ from accelopt.hardware.roofline import roofline
 from accelopt.hardware.spec import HardwareSpec
 from accelopt.problems.loader import list_problems, load_problem
 from accelopt.problems.records import Problem
-from accelopt.profiling.service import Evaluator
+from accelopt.profiling.profiler import evaluate_all, make_profiler
 
 app = typer.Typer(
     help="The benchmark suite: list problems, run their kernels.", no_args_is_help=True
@@ -112,6 +112,8 @@ def run_command(
     html: Annotated[
         Path | None, typer.Option("--html", help="also write an HTML report with charts")
     ] = None,
+    profiler: common.ProfilerOption = "local",
+    ray_address: common.RayAddressOption = None,
     json_path: JsonOption = None,
 ) -> None:
     """Evaluate the suite's shipped kernels and NumPy: one row per problem, % of peak per kind."""
@@ -127,10 +129,11 @@ def run_command(
     ]
     if not jobs:
         raise UserError(f"the selected problems ship no {kernel} kernel for backend {backend!r}")
-    with Evaluator(hardware, config) as evaluator:
-        evaluations = list(evaluator.evaluate_many(jobs))
-    title = f"{workload} workload on {hardware.name} ({evaluator.threads} threads)"
-    blas = [f"numpy column: {blas_description(evaluator.threads)}"] if "numpy" in kinds else []
+    with make_profiler(profiler, hardware, config, ray_address=ray_address) as prof:
+        evaluations = evaluate_all(prof, jobs)
+        threads = prof.threads
+    title = f"{workload} workload on {hardware.name} ({threads} threads, {profiler} profiler)"
+    blas = [f"numpy column: {blas_description(threads)}"] if "numpy" in kinds else []
     if html is not None:
         from accelopt.reports.suite_report import write_suite_report
 

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Annotated
+
+import typer
 
 from accelopt.errors import UserError
 from accelopt.hardware.cache import load_cpu_spec, measure_and_cache
@@ -10,6 +13,16 @@ from accelopt.hardware.spec import HardwareSpec
 from accelopt.problems.loader import load_problem
 from accelopt.problems.records import Problem
 from accelopt.profiling.config import EvalConfig
+
+ProfilerOption = Annotated[
+    str, typer.Option("--profiler", help="where kernels are measured: local or ray")
+]
+RayAddressOption = Annotated[
+    str | None,
+    typer.Option(
+        "--ray-address", help="a Ray cluster's head HOST:PORT (--profiler ray; default: local Ray)"
+    ),
+]
 
 
 def hardware_for(backend: str, announce: bool = True) -> HardwareSpec:

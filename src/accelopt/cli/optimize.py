@@ -69,6 +69,8 @@ def optimize_command(
     ] = None,
     out: Annotated[Path | None, typer.Option(help="write the best kernel here")] = None,
     workers: Annotated[int, typer.Option(help="evaluation worker processes")] = 2,
+    profiler: common.ProfilerOption = "local",
+    ray_address: common.RayAddressOption = None,
     workspace: WorkspaceOption = None,
     json_path: Annotated[str | None, typer.Option("--json", help="results as JSON")] = None,
 ) -> None:
@@ -80,7 +82,10 @@ def optimize_command(
     hardware = common.hardware_for(backend)
     eval_config = EvalConfig(workers=workers)
     show = shows_table(json_path)
-    inputs = RunInputs(llm, hardware, eval_config, console if show else None)
+    inputs = RunInputs(
+        llm, hardware, eval_config, console if show else None,
+        profiler=profiler, ray_address=ray_address,
+    )  # fmt: skip
     with open_store(workspace) as store:
         if resume:
             run = store.get_run(resume)

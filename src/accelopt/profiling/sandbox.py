@@ -10,6 +10,8 @@ import ctypes
 import os
 import resource
 import signal
+import threading
+import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager, suppress
 
@@ -59,6 +61,22 @@ def isolate_network() -> bool:
     with suppress(OSError):
         _map_ids(uid, gid)
     return True
+
+
+def watch_parent(interval_s: float = 1.0) -> None:
+    """Exit when the parent (the pool) goes away, even while a kernel hangs: a daemon thread
+    (ctypes releases the GIL during the kernel call) checks the parent pid. PR_SET_PDEATHSIG is
+    not used: it fires when the parent *thread* that started the worker ends, and pools start
+    workers from short-lived threads."""
+    parent = os.getppid()
+
+    def watch() -> None:
+        while True:
+            time.sleep(interval_s)
+            if os.getppid() != parent:
+                os._exit(1)
+
+    threading.Thread(target=watch, name="accelopt-parent-watch", daemon=True).start()
 
 
 def limit_process() -> None:

@@ -78,8 +78,9 @@ def serve(channel: Channel, scratch: Path, network_isolated: bool) -> None:
 
 def main(argv: list[str]) -> int:
     fd = int(argv[1])
-    network_isolated = sandbox.isolate_network()
+    network_isolated = sandbox.isolate_network()  # before any thread: unshare needs one
     sandbox.limit_process()
+    sandbox.watch_parent()
     scratch = Path(tempfile.mkdtemp(prefix="accelopt-worker-"))
     os.chdir(scratch)
     _redirect_output(scratch)

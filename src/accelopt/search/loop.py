@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from functools import partial
 
 from accelopt.agents.context import ProblemView, problem_view
 from accelopt.agents.executor import ExecutorInput, KernelResult, execute
@@ -29,7 +31,7 @@ from accelopt.memory.selection import Outcome, Pair, select_pairs
 from accelopt.problems.records import Problem
 from accelopt.profiling.evaluation import Evaluation
 from accelopt.profiling.profile import Profile, build_profile
-from accelopt.profiling.service import Evaluator
+from accelopt.profiling.profiler import Profiler
 from accelopt.search.config import SearchConfig
 from accelopt.search.progress import Progress
 from accelopt.search.selection import Candidate, Comparison, best, compare, next_beam
@@ -52,7 +54,7 @@ class Child:
 class Optimizer:
     store: Store
     client: LLMClient
-    evaluator: Evaluator
+    evaluator: Profiler
     backend: Backend
     hardware: HardwareSpec
     problem: Problem
@@ -67,6 +69,9 @@ class Optimizer:
         self.sizes = self.problem.workload(self.workload).sizes
         self.cost = self.problem.cost.evaluate(self.sizes)
         self._inflight: dict[str, asyncio.Future[Evaluation]] = {}
+        # As many evaluations in flight as the profiler can run (a Ray cluster: many more than
+        # asyncio's default thread pool would allow).
+        self._pool = ThreadPoolExecutor(max_workers=max(1, self.evaluator.capacity))
         self._profiles: dict[str, Profile] = {}
 
     # -- evaluation ----------------------------------------------------------------------------
@@ -84,8 +89,8 @@ class Optimizer:
         future: asyncio.Future[Evaluation] = asyncio.get_running_loop().create_future()
         self._inflight[kernel.hash] = future
         try:
-            evaluation = await asyncio.to_thread(
-                self.evaluator.evaluate, kernel, self.problem, self.workload
+            evaluation = await asyncio.get_running_loop().run_in_executor(
+                self._pool, partial(self.evaluator.evaluate, kernel, self.problem, self.workload)
             )
             self.store.put_evaluation(evaluation)
             future.set_result(evaluation)
@@ -293,11 +298,14 @@ class Optimizer:
     async def optimize(self, baseline: Candidate, beam: list[Candidate], start: int) -> str:
         """Iterations ``start..T`` from ``beam``; returns the run's final status."""
         overall = best([baseline, *beam]) or baseline
-        for t in range(start, self.config.iterations + 1):
-            if self.client.budget is not None and self.client.budget.exhausted():
-                return "budget"
-            beam = await self.iteration(t, beam, baseline)
-            overall = best([overall, *beam]) or overall
-            self.commit(t, beam, overall)
+        try:
+            for t in range(start, self.config.iterations + 1):
+                if self.client.budget is not None and self.client.budget.exhausted():
+                    return "budget"
+                beam = await self.iteration(t, beam, baseline)
+                overall = best([overall, *beam]) or overall
+                self.commit(t, beam, overall)
+        finally:
+            self._pool.shutdown(wait=False)
         exhausted = self.client.budget is not None and self.client.budget.exhausted()
         return "budget" if exhausted else "finished"

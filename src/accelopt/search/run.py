@@ -17,7 +17,7 @@ from accelopt.llm.config import AGENTS, Config
 from accelopt.llm.preflight import check_endpoints
 from accelopt.problems.loader import load_problem
 from accelopt.profiling.config import EvalConfig
-from accelopt.profiling.service import Evaluator
+from accelopt.profiling.profiler import make_profiler
 from accelopt.search.config import SearchConfig
 from accelopt.search.loop import Optimizer
 from accelopt.search.progress import Progress
@@ -44,6 +44,8 @@ class RunInputs:
     eval_config: EvalConfig
     console: Console | None = None  # live progress when given
     check_llm: bool = True  # probe the endpoints before spending anything
+    profiler: str = "local"  # local | ray
+    ray_address: str | None = None
 
 
 def new_run(
@@ -113,7 +115,10 @@ def execute_run(store: Store, run: RunRecord, inputs: RunInputs, resume: bool) -
     store.update_run(run.id, status="running")
     status = "failed"
     try:
-        with Evaluator(inputs.hardware, inputs.eval_config) as evaluator:
+        # No store for the profiler: Optimizer.measure reads and writes the same cache itself.
+        with make_profiler(
+            inputs.profiler, inputs.hardware, inputs.eval_config, ray_address=inputs.ray_address
+        ) as evaluator:
             optimizer = Optimizer(store, client, evaluator, backend, inputs.hardware, problem,
                                   run.workload, search, run, progress)  # fmt: skip
             progress.start()
