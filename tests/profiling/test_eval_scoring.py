@@ -85,3 +85,11 @@ def test_geometric_mean_pct():
     assert geometric_mean_pct([0.5]) == pytest.approx(0.5)
     assert geometric_mean_pct([0.1, 0.4]) == pytest.approx(0.2)
     assert geometric_mean_pct([0.25, 0.0, 1.0]) == pytest.approx(0.5)  # non-positive ignored
+
+
+def test_a_repeated_call_faster_than_the_roofline_is_suspicious():
+    judged = verdict(None, "", latency_s=4e-3, peak_s=1e-3, repeat_s=1e-5)
+    assert judged.status is Status.SUSPICIOUS and "replays results" in judged.error
+    assert judged.pct_of_peak == pytest.approx(0.25)  # the median's, as measured
+    fine = verdict(None, "", latency_s=4e-3, peak_s=1e-3, repeat_s=3.9e-3)
+    assert fine.status is Status.PASSED

@@ -6,7 +6,12 @@ import math
 
 import pytest
 
-from accelopt.profiling.timing import MAX_ROTATION_SETS, rotation_sets, summarize
+from accelopt.profiling.timing import (
+    COLD_SPAN_BYTES,
+    MAX_ROTATION_SETS,
+    rotation_sets,
+    summarize,
+)
 
 MIB = 1 << 20
 
@@ -29,30 +34,33 @@ def test_summarize_empty_raises():
         summarize([])
 
 
-@pytest.mark.parametrize("set_mib", [3, 5, 7, 20, 29])
-def test_rotation_sets_span_four_times_the_llc(set_mib):
-    llc = 32 * MIB
-    n = rotation_sets(set_mib * MIB, llc, 1 << 40)
-    assert n * set_mib * MIB >= 4 * llc
-    assert (n - 1) * set_mib * MIB < 4 * llc  # and no more sets than that takes
+@pytest.mark.parametrize("set_mib", [9, 20, 29, 56, 112])
+def test_rotation_sets_span_the_cold_span(set_mib):
+    n = rotation_sets(set_mib * MIB, 32 * MIB, 1 << 40)
+    assert n * set_mib * MIB >= COLD_SPAN_BYTES
+    assert (n - 1) * set_mib * MIB < COLD_SPAN_BYTES  # and no more sets than that takes
 
 
-@pytest.mark.parametrize("set_mib", [129, 256, 500])
+def test_a_big_llc_widens_the_span():
+    assert rotation_sets(64 * MIB, 256 * MIB, 1 << 40) == 16  # 4 x 256 MiB > 512 MiB
+
+
+@pytest.mark.parametrize("set_mib", [300, 600, 2000])
 def test_rotation_sets_are_at_least_two(set_mib):
     assert rotation_sets(set_mib * MIB, 32 * MIB, 1 << 40) == 2
 
 
 def test_rotation_sets_for_silu_on_the_test_llc():
     set_bytes = 2 * 2048 * 3584 * 4  # x and y of silu's cpu workload: 56 MiB
-    assert rotation_sets(set_bytes, 32 * MIB, 1 << 30) == 3
+    assert rotation_sets(set_bytes, 32 * MIB, 1 << 30) == 10
 
 
 def test_rotation_sets_unknown_llc_assumes_32_mib():
-    assert rotation_sets(8 * MIB, None, 1 << 40) == rotation_sets(8 * MIB, 32 * MIB, 1 << 40) == 16
+    assert rotation_sets(24 * MIB, None, 1 << 40) == rotation_sets(24 * MIB, 32 * MIB, 1 << 40)
 
 
 def test_rotation_sets_capped_by_the_budget():
-    assert rotation_sets(4 * MIB, 32 * MIB, 20 * MIB) == 5
+    assert rotation_sets(40 * MIB, 32 * MIB, 100 * MIB) == 2
 
 
 def test_rotation_sets_capped_at_64():
@@ -71,6 +79,6 @@ def test_rotation_sets_at_least_one(set_bytes, budget):
 
 
 def test_rotation_sets_grow_as_sets_shrink():
-    counts = [rotation_sets(s * MIB, 32 * MIB, 1 << 40) for s in (256, 16, 4, 1)]
+    counts = [rotation_sets(s * MIB, 32 * MIB, 1 << 40) for s in (512, 64, 16, 1)]
     assert counts == sorted(counts) and counts[0] == 2 and counts[-1] == 64
-    assert counts[1] == math.ceil(4 * 32 / 16)
+    assert counts[1] == math.ceil(512 / 64)

@@ -83,7 +83,7 @@ def test_baseline_passes(run, baseline, silu, hw):
     expected_sets = rotation_sets(
         silu.buffer_bytes(sizes), hw.llc_bytes, CONFIG.rotation_budget_bytes
     )
-    assert evaluation.rotation_sets == expected_sets == 3  # 3 x 56 MiB sets span 4 x 32 MiB
+    assert evaluation.rotation_sets == expected_sets == 10  # 10 x 56 MiB sets span 512 MiB
     assert evaluation.bound == "memory"
     assert evaluation.log == ""
 
@@ -187,15 +187,22 @@ def test_caching_by_pointer_is_incorrect(run, kernel_file):
 
 
 @pytest.mark.timeout(60)
-def test_caching_by_content_is_suspicious(run, silu, kernel_file):
-    # Right on every fresh input, but each rotated timing set comes round with the same contents and
-    # the same buffers: the timed calls skip the work, faster than the roofline allows.
+def test_skipping_work_on_seen_buffers_is_caught(run, silu, kernel_file):
+    # Right on every fresh input, but each rotated timing set comes round with the same contents
+    # and the same buffers: the kernel returns early, and the output canaries stay NaN.
     evaluation = run(kernel_file("caches_by_content"))
-    assert evaluation.status is Status.SUSPICIOUS
-    assert evaluation.status is not Status.PASSED
-    assert "of peak" in evaluation.error
-    assert evaluation.pct_of_peak is not None and evaluation.pct_of_peak > SUSPICIOUS_FRACTION
+    assert evaluation.status is Status.INCORRECT
+    assert "skips work" in evaluation.error
     assert evaluation.max_rel_err is not None and evaluation.max_rel_err <= silu.tolerance
+
+
+def test_replaying_a_saved_output_is_suspicious(evaluator, kernel_file):
+    # Writes every output element (copies a saved result), but skips the multiplication: faster
+    # than the matmul roofline allows.
+    matmul = load_problem("matmul")
+    evaluation = evaluator.evaluate(kernel_file("replays_output"), matmul, "cpu")
+    assert evaluation.status is Status.SUSPICIOUS
+    assert "of peak" in evaluation.error and "replays results" in evaluation.error
 
 
 # -- refused before compiling ----------------------------------------------------------------------

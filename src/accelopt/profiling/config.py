@@ -15,9 +15,7 @@ class EvalConfig(BaseModel):
     seeds: int = Field(5, ge=1, description="fresh input seeds for the correctness check")
     seed: int | None = Field(None, description="base seed; None draws fresh seeds every time")
     check_only: bool = Field(False, description="check correctness, skip timing")
-    warmup_calls: int = Field(
-        3, ge=0, description="untimed calls before timing (at least one per rotation set)"
-    )
+    warmup_calls: int = Field(3, ge=0, description="untimed calls before timing")
     min_calls: int = Field(20, ge=1, description="timed calls, at least")
     min_time_s: float = Field(0.2, ge=0, description="seconds of timed calls, at least")
     max_time_s: float = Field(

@@ -23,6 +23,7 @@ from accelopt.hardware import devicelock
 from accelopt.problems.loader import load_problem
 from accelopt.profiling import sandbox
 from accelopt.profiling.buffers import aligned_copy, aligned_empty
+from accelopt.profiling.canary import Canaries
 from accelopt.profiling.config import EvalConfig
 from accelopt.profiling.correctness import check_outputs, modified_input
 from accelopt.profiling.protocol import Channel
@@ -179,7 +180,9 @@ class EvaluationRun:
             self.phase("call", "timing")
             self.result["kernel_ran"] = True
             with sandbox.memory_cap(self.config.memory_cap_bytes):
-                samples = self._timed_loop(calls)
+                canaries = Canaries([o for _, o in sets], self.seeds[0])
+                samples = self._timed_loop(calls, canaries)
+                self.result["repeat_s"] = self._repeat_call(calls, canaries)
             self.result["time_s"] = time.perf_counter() - start
         stats = summarize(samples)
         self.result.update(
@@ -188,7 +191,9 @@ class EvaluationRun:
         self._verify(sets[(len(samples) + self._warmup_count(len(sets)) - 1) % len(sets)])
 
     def _warmup_count(self, n_sets: int) -> int:
-        return max(self.config.warmup_calls, n_sets)
+        """Warm-up calls: the code, the threads and the branch predictors, not the data (every
+        set's pages are already faulted in: inputs are copies, outputs are filled with NaN)."""
+        return max(1, self.config.warmup_calls)
 
     def _tick(self, last: float) -> float:
         now = time.perf_counter()
@@ -197,28 +202,51 @@ class EvaluationRun:
             return now
         return last
 
-    def _timed_loop(self, calls: list[Any]) -> list[float]:
-        """Warm-up touches every set once; then timed calls until min_calls and min_time are met."""
-        cfg, n = self.config, len(calls)
+    def _timed_loop(self, calls: list[Any], canaries: Canaries) -> list[float]:
+        """A short warm-up, then timed calls round the sets until min_calls and min_time are met;
+        each timed call must write its canaries (see canary.py)."""
+        cfg, n, warm = self.config, len(calls), self._warmup_count(len(calls))
         last = time.perf_counter()
-        for i in range(self._warmup_count(n)):
+        for i in range(warm):
             calls[i % n]()
             last = self._tick(last)
         samples: list[float] = []
         clock = time.perf_counter
         begin = clock()
-        i = 0
         while True:
             elapsed = clock() - begin
             enough = len(samples) >= cfg.min_calls and elapsed >= cfg.min_time_s
             if enough or (samples and elapsed >= cfg.max_time_s):
                 return samples
-            call = calls[(self._warmup_count(n) + i) % n]
+            index = (warm + len(samples)) % n
+            canaries.arm(index)
             t0 = clock()
-            call()
+            calls[index]()
             samples.append(clock() - t0)
-            i += 1
+            if not canaries.written():
+                raise Failed(
+                    Status.INCORRECT,
+                    f"timed call {len(samples)} left its output unwritten: the kernel skips work "
+                    "when called again on buffers it has seen",
+                )
             last = self._tick(last)
+
+    def _repeat_call(self, calls: list[Any], canaries: Canaries) -> float:
+        """One more timed call on the set of the first timed call, whose buffers and contents the
+        kernel has seen: a kernel that replays saved results is fast here however many sets
+        there are (the caller judges the time against the roofline); it must write its canaries."""
+        index = self._warmup_count(len(calls)) % len(calls)
+        canaries.arm(index)
+        t0 = time.perf_counter()
+        calls[index]()
+        elapsed = time.perf_counter() - t0
+        if not canaries.written():
+            raise Failed(
+                Status.INCORRECT,
+                "a repeated call left its output unwritten: the kernel skips work when called "
+                "again on buffers it has seen",
+            )
+        return elapsed
 
     def _verify(self, last_set: tuple[tuple[np.ndarray, ...], list[np.ndarray]]) -> None:
         """The outputs of the last timed call must still be right: repeated calls did the work."""

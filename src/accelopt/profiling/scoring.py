@@ -16,8 +16,15 @@ class Verdict:
     pct_of_peak: float | None
 
 
-def verdict(status: str | None, error: str, latency_s: float | None, peak_s: float) -> Verdict:
-    """A failed step keeps its status; a timed kernel above 105 % of peak is SUSPICIOUS."""
+def verdict(
+    status: str | None,
+    error: str,
+    latency_s: float | None,
+    peak_s: float,
+    repeat_s: float | None = None,
+) -> Verdict:
+    """A failed step keeps its status; a timed kernel above 105 % of peak is SUSPICIOUS, and so is
+    one whose extra call on buffers it had already seen (``repeat_s``) was: it replays results."""
     if status is not None:
         return Verdict(Status(status), error, None)
     if latency_s is None:  # --check-only
@@ -29,6 +36,14 @@ def verdict(status: str | None, error: str, latency_s: float | None, peak_s: flo
             "the kernel skips work (a cheat) or the cost model is wrong"
         )
         return Verdict(Status.SUSPICIOUS, reason, pct)
+    if repeat_s is not None:
+        repeat_pct = pct_of_peak(peak_s, repeat_s) if repeat_s > 0 else float("inf")
+        if is_suspicious(repeat_pct):
+            reason = (
+                f"a call on buffers it had already seen ran at {repeat_pct:.0%} of peak, above "
+                f"the {SUSPICIOUS_FRACTION:.0%} the roofline allows: the kernel replays results"
+            )
+            return Verdict(Status.SUSPICIOUS, reason, pct)
     return Verdict(Status.PASSED, "", pct)
 
 

@@ -112,7 +112,11 @@ class Evaluator:
         wall_s: float,
     ) -> Evaluation:
         judged = verdict(
-            raw.get("status"), str(raw.get("error", "")), raw.get("latency_s"), roof.peak_s
+            raw.get("status"),
+            str(raw.get("error", "")),
+            raw.get("latency_s"),
+            roof.peak_s,
+            raw.get("repeat_s"),
         )
         return Evaluation(
             problem=problem.name,
