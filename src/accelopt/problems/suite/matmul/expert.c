@@ -1,0 +1,208 @@
+/* matmul expert: out[M, N] = lhs[M, K] @ rhs[K, N], float32 row-major (AVX-512, tuned on Zen 5).
+ *
+ * Micro-kernel: an 8 x 48 register tile, 24 zmm accumulators; per k one row of the 48-wide B
+ * micro-panel (3 zmm) and 8 broadcasts of A, 24 FMAs.  A is read in place through 8 row
+ * pointers (no packing: an 8 x KC strip of A stays in L1 while it meets every micro-panel of
+ * the current B block).
+ * Blocking: B is cut into column chunks of NCB = 192 columns (4 micro-panels) and K blocks of at
+ * most KCMAX = 640 rows; a chunk's KC x 192 block (480 KiB at KC = 640) is packed into a
+ * per-thread buffer that stays in L2 while all M/8 strips of A stream past it.  The packing is
+ * fused into the first strip: its micro-kernel reads B in place and stores the packed copy, and
+ * the block the thread will read next is prefetched during the last quarter of the strips, so
+ * the trip to memory overlaps the FMAs.  With several K blocks C is accumulated in place.
+ * Threads take column chunks dynamically (claiming the next one ahead, to prefetch it);
+ * with K in one block each C tile is written once, with streaming stores when out is 64-byte
+ * aligned.  Edges: rows past M reuse the last row's pointer (results dropped), columns past N
+ * are masked.
+ */
+#include <immintrin.h>
+#include <stdlib.h>
+#include <string.h>
+#include <stdint.h>
+#include <omp.h>
+
+#define MR 8
+#define NR 48
+#ifndef KCMAX
+#define KCMAX 640
+#endif
+#ifndef NCB
+#define NCB 192 /* columns of B packed per block (multiple of NR) */
+#endif
+
+#ifndef PFHINT
+#define PFHINT _MM_HINT_T2
+#endif
+#ifndef PFFRAC
+#define PFFRAC 4
+#endif
+#define DIVUP(a, b) (((a) + (b)-1) / (b))
+
+static inline __mmask16 colmask(int nr, int v) {
+    int n = nr - 16 * v;
+    if (n >= 16) return (__mmask16)0xFFFF;
+    if (n <= 0) return 0;
+    return (__mmask16)((1u << n) - 1u);
+}
+
+/* C[mr x nr] (+)= A[8 rows, kc] * B[kc x 48]; with src, B is read from src (row stride N, nr
+ * valid columns) and packed into Bp on the way, otherwise read from Bp */
+static inline __attribute__((always_inline)) void ukr(int kc, const float *restrict A, int lda,
+                                                      float *restrict Bp, float *restrict C,
+                                                      int mr, int nr, int acc, int nt,
+                                                      const float *restrict src) {
+    const float *a[MR];
+#pragma GCC unroll 8
+    for (int r = 0; r < MR; r++) a[r] = A + (size_t)(r < mr ? r : mr - 1) * lda;
+    __m512 c[MR][3];
+#pragma GCC unroll 8
+    for (int r = 0; r < MR; r++) {
+        c[r][0] = _mm512_setzero_ps();
+        c[r][1] = _mm512_setzero_ps();
+        c[r][2] = _mm512_setzero_ps();
+    }
+    if (src) { /* first use of this panel: read B in place, keep a packed copy */
+        const __mmask16 m0 = colmask(nr, 0), m1 = colmask(nr, 1), m2 = colmask(nr, 2);
+        for (int k = 0; k < kc; k++) {
+            __m512 b0, b1, b2;
+            if (nr == NR) {
+                b0 = _mm512_loadu_ps(src);
+                b1 = _mm512_loadu_ps(src + 16);
+                b2 = _mm512_loadu_ps(src + 32);
+            } else {
+                b0 = _mm512_maskz_loadu_ps(m0, src);
+                b1 = _mm512_maskz_loadu_ps(m1, src + 16);
+                b2 = _mm512_maskz_loadu_ps(m2, src + 32);
+            }
+            _mm512_store_ps(Bp, b0);
+            _mm512_store_ps(Bp + 16, b1);
+            _mm512_store_ps(Bp + 32, b2);
+#pragma GCC unroll 8
+            for (int r = 0; r < MR; r++) {
+                __m512 av = _mm512_set1_ps(a[r][k]);
+                c[r][0] = _mm512_fmadd_ps(av, b0, c[r][0]);
+                c[r][1] = _mm512_fmadd_ps(av, b1, c[r][1]);
+                c[r][2] = _mm512_fmadd_ps(av, b2, c[r][2]);
+            }
+            Bp += NR;
+            src += N;
+        }
+    } else {
+        for (int k = 0; k < kc; k++) {
+            __m512 b0 = _mm512_load_ps(Bp);
+            __m512 b1 = _mm512_load_ps(Bp + 16);
+            __m512 b2 = _mm512_load_ps(Bp + 32);
+#pragma GCC unroll 8
+            for (int r = 0; r < MR; r++) {
+                __m512 av = _mm512_set1_ps(a[r][k]);
+                c[r][0] = _mm512_fmadd_ps(av, b0, c[r][0]);
+                c[r][1] = _mm512_fmadd_ps(av, b1, c[r][1]);
+                c[r][2] = _mm512_fmadd_ps(av, b2, c[r][2]);
+            }
+            Bp += NR;
+        }
+    }
+    if (mr == MR && nr == NR) {
+#pragma GCC unroll 8
+        for (int r = 0; r < MR; r++) {
+            float *cp = C + (size_t)r * N;
+            if (acc) {
+                c[r][0] = _mm512_add_ps(c[r][0], _mm512_loadu_ps(cp));
+                c[r][1] = _mm512_add_ps(c[r][1], _mm512_loadu_ps(cp + 16));
+                c[r][2] = _mm512_add_ps(c[r][2], _mm512_loadu_ps(cp + 32));
+            }
+            if (nt) {
+                _mm512_stream_ps(cp, c[r][0]);
+                _mm512_stream_ps(cp + 16, c[r][1]);
+                _mm512_stream_ps(cp + 32, c[r][2]);
+            } else {
+                _mm512_storeu_ps(cp, c[r][0]);
+                _mm512_storeu_ps(cp + 16, c[r][1]);
+                _mm512_storeu_ps(cp + 32, c[r][2]);
+            }
+        }
+    } else {
+        __mmask16 m0 = colmask(nr, 0), m1 = colmask(nr, 1), m2 = colmask(nr, 2);
+#pragma GCC unroll 8
+        for (int r = 0; r < MR; r++) {
+            if (r < mr) {
+                float *cp = C + (size_t)r * N;
+                if (acc) {
+                    c[r][0] = _mm512_add_ps(c[r][0], _mm512_maskz_loadu_ps(m0, cp));
+                    c[r][1] = _mm512_add_ps(c[r][1], _mm512_maskz_loadu_ps(m1, cp + 16));
+                    c[r][2] = _mm512_add_ps(c[r][2], _mm512_maskz_loadu_ps(m2, cp + 32));
+                }
+                _mm512_mask_storeu_ps(cp, m0, c[r][0]);
+                _mm512_mask_storeu_ps(cp + 16, m1, c[r][1]);
+                _mm512_mask_storeu_ps(cp + 32, m2, c[r][2]);
+            }
+        }
+    }
+}
+
+void kernel(const float *restrict lhs, const float *restrict rhs, float *restrict out) {
+    const int nkb = DIVUP(K, KCMAX);
+    const int kcb = DIVUP(DIVUP(K, nkb), 16) * 16; /* K block, a multiple of 16 */
+    const int npan = DIVUP(N, NR);                  /* NR-wide column panels */
+    int nth = omp_get_max_threads();
+    if (nth > npan) nth = npan;
+    if (nth < 1) nth = 1;
+    /* column chunks of cpp panels (at most NCB columns), handed out dynamically */
+    int cpp = NCB / NR;
+    if (cpp > DIVUP(npan, nth)) cpp = DIVUP(npan, nth);
+    const int nchunk = DIVUP(npan, cpp);
+    const size_t bsz = (size_t)kcb * cpp * NR;
+    float *buf = (float *)aligned_alloc(64, bsz * sizeof(float) * nth);
+    const int nt_ok = (N % 16 == 0) && (((uintptr_t)out & 63) == 0);
+    int claimed = 0; /* chunk t is thread t's first; the others are claimed one ahead */
+
+#pragma omp parallel num_threads(nth)
+    {
+        float *Bp = buf + bsz * omp_get_thread_num();
+        const int P = omp_get_num_threads();
+        int ch = omp_get_thread_num();
+        while (ch < nchunk) {
+            const int chn = P + __atomic_fetch_add(&claimed, 1, __ATOMIC_RELAXED);
+            const int jc = ch * cpp * NR;
+            const int nc = N - jc < cpp * NR ? N - jc : cpp * NR;
+            for (int pc = 0; pc < K; pc += kcb) {
+                int kc = K - pc < kcb ? K - pc : kcb;
+                int acc = pc > 0, last = pc + kc >= K;
+                /* the block read next: (jc, pc + kc) or the first K block of the next chunk;
+                 * prefetched during the last PFFRAC-th of this block's strips */
+                int pn = pc + kc, jn = jc, ncn = nc;
+                if (pn >= K) {
+                    pn = 0;
+                    jn = chn < nchunk ? chn * cpp * NR : N;
+                    ncn = N - jn < cpp * NR ? N - jn : cpp * NR;
+                }
+                const int kcn = K - pn < kcb ? K - pn : kcb;
+                const int nstr = DIVUP(M, MR), s0 = nstr - DIVUP(nstr, PFFRAC);
+                const int pf_rows = jn < N ? DIVUP(kcn, nstr - s0) : 0;
+                const int pf_lines = DIVUP(ncn, 16);
+                for (int i = 0, s = 0; i < M; i += MR, s++) {
+                    int mr = M - i < MR ? M - i : MR;
+                    const float *A = lhs + (size_t)i * K + pc;
+                    if (s >= s0)
+                        for (int r = (s - s0) * pf_rows; r < (s - s0 + 1) * pf_rows && r < kcn; r++) {
+                            const char *src = (const char *)(rhs + (size_t)(pn + r) * N + jn);
+                            for (int l = 0; l < pf_lines; l++) _mm_prefetch(src + 64 * l, PFHINT);
+                        }
+                    for (int j = 0; j < nc; j += NR) {
+                        int nr = nc - j < NR ? nc - j : NR;
+                        float *C = out + (size_t)i * N + jc + j;
+                        float *Bj = Bp + (size_t)(j / NR) * kc * NR;
+                        const float *src = i == 0 ? rhs + (size_t)pc * N + jc + j : NULL;
+                        if (last && nt_ok)
+                            ukr(kc, A, K, Bj, C, mr, nr, acc, 1, src);
+                        else
+                            ukr(kc, A, K, Bj, C, mr, nr, acc, 0, src);
+                    }
+                }
+            }
+            ch = chn;
+        }
+        _mm_sfence();
+    }
+    free(buf);
+}

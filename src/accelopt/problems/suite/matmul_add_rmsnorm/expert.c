@@ -1,0 +1,307 @@
+/* matmul_add_rmsnorm expert: y = x @ w + z;  out = y * g / sqrt(mean(y^2, axis=1) + 1e-5)
+ *
+ * Row blocks of MB rows (x block + y block about 448 KiB, L2) are handed out dynamically to the
+ * threads: the norm needs whole rows.  For a row block: for each NR-wide column panel of w (read
+ * in place with row stride N, or from a per-thread packed copy when N makes the rows alias in
+ * the caches), for each MR-row strip of x: an MR x NR register tile (MR*NV zmm accumulators, x
+ * broadcast from its rows, w rows loaded) computes x @ w, adds z and writes y into a per-thread
+ * scratch block that stays in L2, taking the row sums of y^2 from the registers.  While the next
+ * block is computed, the finished one is scaled by g / sqrt(ss/N + eps) a few rows after each
+ * micro-kernel call and written to out with streaming stores (no read for ownership), so the
+ * output traffic overlaps the FMAs.  z tiles are prefetched a few calls ahead, the next block's
+ * x and (in a thread's first block) the next w panel as the block runs.
+ */
+#include <immintrin.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <omp.h>
+
+/* register tile: pick a shape whose NR divides N (no padded columns), and MR dividing M if any */
+#if (N % 48 == 0) && (M % 8 == 0)
+#define MR 8
+#define NV 3
+#elif (N % 32 == 0) && (M % 10 == 0)
+#define MR 10
+#define NV 2
+#elif (N % 64 == 0) && (M % 6 == 0)
+#define MR 6
+#define NV 4
+#elif (N % 32 == 0)
+#define MR 12
+#define NV 2
+#elif (N % 48 == 0)
+#define MR 8
+#define NV 3
+#elif (N % 64 == 0)
+#define MR 6
+#define NV 4
+#else
+#define MR 12
+#define NV 2
+#endif
+#define NR (16 * NV)
+#define NP ((N + NR - 1) / NR)          /* column panels */
+#define NTAIL (N - (NP - 1) * NR)       /* columns in the last panel, 1..NR */
+#define NVT ((NTAIL + 15) / 16)         /* vectors in the last panel */
+#define MLAST ((__mmask16)(NTAIL % 16 ? (1u << (NTAIL % 16)) - 1u : 0xFFFFu))
+#define FULLP (NTAIL == NR)             /* every panel full */
+#define MT (M % MR)                     /* rows in the last, partial strip */
+#define YLD ((N + 15) / 16 * 16)        /* scratch row stride */
+
+#ifndef MB_BYTES
+#define MB_BYTES (448 * 1024)
+#endif
+/* rows per block: x block (MB x K) and y block (MB x N) together about MB_BYTES */
+#define MB0 (MB_BYTES / (4 * (K + N)) / MR * MR)
+/* at least ~96 rows when K is large, so that a w panel serves enough strips */
+#define MB1 (MB0 >= 48 ? MB0 : (96 + MR - 1) / MR * MR)
+/* at least two blocks, so that both cores work on small problems */
+#define MB (M >= 2 * MB1 ? MB1 : ((M + 1) / 2 + MR - 1) / MR * MR)
+#define NBLK ((M + MB - 1) / MB)
+
+#define EPS 1e-5f
+
+/* w is used in place (row stride N) unless its rows alias in the caches (stride a multiple of
+ * 2 KiB), where each thread packs its own copy into K x NR panels */
+#if (N % 512 == 0)
+#define PACKW 1
+#else
+#define PACKW 0
+#endif
+#if PACKW
+#define BLD NR
+#else
+#define BLD N
+#endif
+
+/* Y[mr x 16nv] = A[mr rows, K] @ Bp[K x NR] + Z ; ss[r] += sum over the tile of Y^2 */
+static inline __attribute__((always_inline)) void ukr(const int mr, const int nv, const __mmask16 ml,
+                                                      const float *restrict A,
+                                                      const float *restrict Bp,
+                                                      const float *restrict Z, float *restrict Y,
+                                                      float *restrict ss) {
+    __m512 c[MR][NV];
+#pragma GCC unroll 16
+    for (int r = 0; r < mr; r++)
+#pragma GCC unroll 4
+        for (int v = 0; v < nv; v++) c[r][v] = _mm512_setzero_ps();
+    for (int k = 0; k < K; k++) {
+        __m512 b[NV];
+#pragma GCC unroll 4
+        for (int v = 0; v < nv; v++)
+            b[v] = PACKW ? _mm512_load_ps(Bp + 16 * v)
+                 : (v == nv - 1 && ml != (__mmask16)0xFFFF) ? _mm512_maskz_loadu_ps(ml, Bp + 16 * v)
+                                                          : _mm512_loadu_ps(Bp + 16 * v);
+#pragma GCC unroll 16
+        for (int r = 0; r < mr; r++) {
+            __m512 a = _mm512_set1_ps(A[(size_t)r * K + k]);
+#pragma GCC unroll 4
+            for (int v = 0; v < nv; v++) c[r][v] = _mm512_fmadd_ps(a, b[v], c[r][v]);
+        }
+        Bp += BLD;
+    }
+#pragma GCC unroll 16
+    for (int r = 0; r < mr; r++) {
+        const float *z = Z + (size_t)r * N;
+        float *y = Y + (size_t)r * YLD;
+        __m512 s = _mm512_setzero_ps();
+#pragma GCC unroll 4
+        for (int v = 0; v < nv; v++) {
+            const __mmask16 m = (v == nv - 1) ? ml : (__mmask16)0xFFFF;
+            __m512 t;
+            if (m == (__mmask16)0xFFFF) {
+                t = _mm512_add_ps(c[r][v], _mm512_loadu_ps(z + 16 * v));
+                _mm512_store_ps(y + 16 * v, t);
+            } else {
+                t = _mm512_add_ps(c[r][v], _mm512_maskz_loadu_ps(m, z + 16 * v));
+                _mm512_mask_store_ps(y + 16 * v, m, t);
+            }
+            s = _mm512_fmadd_ps(t, t, s);
+        }
+        ss[r] += _mm512_reduce_add_ps(s);
+    }
+}
+
+/* pack columns [j0, j0 + w) of w (all K rows) into a K x NR panel, zero padded */
+static inline void pack_panel(const float *restrict W, float *restrict dst, int j0, int w) {
+    const float *src = W + j0;
+    if (w == NR) {
+        for (int k = 0; k < K; k++) {
+#pragma GCC unroll 4
+            for (int v = 0; v < NV; v++)
+                _mm512_store_ps(dst + 16 * v, _mm512_loadu_ps(src + 16 * v));
+            src += N;
+            dst += NR;
+        }
+    } else {
+        for (int k = 0; k < K; k++) {
+            for (int v = 0; v < NV; v++) {
+                int n = w - 16 * v;
+                __mmask16 m = n >= 16 ? (__mmask16)0xFFFF : n <= 0 ? 0 : (__mmask16)((1u << n) - 1u);
+                _mm512_store_ps(dst + 16 * v, _mm512_maskz_loadu_ps(m, src + 16 * v));
+            }
+            src += N;
+            dst += NR;
+        }
+    }
+}
+
+/* prefetch rows [k0, k1) of column panel p of w */
+static inline void prefetch_panel(const float *restrict W, int p, int k0, int k1) {
+    const char *src = (const char *)(W + (size_t)k0 * N + p * NR);
+    for (int k = k0; k < k1; k++) {
+        for (int l = 0; l < NR * 4; l += 64) _mm_prefetch(src + l, _MM_HINT_T0);
+        src += (size_t)N * 4;
+    }
+}
+
+/* prefetch the z lines of an MR x NR tile */
+static inline void prefetch_z(const float *z) {
+#pragma GCC unroll 16
+    for (int r = 0; r < MR; r++)
+        for (int l = 0; l < NR * 4; l += 64)
+            _mm_prefetch((const char *)(z + (size_t)r * N) + l, _MM_HINT_T0);
+}
+
+/* out[i0 + r, :] = Y[r, :] * g / sqrt(ss[r] / N + eps), streaming stores on the aligned part */
+static void normalize_rows(const float *restrict g, const float *restrict Y,
+                           const float *restrict ss, float *restrict out, int i0, int r0, int r1) {
+    for (int r = r0; r < r1; r++) {
+        const float *y = Y + (size_t)r * YLD;
+        float *o = out + (size_t)(i0 + r) * N;
+        const __m512 s = _mm512_set1_ps(1.0f / sqrtf(ss[r] / (float)N + EPS));
+        int h = (int)(((64u - ((uintptr_t)o & 63u)) & 63u) / 4u);
+        if (h > N) h = N;
+        if (h) {
+            const __mmask16 m = (__mmask16)((1u << h) - 1u);
+            _mm512_mask_storeu_ps(o, m, _mm512_mul_ps(_mm512_mul_ps(_mm512_maskz_loadu_ps(m, y), s),
+                                                      _mm512_maskz_loadu_ps(m, g)));
+        }
+        int j = h;
+        for (; j + 16 <= N; j += 16)
+            _mm512_stream_ps(o + j, _mm512_mul_ps(_mm512_mul_ps(_mm512_loadu_ps(y + j), s),
+                                                  _mm512_loadu_ps(g + j)));
+        if (j < N) {
+            const __mmask16 m = (__mmask16)((1u << (N - j)) - 1u);
+            _mm512_mask_storeu_ps(o + j, m,
+                                  _mm512_mul_ps(_mm512_mul_ps(_mm512_maskz_loadu_ps(m, y + j), s),
+                                                _mm512_maskz_loadu_ps(m, g + j)));
+        }
+    }
+}
+
+/* a finished block of y waiting to be normalized and stored, a few rows after each call */
+struct pending {
+    const float *Y, *ss;
+    int i0, mb, done, per;
+};
+
+static inline void drain(const float *restrict g, float *restrict out, struct pending *q, int rows) {
+    int r1 = q->done + rows < q->mb ? q->done + rows : q->mb;
+    if (r1 > q->done) normalize_rows(g, q->Y, q->ss, out, q->i0, q->done, r1);
+    q->done = r1;
+}
+
+/* Y[0:mb, :] = x[i0:i0+mb] @ w + z[i0:i0+mb], ss[r] = sum of Y[r]^2.  With pack, the panels of Bp
+ * are packed on the way.  xn/xn_lines: the next block's x, prefetched a slice per call. */
+static void gemm_block(const float *restrict x, const float *restrict w, const float *restrict z,
+                       float *restrict Y, float *restrict Bp, float *restrict ss, int i0, int mb,
+                       int pack, const char *xn, size_t xn_lines, const float *restrict g,
+                       float *restrict out, struct pending *q) {
+    const int nstrips = mb / MR; /* full strips; a partial one only at the very end of M */
+    const int calls = NP * (nstrips + 1);
+    q->per = (q->mb - q->done + NP * nstrips - 1) / (NP * nstrips > 0 ? NP * nstrips : 1);
+    const size_t xn_per = (xn_lines + calls - 1) / calls;
+    size_t xn_done = 0;
+    const int pf_rows = (K + nstrips) / (nstrips > 0 ? nstrips : 1);
+    for (int p = 0; p < NP; p++) {
+        const int last = (p == NP - 1);
+#if PACKW
+        float *Bpp = Bp + (size_t)p * K * NR;
+        if (pack) pack_panel(w, Bpp, p * NR, last ? NTAIL : NR);
+#else
+        const float *Bpp = w + p * NR;
+        (void)Bp;
+#endif
+        for (int s = 0; s < nstrips; s++) {
+            const size_t i = (size_t)i0 + (size_t)s * MR;
+            if (pack && !last) {
+                int k0 = s * pf_rows, k1 = k0 + pf_rows < K ? k0 + pf_rows : K;
+                if (k0 < K) prefetch_panel(w, p + 1, k0, k1);
+            }
+            {   /* z of the call 4 ahead */
+                const int cn = p * nstrips + s + 4, pn = cn / nstrips, sn = cn - pn * nstrips;
+                if (pn < NP) prefetch_z(z + ((size_t)i0 + (size_t)sn * MR) * N + pn * NR);
+            }
+            for (size_t e = 0; e < xn_per && xn_done < xn_lines; e++, xn_done++)
+                _mm_prefetch(xn + 64 * xn_done, _MM_HINT_T0);
+            if (!last || FULLP)
+                ukr(MR, NV, (__mmask16)0xFFFF, x + i * K, Bpp, z + i * N + p * NR,
+                    Y + (size_t)s * MR * YLD + p * NR, ss + s * MR);
+            else
+                ukr(MR, NVT, MLAST, x + i * K, Bpp, z + i * N + p * NR,
+                    Y + (size_t)s * MR * YLD + p * NR, ss + s * MR);
+            drain(g, out, q, q->per);
+        }
+#if MT > 0
+        if (mb > nstrips * MR) {
+            const size_t i = (size_t)i0 + (size_t)nstrips * MR;
+            if (!last || FULLP)
+                ukr(MT, NV, (__mmask16)0xFFFF, x + i * K, Bpp, z + i * N + p * NR,
+                    Y + (size_t)nstrips * MR * YLD + p * NR, ss + nstrips * MR);
+            else
+                ukr(MT, NVT, MLAST, x + i * K, Bpp, z + i * N + p * NR,
+                    Y + (size_t)nstrips * MR * YLD + p * NR, ss + nstrips * MR);
+        }
+#endif
+    }
+}
+
+void kernel(const float *restrict x, const float *restrict w, const float *restrict z,
+            const float *restrict g, float *restrict out) {
+    int nth = omp_get_max_threads();
+    if (nth > NBLK) nth = NBLK;
+    if (nth < 1) nth = 1;
+    const size_t bsz = PACKW ? (size_t)NP * K * NR : 0;     /* packed w */
+    const size_t ysz = (size_t)MB * YLD;                    /* y scratch block */
+    const size_t ssz = ((size_t)MB + 15) & ~(size_t)15;     /* row sums */
+    const size_t per = bsz + 2 * (ysz + ssz);
+    float *buf = (float *)aligned_alloc(64, per * sizeof(float) * nth);
+    int claimed = 0; /* block t is thread t's first; the others are claimed one ahead */
+
+#pragma omp parallel num_threads(nth)
+    {
+        const int t = omp_get_thread_num();
+        float *Bp = buf + per * t;
+        float *Yb[2] = {Bp + bsz, Bp + bsz + ysz + ssz};
+        int cur = 0;
+        struct pending q = {Yb[1], Yb[1] + ysz, 0, 0, 0, 0};
+        int first = 1;
+        const int P = omp_get_num_threads();
+        int b = t;
+        while (b < NBLK) {
+            const int nb = P + __atomic_fetch_add(&claimed, 1, __ATOMIC_RELAXED);
+            const int i = b * MB, mb = M - i < MB ? M - i : MB;
+            const char *xn = (const char *)x;
+            size_t xn_lines = 0;
+            if (nb < NBLK) {
+                const int mbn = M - nb * MB < MB ? M - nb * MB : MB;
+                xn = (const char *)(x + (size_t)nb * MB * K);
+                xn_lines = ((size_t)mbn * K * 4 + 63) / 64;
+            }
+            float *Y = Yb[cur], *ss = Yb[cur] + ysz;
+            memset(ss, 0, sizeof(float) * (size_t)mb);
+            gemm_block(x, w, z, Y, Bp, ss, i, mb, first, xn, xn_lines, g, out, &q);
+            first = 0;
+            drain(g, out, &q, q.mb);                   /* whatever of the previous block is left */
+            q.Y = Y, q.ss = ss, q.i0 = i, q.mb = mb, q.done = 0;
+            cur ^= 1;
+            b = nb;
+        }
+        drain(g, out, &q, q.mb);
+        _mm_sfence();
+    }
+    free(buf);
+}
