@@ -66,11 +66,14 @@ class EvaluationRun:
 
     def execute(self) -> dict[str, Any]:
         try:
+            # Everything that loads the machine (compiling, references, copying the rotation sets,
+            # checking outputs) holds the device lock shared, so it never runs beside a timing.
             with devicelock.shared(self.lock_path):
                 self.build()
                 self.check()
-            if not self.config.check_only:
-                self.time()
+                sets = None if self.config.check_only else self._rotation()
+            if sets is not None:
+                self.time(sets)
         except Failed as failure:
             self.result.update(status=str(failure.status), error=failure.error)
         except Exception as exc:  # a harness fault is reported as data, never lost
@@ -169,8 +172,7 @@ class EvaluationRun:
         inputs, _ = self.last_seed
         return [(tuple(map(aligned_copy, inputs)), self._empty_outputs()) for _ in range(count)]
 
-    def time(self) -> None:
-        sets = self._rotation()
+    def time(self, sets: list[tuple[tuple[np.ndarray, ...], list[np.ndarray]]]) -> None:
         self.result["rotation_sets"] = len(sets)
         assert self.loaded is not None
         calls = [self.loaded.bind([*ins, *outs]) for ins, outs in sets]
@@ -188,7 +190,8 @@ class EvaluationRun:
         self.result.update(
             latency_s=stats.latency_s, min_s=stats.min_s, noise=stats.noise, calls=stats.calls
         )
-        self._verify(sets[(len(samples) + self._warmup_count(len(sets)) - 1) % len(sets)])
+        with devicelock.shared(self.lock_path):
+            self._verify(sets[(len(samples) + self._warmup_count(len(sets)) - 1) % len(sets)])
 
     def _warmup_count(self, n_sets: int) -> int:
         """Warm-up calls: the code, the threads and the branch predictors, not the data (every
