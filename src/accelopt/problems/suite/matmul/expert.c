@@ -1,4 +1,5 @@
-/* matmul expert: out[M, N] = lhs[M, K] @ rhs[K, N], float32 row-major (AVX-512, tuned on Zen 5).
+/* matmul expert: out[M, N] = lhs[M, K] @ rhs[K, N], float32 row-major
+ * (AVX-512, tuned on Zen 5: 2 cores, 48 KiB L1d and 1 MiB L2 per core, 32 MiB L3).
  *
  * Micro-kernel: an 8 x 48 register tile, 24 zmm accumulators; per k one row of the 48-wide B
  * micro-panel (3 zmm) and 8 broadcasts of A, 24 FMAs.  A is read in place through 8 row
@@ -7,12 +8,14 @@
  * Blocking: B is cut into column chunks of NCB = 192 columns (4 micro-panels) and K blocks of at
  * most KCMAX = 640 rows; a chunk's KC x 192 block (480 KiB at KC = 640) is packed into a
  * per-thread buffer that stays in L2 while all M/8 strips of A stream past it.  The packing is
- * fused into the first strip: its micro-kernel reads B in place and stores the packed copy, and
- * the block the thread will read next is prefetched during the last quarter of the strips, so
- * the trip to memory overlaps the FMAs.  With several K blocks C is accumulated in place.
- * Threads take column chunks dynamically (claiming the next one ahead, to prefetch it);
- * with K in one block each C tile is written once, with streaming stores when out is 64-byte
- * aligned.  Edges: rows past M reuse the last row's pointer (results dropped), columns past N
+ * fused into the first strip: its micro-kernel reads B in place and stores the packed copy.
+ * The block the thread reads next is prefetched during the last quarter of the strips; the
+ * prefetches are queued per strip and issued a few every KSTEP k-steps inside the micro-kernel,
+ * so the trip to memory overlaps the FMAs.  With several K blocks C is accumulated in place.
+ * Threads: column chunks are handed out dynamically (chunk t is thread t's first, the others
+ * are claimed one ahead, so that they can be prefetched).  With K in one block each C tile is
+ * written once, with streaming stores when out is 64-byte aligned.
+ * Edges: rows past M reuse the last row's pointer (their results are dropped), columns past N
  * are masked.
  */
 #include <immintrin.h>
@@ -36,6 +39,10 @@
 #ifndef PFFRAC
 #define PFFRAC 4
 #endif
+#ifndef KSTEP
+#define KSTEP 32
+#endif
+#define PQMAX 1024
 #define DIVUP(a, b) (((a) + (b)-1) / (b))
 
 static inline __mmask16 colmask(int nr, int v) {
@@ -50,7 +57,8 @@ static inline __mmask16 colmask(int nr, int v) {
 static inline __attribute__((always_inline)) void ukr(int kc, const float *restrict A, int lda,
                                                       float *restrict Bp, float *restrict C,
                                                       int mr, int nr, int acc, int nt,
-                                                      const float *restrict src) {
+                                                      const float *restrict src,
+                                                      const char *const *pq, int npq) {
     const float *a[MR];
 #pragma GCC unroll 8
     for (int r = 0; r < MR; r++) a[r] = A + (size_t)(r < mr ? r : mr - 1) * lda;
@@ -61,6 +69,9 @@ static inline __attribute__((always_inline)) void ukr(int kc, const float *restr
         c[r][1] = _mm512_setzero_ps();
         c[r][2] = _mm512_setzero_ps();
     }
+    /* the prefetches of this call are spread over its k loop, a few every KSTEP steps */
+    const int per = DIVUP(npq, DIVUP(kc, KSTEP));
+    int qi = 0;
     if (src) { /* first use of this panel: read B in place, keep a packed copy */
         const __mmask16 m0 = colmask(nr, 0), m1 = colmask(nr, 1), m2 = colmask(nr, 2);
         for (int k = 0; k < kc; k++) {
@@ -86,6 +97,8 @@ static inline __attribute__((always_inline)) void ukr(int kc, const float *restr
             }
             Bp += NR;
             src += N;
+            if ((k & (KSTEP - 1)) == KSTEP - 1)
+                for (int e = 0; e < per && qi < npq; e++, qi++) _mm_prefetch(pq[qi], PFHINT);
         }
     } else {
         for (int k = 0; k < kc; k++) {
@@ -100,8 +113,11 @@ static inline __attribute__((always_inline)) void ukr(int kc, const float *restr
                 c[r][2] = _mm512_fmadd_ps(av, b2, c[r][2]);
             }
             Bp += NR;
+            if ((k & (KSTEP - 1)) == KSTEP - 1)
+                for (int e = 0; e < per && qi < npq; e++, qi++) _mm_prefetch(pq[qi], PFHINT);
         }
     }
+    while (qi < npq) _mm_prefetch(pq[qi++], PFHINT);
     if (mr == MR && nr == NR) {
 #pragma GCC unroll 8
         for (int r = 0; r < MR; r++) {
@@ -161,6 +177,7 @@ void kernel(const float *restrict lhs, const float *restrict rhs, float *restric
         float *Bp = buf + bsz * omp_get_thread_num();
         const int P = omp_get_num_threads();
         int ch = omp_get_thread_num();
+        const char *pq[PQMAX];
         while (ch < nchunk) {
             const int chn = P + __atomic_fetch_add(&claimed, 1, __ATOMIC_RELAXED);
             const int jc = ch * cpp * NR;
@@ -183,20 +200,28 @@ void kernel(const float *restrict lhs, const float *restrict rhs, float *restric
                 for (int i = 0, s = 0; i < M; i += MR, s++) {
                     int mr = M - i < MR ? M - i : MR;
                     const float *A = lhs + (size_t)i * K + pc;
+                    int npq = 0;
                     if (s >= s0)
                         for (int r = (s - s0) * pf_rows; r < (s - s0 + 1) * pf_rows && r < kcn; r++) {
                             const char *src = (const char *)(rhs + (size_t)(pn + r) * N + jn);
-                            for (int l = 0; l < pf_lines; l++) _mm_prefetch(src + 64 * l, PFHINT);
+                            for (int l = 0; l < pf_lines; l++) {
+                                if (npq < PQMAX)
+                                    pq[npq++] = src + 64 * l;
+                                else
+                                    _mm_prefetch(src + 64 * l, PFHINT);
+                            }
                         }
-                    for (int j = 0; j < nc; j += NR) {
+                    const int npan_c = DIVUP(nc, NR), qper = DIVUP(npq, npan_c);
+                    for (int j = 0, jq = 0; j < nc; j += NR, jq += qper) {
+                        const int q0 = jq < npq ? jq : npq, q1 = jq + qper < npq ? jq + qper : npq;
                         int nr = nc - j < NR ? nc - j : NR;
                         float *C = out + (size_t)i * N + jc + j;
                         float *Bj = Bp + (size_t)(j / NR) * kc * NR;
                         const float *src = i == 0 ? rhs + (size_t)pc * N + jc + j : NULL;
                         if (last && nt_ok)
-                            ukr(kc, A, K, Bj, C, mr, nr, acc, 1, src);
+                            ukr(kc, A, K, Bj, C, mr, nr, acc, 1, src, pq + q0, q1 - q0);
                         else
-                            ukr(kc, A, K, Bj, C, mr, nr, acc, 0, src);
+                            ukr(kc, A, K, Bj, C, mr, nr, acc, 0, src, pq + q0, q1 - q0);
                     }
                 }
             }

@@ -1,15 +1,21 @@
 /* matmul_add_rmsnorm expert: y = x @ w + z;  out = y * g / sqrt(mean(y^2, axis=1) + 1e-5)
+ * (AVX-512, tuned on Zen 5: 2 cores, 48 KiB L1d and 1 MiB L2 per core, 32 MiB L3).
  *
- * Row blocks of MB rows (x block + y block about 448 KiB, L2) are handed out dynamically to the
- * threads: the norm needs whole rows.  For a row block: for each NR-wide column panel of w (read
- * in place with row stride N, or from a per-thread packed copy when N makes the rows alias in
- * the caches), for each MR-row strip of x: an MR x NR register tile (MR*NV zmm accumulators, x
- * broadcast from its rows, w rows loaded) computes x @ w, adds z and writes y into a per-thread
- * scratch block that stays in L2, taking the row sums of y^2 from the registers.  While the next
- * block is computed, the finished one is scaled by g / sqrt(ss/N + eps) a few rows after each
- * micro-kernel call and written to out with streaming stores (no read for ownership), so the
- * output traffic overlaps the FMAs.  z tiles are prefetched a few calls ahead, the next block's
- * x and (in a thread's first block) the next w panel as the block runs.
+ * Threads: the norm needs whole rows, so the threads split the rows.  Row blocks of MB rows
+ * (x block + y block about 448 KiB, i.e. L2) are handed out dynamically: block t is thread t's
+ * first, the others are claimed one ahead so that the next block's x can be prefetched.
+ * GEMM: for each NR-wide column panel of w, for each MR-row strip of the block, an MR x NR
+ * register tile (MR*NV zmm accumulators; per k, NV zmm of w and MR broadcasts of x) computes
+ * x @ w over the whole K; the tile shape is chosen so that NR divides N (10 x 32 for N = 640,
+ * M = 1280).  w is read in place (row stride N; its panel stays in L2 while every strip of the
+ * block passes) unless N makes its rows alias in the caches (N % 512 == 0), in which case each
+ * thread packs its own K x NR panels during its first block.  x strips come from L2.
+ * Epilogue: z is added, y is written to a per-thread scratch block (L2) and the row sums of y^2
+ * are taken from the registers.  While the next block is computed, the finished one is scaled
+ * by g / sqrt(ss / N + eps) a few rows after each micro-kernel call and written to out with
+ * streaming stores on its 64-byte-aligned part, so the output traffic overlaps the FMAs.
+ * Prefetch: z tiles 4 calls ahead, the next block's x, and in a thread's first block the next
+ * w panel, all queued per call and issued a few every KSTEP k-steps inside the micro-kernel.
  */
 #include <immintrin.h>
 #include <math.h>
@@ -62,6 +68,24 @@
 #define NBLK ((M + MB - 1) / MB)
 
 #define EPS 1e-5f
+#ifndef KSTEP
+#define KSTEP 32
+#endif
+#define PQMAX 256
+
+/* the lines to prefetch during the next micro-kernel call (issued at once past PQMAX) */
+struct pfq {
+    const char *a[PQMAX];
+    int n;
+};
+
+static inline void pq_add(struct pfq *q, const void *p) {
+    if (q->n < PQMAX)
+        q->a[q->n++] = (const char *)p;
+    else
+        _mm_prefetch((const char *)p, _MM_HINT_T0);
+}
+
 
 /* w is used in place (row stride N) unless its rows alias in the caches (stride a multiple of
  * 2 KiB), where each thread packs its own copy into K x NR panels */
@@ -81,26 +105,34 @@ static inline __attribute__((always_inline)) void ukr(const int mr, const int nv
                                                       const float *restrict A,
                                                       const float *restrict Bp,
                                                       const float *restrict Z, float *restrict Y,
-                                                      float *restrict ss) {
+                                                      float *restrict ss, const char *const *pq,
+                                                      const int npq) {
     __m512 c[MR][NV];
 #pragma GCC unroll 16
     for (int r = 0; r < mr; r++)
 #pragma GCC unroll 4
         for (int v = 0; v < nv; v++) c[r][v] = _mm512_setzero_ps();
-    for (int k = 0; k < K; k++) {
-        __m512 b[NV];
+    /* the prefetches of this call are spread over its k loop, a few every KSTEP steps */
+    const int per = (npq + (K + KSTEP - 1) / KSTEP - 1) / ((K + KSTEP - 1) / KSTEP);
+    int qi = 0;
+    for (int k0 = 0; k0 < K; k0 += KSTEP) {
+        const int k1 = k0 + KSTEP < K ? k0 + KSTEP : K;
+        for (int k = k0; k < k1; k++) {
+            __m512 b[NV];
 #pragma GCC unroll 4
-        for (int v = 0; v < nv; v++)
-            b[v] = PACKW ? _mm512_load_ps(Bp + 16 * v)
-                 : (v == nv - 1 && ml != (__mmask16)0xFFFF) ? _mm512_maskz_loadu_ps(ml, Bp + 16 * v)
-                                                          : _mm512_loadu_ps(Bp + 16 * v);
+            for (int v = 0; v < nv; v++)
+                b[v] = PACKW ? _mm512_load_ps(Bp + 16 * v)
+                     : (v == nv - 1 && ml != (__mmask16)0xFFFF) ? _mm512_maskz_loadu_ps(ml, Bp + 16 * v)
+                                                              : _mm512_loadu_ps(Bp + 16 * v);
 #pragma GCC unroll 16
-        for (int r = 0; r < mr; r++) {
-            __m512 a = _mm512_set1_ps(A[(size_t)r * K + k]);
+            for (int r = 0; r < mr; r++) {
+                __m512 a = _mm512_set1_ps(A[(size_t)r * K + k]);
 #pragma GCC unroll 4
-            for (int v = 0; v < nv; v++) c[r][v] = _mm512_fmadd_ps(a, b[v], c[r][v]);
+                for (int v = 0; v < nv; v++) c[r][v] = _mm512_fmadd_ps(a, b[v], c[r][v]);
+            }
+            Bp += BLD;
         }
-        Bp += BLD;
+        for (int e = 0; e < per && qi < npq; e++, qi++) _mm_prefetch(pq[qi], _MM_HINT_T0);
     }
 #pragma GCC unroll 16
     for (int r = 0; r < mr; r++) {
@@ -146,23 +178,6 @@ static inline void pack_panel(const float *restrict W, float *restrict dst, int 
             dst += NR;
         }
     }
-}
-
-/* prefetch rows [k0, k1) of column panel p of w */
-static inline void prefetch_panel(const float *restrict W, int p, int k0, int k1) {
-    const char *src = (const char *)(W + (size_t)k0 * N + p * NR);
-    for (int k = k0; k < k1; k++) {
-        for (int l = 0; l < NR * 4; l += 64) _mm_prefetch(src + l, _MM_HINT_T0);
-        src += (size_t)N * 4;
-    }
-}
-
-/* prefetch the z lines of an MR x NR tile */
-static inline void prefetch_z(const float *z) {
-#pragma GCC unroll 16
-    for (int r = 0; r < MR; r++)
-        for (int l = 0; l < NR * 4; l += 64)
-            _mm_prefetch((const char *)(z + (size_t)r * N) + l, _MM_HINT_T0);
 }
 
 /* out[i0 + r, :] = Y[r, :] * g / sqrt(ss[r] / N + eps), streaming stores on the aligned part */
@@ -216,6 +231,8 @@ static void gemm_block(const float *restrict x, const float *restrict w, const f
     const size_t xn_per = (xn_lines + calls - 1) / calls;
     size_t xn_done = 0;
     const int pf_rows = (K + nstrips) / (nstrips > 0 ? nstrips : 1);
+    struct pfq pf;
+    pf.n = 0;
     for (int p = 0; p < NP; p++) {
         const int last = (p == NP - 1);
 #if PACKW
@@ -227,22 +244,29 @@ static void gemm_block(const float *restrict x, const float *restrict w, const f
 #endif
         for (int s = 0; s < nstrips; s++) {
             const size_t i = (size_t)i0 + (size_t)s * MR;
-            if (pack && !last) {
+            pf.n = 0;
+            if (pack && !last) { /* first block: the next panel of w */
                 int k0 = s * pf_rows, k1 = k0 + pf_rows < K ? k0 + pf_rows : K;
-                if (k0 < K) prefetch_panel(w, p + 1, k0, k1);
+                for (int k = k0; k < k1; k++)
+                    for (int l = 0; l < NR * 4; l += 64)
+                        pq_add(&pf, (const char *)(w + (size_t)k * N + (p + 1) * NR) + l);
             }
             {   /* z of the call 4 ahead */
                 const int cn = p * nstrips + s + 4, pn = cn / nstrips, sn = cn - pn * nstrips;
-                if (pn < NP) prefetch_z(z + ((size_t)i0 + (size_t)sn * MR) * N + pn * NR);
+                if (pn < NP) {
+                    const float *zz = z + ((size_t)i0 + (size_t)sn * MR) * N + pn * NR;
+                    for (int r = 0; r < MR; r++)
+                        for (int l = 0; l < NR * 4; l += 64) pq_add(&pf, (const char *)(zz + (size_t)r * N) + l);
+                }
             }
             for (size_t e = 0; e < xn_per && xn_done < xn_lines; e++, xn_done++)
-                _mm_prefetch(xn + 64 * xn_done, _MM_HINT_T0);
+                pq_add(&pf, xn + 64 * xn_done);
             if (!last || FULLP)
                 ukr(MR, NV, (__mmask16)0xFFFF, x + i * K, Bpp, z + i * N + p * NR,
-                    Y + (size_t)s * MR * YLD + p * NR, ss + s * MR);
+                    Y + (size_t)s * MR * YLD + p * NR, ss + s * MR, pf.a, pf.n);
             else
                 ukr(MR, NVT, MLAST, x + i * K, Bpp, z + i * N + p * NR,
-                    Y + (size_t)s * MR * YLD + p * NR, ss + s * MR);
+                    Y + (size_t)s * MR * YLD + p * NR, ss + s * MR, pf.a, pf.n);
             drain(g, out, q, q->per);
         }
 #if MT > 0
@@ -250,10 +274,10 @@ static void gemm_block(const float *restrict x, const float *restrict w, const f
             const size_t i = (size_t)i0 + (size_t)nstrips * MR;
             if (!last || FULLP)
                 ukr(MT, NV, (__mmask16)0xFFFF, x + i * K, Bpp, z + i * N + p * NR,
-                    Y + (size_t)nstrips * MR * YLD + p * NR, ss + nstrips * MR);
+                    Y + (size_t)nstrips * MR * YLD + p * NR, ss + nstrips * MR, pf.a, 0);
             else
                 ukr(MT, NVT, MLAST, x + i * K, Bpp, z + i * N + p * NR,
-                    Y + (size_t)nstrips * MR * YLD + p * NR, ss + nstrips * MR);
+                    Y + (size_t)nstrips * MR * YLD + p * NR, ss + nstrips * MR, pf.a, 0);
         }
 #endif
     }
