@@ -91,5 +91,5 @@ def test_a_repeated_call_faster_than_the_roofline_is_suspicious():
     judged = verdict(None, "", latency_s=4e-3, peak_s=1e-3, repeat_s=1e-5)
     assert judged.status is Status.SUSPICIOUS and "replays results" in judged.error
     assert judged.pct_of_peak == pytest.approx(0.25)  # the median's, as measured
-    fine = verdict(None, "", latency_s=4e-3, peak_s=1e-3, repeat_s=3.9e-3)
+    fine = verdict(None, "", latency_s=4e-3, peak_s=1e-3, repeat_s=0.8e-3)  # 125 %: noise
     assert fine.status is Status.PASSED

@@ -79,11 +79,12 @@ def describe_exit(returncode: int | None) -> str:
 
 
 class WorkerProcess:
-    def __init__(self, env: dict[str, str]) -> None:
+    def __init__(self, env: dict[str, str], lock_path: Path | None = None) -> None:
         parent_sock, child_sock = socket.socketpair()
         self._stderr = tempfile.TemporaryFile()  # noqa: SIM115 (lives as long as the worker)
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "accelopt.profiling.worker", str(child_sock.fileno())],
+            [sys.executable, "-m", "accelopt.profiling.worker", str(child_sock.fileno())]
+            + ([str(lock_path)] if lock_path is not None else []),
             pass_fds=(child_sock.fileno(),),
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
@@ -167,8 +168,15 @@ class WorkerProcess:
 class WorkerPool:
     """At most ``size`` workers at once; each request gets an idle worker or a new one."""
 
-    def __init__(self, size: int, env: dict[str, str], recycle_after: int = 50) -> None:
+    def __init__(
+        self,
+        size: int,
+        env: dict[str, str],
+        recycle_after: int = 50,
+        lock_path: Path | None = None,
+    ) -> None:
         self.size = size
+        self.lock_path = lock_path  # held shared while a worker starts up
         self.env = env
         self.recycle_after = recycle_after
         self._slots = threading.BoundedSemaphore(size)
@@ -182,7 +190,7 @@ class WorkerPool:
         executor = ThreadPoolExecutor(max_workers=max(1, count))
         with self._lock:
             for _ in range(min(count, self.size) - len(self._idle) - len(self._starting)):
-                self._starting.append(executor.submit(WorkerProcess, self.env))
+                self._starting.append(executor.submit(WorkerProcess, self.env, self.lock_path))
         executor.shutdown(wait=False)
 
     def _checkout(self) -> WorkerProcess:
@@ -190,7 +198,7 @@ class WorkerPool:
             if self._idle:
                 return self._idle.pop()
             pending = self._starting.pop() if self._starting else None
-        return pending.result() if pending is not None else WorkerProcess(self.env)
+        return pending.result() if pending is not None else WorkerProcess(self.env, self.lock_path)
 
     def _checkin(self, worker: WorkerProcess, keep: bool) -> None:
         if keep and worker.evaluations < self.recycle_after:

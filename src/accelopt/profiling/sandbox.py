@@ -34,6 +34,9 @@ def worker_env(parent: Mapping[str, str], threads: int) -> dict[str, str]:
     env = {k: v for k, v in parent.items() if k in _ENV_NAMES or k.startswith(_ENV_PREFIXES)}
     env["OMP_NUM_THREADS"] = str(threads)
     env.setdefault("OPENBLAS_NUM_THREADS", str(threads))  # the numpy kind and the references
+    # OpenBLAS threads busy-wait ~2^28 cycles after each call: right after a correctness check
+    # they would spin beside the timed kernel's threads. 2^4 cycles: they sleep at once.
+    env.setdefault("OPENBLAS_THREAD_TIMEOUT", "4")
     return env
 
 

@@ -8,6 +8,11 @@ from dataclasses import dataclass
 from accelopt.backends.status import Status
 from accelopt.hardware.roofline import SUSPICIOUS_FRACTION, is_suspicious, pct_of_peak
 
+# The repeat calls are few and single calls are noisy: they are judged with more slack than the
+# median. A replayed result is typically many times faster than the roofline (a copy instead of a
+# matmul), so this still catches it.
+REPLAY_FRACTION = 1.5
+
 
 @dataclass(frozen=True)
 class Verdict:
@@ -38,10 +43,10 @@ def verdict(
         return Verdict(Status.SUSPICIOUS, reason, pct)
     if repeat_s is not None:
         repeat_pct = pct_of_peak(peak_s, repeat_s) if repeat_s > 0 else float("inf")
-        if is_suspicious(repeat_pct):
+        if repeat_pct > REPLAY_FRACTION:
             reason = (
-                f"a call on buffers it had already seen ran at {repeat_pct:.0%} of peak, above "
-                f"the {SUSPICIOUS_FRACTION:.0%} the roofline allows: the kernel replays results"
+                f"calls on buffers it had already seen ran at {repeat_pct:.0%} of peak (their "
+                "median), far above what the roofline allows: the kernel replays results"
             )
             return Verdict(Status.SUSPICIOUS, reason, pct)
     return Verdict(Status.PASSED, "", pct)

@@ -35,9 +35,11 @@ class Evaluator:
         self.config = config or EvalConfig()
         self.threads = self.config.threads or hardware.cores
         env = sandbox.worker_env(os.environ, self.threads)
-        self.pool = WorkerPool(self.config.workers, env, self.config.recycle_after)
-        self.pool.prestart(self.config.workers)
         self.lock_path = devicelock.lock_path(hardware.backend)
+        self.pool = WorkerPool(
+            self.config.workers, env, self.config.recycle_after, lock_path=self.lock_path
+        )
+        self.pool.prestart(self.config.workers)
 
     def __enter__(self) -> Evaluator:
         return self

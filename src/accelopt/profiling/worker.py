@@ -47,8 +47,16 @@ def _reset_log() -> None:
     os.ftruncate(1, 0)
 
 
-def serve(channel: Channel, scratch: Path, network_isolated: bool) -> None:
-    from accelopt.profiling.run import EvaluationRun  # after isolation: starts NumPy threads
+def serve(channel: Channel, scratch: Path, network_isolated: bool, lock: Path | None) -> None:
+    # After isolation: NumPy starts threads. Importing is ~0.3 s of CPU: done under the device
+    # lock (shared), so a worker starting up never runs beside another worker's timing.
+    if lock is not None:
+        from accelopt.hardware import devicelock
+
+        with devicelock.shared(lock):
+            from accelopt.profiling.run import EvaluationRun
+    else:
+        from accelopt.profiling.run import EvaluationRun
 
     channel.send(
         {
@@ -78,6 +86,7 @@ def serve(channel: Channel, scratch: Path, network_isolated: bool) -> None:
 
 def main(argv: list[str]) -> int:
     fd = int(argv[1])
+    lock = Path(argv[2]) if len(argv) > 2 else None
     network_isolated = sandbox.isolate_network()  # before any thread: unshare needs one
     sandbox.limit_process()
     sandbox.watch_parent()
@@ -86,7 +95,7 @@ def main(argv: list[str]) -> int:
     _redirect_output(scratch)
     channel = Channel(socket.socket(fileno=fd))
     try:
-        serve(channel, scratch, network_isolated)
+        serve(channel, scratch, network_isolated, lock)
     except (EOFError, BrokenPipeError, ConnectionResetError):
         pass  # the parent went away
     finally:

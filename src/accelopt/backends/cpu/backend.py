@@ -22,6 +22,7 @@ from accelopt.backends.facts import BackendFacts, describe_ceilings
 from accelopt.backends.kernel import Kernel
 from accelopt.backends.status import Status
 from accelopt.errors import CompilerNotFoundError
+from accelopt.hardware import devicelock
 from accelopt.problems.records import Problem, Sizes
 
 if TYPE_CHECKING:  # annotations only: keeps pydantic out of worker processes
@@ -184,16 +185,18 @@ class CpuBackend:
 
     def remarks(self, source: str, problem: Problem, sizes: Sizes) -> list[str]:
         """GCC's vectorization report on the kernel; [] if the checks reject it or it does not
-        build (compiled in this process with a timeout; nothing is run)."""
+        build (compiled in this process with a timeout; nothing is run). The compiler holds the
+        device lock shared, as a worker's compile does: never beside a timing."""
         if check_source(source) is not None:
             return []
         try:
             compiler = compiler_for(settings.c_compiler())
         except CompilerNotFoundError:
             return []
-        return vectorization_remarks(
-            source,
-            {p: int(sizes[p]) for p in problem.params},
-            prototype(len(problem.inputs), len(problem.outputs)),
-            compiler,
-        )
+        with devicelock.shared(devicelock.lock_path(self.name)):
+            return vectorization_remarks(
+                source,
+                {p: int(sizes[p]) for p in problem.params},
+                prototype(len(problem.inputs), len(problem.outputs)),
+                compiler,
+            )
