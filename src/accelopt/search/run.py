@@ -21,7 +21,7 @@ from accelopt.profiling.profiler import make_profiler
 from accelopt.search.config import SearchConfig
 from accelopt.search.loop import Optimizer
 from accelopt.search.progress import Progress
-from accelopt.search.selection import Candidate, best
+from accelopt.search.selection import Candidate
 from accelopt.store.records import RunRecord
 from accelopt.store.store import Store
 
@@ -97,10 +97,18 @@ async def _drive(optimizer: Optimizer, resume: bool) -> tuple[str, Candidate, Ca
         beam = [Candidate(kernels[h], evaluations[h]) for h in last.beam if h in evaluations]
         beam, start = beam or [baseline], last.iteration + 1
     status = await optimizer.optimize(baseline, beam, start)
-    kernels = {k.hash: k for k in store.kernels(run.id)}
-    evaluations = store.run_evaluations(run.id)
-    everything = [Candidate(kernels[h], e) for h, e in evaluations.items() if h in kernels]
-    return status, baseline, best(everything) or baseline
+    return status, baseline, committed_best(store, run.id) or baseline
+
+
+def committed_best(store: Store, run_id: str) -> Candidate | None:
+    """The run's best kernel as the loop committed it (noise-aware: a kernel within the noise of
+    its parent never displaced it), with its evaluation."""
+    run = store.get_run(run_id)
+    kernels = {k.hash: k for k in store.kernels(run_id)}
+    evaluations = store.run_evaluations(run_id)
+    if run is None or run.best_hash not in kernels or run.best_hash not in evaluations:
+        return None
+    return Candidate(kernels[run.best_hash], evaluations[run.best_hash])
 
 
 def execute_run(store: Store, run: RunRecord, inputs: RunInputs, resume: bool) -> OptimizeResult:
