@@ -44,12 +44,12 @@ from typing import Any, Protocol
 from accelopt.backends.kernel import Kernel
 from accelopt.backends.status import Status
 from accelopt.errors import UserError
-from accelopt.hardware.roofline import roofline
 from accelopt.hardware.spec import HardwareSpec
 from accelopt.problems.loader import load_problem
 from accelopt.profiling.config import EvalConfig
 from accelopt.profiling.evaluation import Evaluation
 from accelopt.profiling.profiler import ClusterLostError, Job, Outcome
+from accelopt.profiling.service import build_evaluation
 
 GET_TIMEOUT_S = 30.0  # fetching a result Ray already reported ready
 PROBE_TIMEOUT_S = 3.0  # one TCP connection to the head
@@ -329,21 +329,8 @@ class Dispatcher:
 def service_failure(job: Job, reason: str, hardware: HardwareSpec, threads: int) -> Evaluation:
     """The evaluation of a job the service could not run: a CRASH that says why."""
     kernel, problem, workload = job
-    roof = roofline(problem.cost.evaluate(problem.workload(workload).sizes), hardware)
-    return Evaluation(
-        problem=problem.name,
-        workload=workload,
-        backend=kernel.backend,
-        kernel=kernel.name,
-        kernel_hash=kernel.hash,
-        hardware=hardware.key(),
-        status=Status.CRASH,
-        error=f"profiling service: {reason}",
-        peak_s=roof.peak_s,
-        bound=roof.bound,
-        tolerance=problem.tolerance,
-        threads=threads,
-    )
+    failure = {"status": Status.CRASH.value, "error": f"profiling service: {reason}"}
+    return build_evaluation(kernel, problem, workload, hardware, threads, failure)
 
 
 # -- the actor ---------------------------------------------------------------------------------

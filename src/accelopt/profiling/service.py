@@ -16,7 +16,7 @@ from accelopt.backends.base import get_backend
 from accelopt.backends.kernel import Kernel
 from accelopt.backends.status import Status
 from accelopt.hardware import devicelock
-from accelopt.hardware.roofline import Roofline, roofline
+from accelopt.hardware.roofline import roofline
 from accelopt.hardware.spec import HardwareSpec
 from accelopt.problems.records import Problem
 from accelopt.profiling import sandbox
@@ -92,8 +92,9 @@ class Evaluator:
         else:
             request = self._request(kernel, problem, workload, seeds)
             raw = self.pool.run(request, self._deadlines(roof.peak_s), self.config.output_cap_bytes)
-        return self._evaluation(
-            kernel, problem, workload, roof, seeds, raw, time.perf_counter() - start
+        wall_s = time.perf_counter() - start
+        return build_evaluation(
+            kernel, problem, workload, self.hardware, self.threads, raw, seeds, wall_s
         )
 
     def evaluate_many(self, jobs: Iterable[Job]) -> Iterator[Evaluation]:
@@ -103,49 +104,53 @@ class Evaluator:
             for future in futures:
                 yield future.result()
 
-    def _evaluation(
-        self,
-        kernel: Kernel,
-        problem: Problem,
-        workload: str,
-        roof: Roofline,
-        seeds: list[int],
-        raw: dict[str, Any],
-        wall_s: float,
-    ) -> Evaluation:
-        judged = verdict(
-            raw.get("status"),
-            str(raw.get("error", "")),
-            raw.get("latency_s"),
-            roof.peak_s,
-            raw.get("repeat_s"),
-        )
-        return Evaluation(
-            problem=problem.name,
-            workload=workload,
-            backend=kernel.backend,
-            kernel=kernel.name,
-            kernel_hash=kernel.hash,
-            hardware=self.hardware.key(),
-            status=judged.status,
-            error=judged.error,
-            latency_s=raw.get("latency_s"),
-            min_s=raw.get("min_s"),
-            noise=raw.get("noise"),
-            calls=int(raw.get("calls") or 0),
-            peak_s=roof.peak_s,
-            pct_of_peak=judged.pct_of_peak,
-            bound=roof.bound,
-            max_rel_err=raw.get("max_rel_err"),
-            tolerance=problem.tolerance,
-            seeds=seeds,
-            threads=self.threads,
-            rotation_sets=raw.get("rotation_sets"),
-            compile_s=raw.get("compile_s"),
-            compile_cached=bool(raw.get("compile_cached")),
-            check_s=raw.get("check_s"),
-            time_s=raw.get("time_s"),
-            wall_s=wall_s,
-            network_isolated=raw.get("network_isolated"),
-            log=str(raw.get("log", "")),
-        )
+
+def build_evaluation(
+    kernel: Kernel,
+    problem: Problem,
+    workload: str,
+    hardware: HardwareSpec,
+    threads: int,
+    raw: dict[str, Any],
+    seeds: list[int] | None = None,
+    wall_s: float | None = None,
+) -> Evaluation:
+    """The ``Evaluation`` of a worker's raw result (or of a failure the service itself reports,
+    e.g. ``{"status": "CRASH", "error": ...}``), scored against the roofline on ``hardware``."""
+    roof = roofline(problem.cost.evaluate(problem.workload(workload).sizes), hardware)
+    judged = verdict(
+        raw.get("status"),
+        str(raw.get("error", "")),
+        raw.get("latency_s"),
+        roof.peak_s,
+        raw.get("repeat_s"),
+    )
+    return Evaluation(
+        problem=problem.name,
+        workload=workload,
+        backend=kernel.backend,
+        kernel=kernel.name,
+        kernel_hash=kernel.hash,
+        hardware=hardware.key(),
+        status=judged.status,
+        error=judged.error,
+        latency_s=raw.get("latency_s"),
+        min_s=raw.get("min_s"),
+        noise=raw.get("noise"),
+        calls=int(raw.get("calls") or 0),
+        peak_s=roof.peak_s,
+        pct_of_peak=judged.pct_of_peak,
+        bound=roof.bound,
+        max_rel_err=raw.get("max_rel_err"),
+        tolerance=problem.tolerance,
+        seeds=seeds or [],
+        threads=threads,
+        rotation_sets=raw.get("rotation_sets"),
+        compile_s=raw.get("compile_s"),
+        compile_cached=bool(raw.get("compile_cached")),
+        check_s=raw.get("check_s"),
+        time_s=raw.get("time_s"),
+        wall_s=wall_s,
+        network_isolated=raw.get("network_isolated"),
+        log=str(raw.get("log", "")),
+    )
