@@ -384,3 +384,14 @@ def test_experiences_filters_and_delete(store, make_experience):
     store.delete_experience(b)  # an unknown id is a no-op
     assert [e.id for e in store.experiences()] == [a, c]
     assert store.get_experience(b) is None
+
+
+def test_update_run_sets_the_starting_kernel(tmp_path):
+    from accelopt.store.records import RunRecord
+    from accelopt.store.store import Store
+
+    with Store.open(tmp_path / "ws") as store:
+        store.create_run(RunRecord("r1", "matmul", "cpu", "cpu", "hw", "beam", {}))
+        store.update_run("r1", baseline_hash="abc")
+        run = store.get_run("r1")
+        assert run is not None and run.baseline_hash == "abc" and run.best_hash == ""

@@ -28,8 +28,7 @@ def _latency(evaluations: dict[str, Evaluation], kernel_hash: str) -> float | No
 
 def run_row(store: Store, run: RunRecord) -> dict[str, Any]:
     evaluations = store.run_evaluations(run.id)
-    start = next((k.hash for k in store.kernels(run.id) if k.origin == "baseline"), "")
-    base, top = _latency(evaluations, start), _latency(evaluations, run.best_hash)
+    base, top = _latency(evaluations, run.baseline_hash), _latency(evaluations, run.best_hash)
     best_eval = evaluations.get(run.best_hash)
     usage = store.usage(run.id)
     return {
@@ -81,8 +80,7 @@ def show_command(
             raise UserError(f"no run {run_id!r} in {store.path}: see `accelopt runs list`")
         kernels = {k.hash: k for k in store.kernels(run.id)}
         evaluations = store.run_evaluations(run.id)
-        start = next((h for h, k in kernels.items() if k.origin == "baseline"), "")
-        base = _latency(evaluations, start)
+        base = _latency(evaluations, run.baseline_hash)
         payload = {
             **run_row(store, run),
             "backend": run.backend,

@@ -81,6 +81,7 @@ async def _drive(optimizer: Optimizer, resume: bool) -> tuple[str, Candidate, Ca
         or optimizer.problem.kernel_path("baseline", optimizer.backend.name).read_text()
     )
     baseline = await optimizer.admit(source, None, None, 0, "baseline")
+    store.update_run(run.id, baseline_hash=baseline.hash)
     if not baseline.evaluation.passed:
         e = baseline.evaluation
         raise UserError(

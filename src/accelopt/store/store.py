@@ -155,16 +155,23 @@ class Store:
             )
 
     def update_run(
-        self, run_id: str, *, status: str | None = None, best_hash: str | None = None
+        self,
+        run_id: str,
+        *,
+        status: str | None = None,
+        best_hash: str | None = None,
+        baseline_hash: str | None = None,
     ) -> None:
-        """Change a run's status and/or best kernel; ``updated_at`` becomes now."""
+        """Change a run's status, best or starting kernel; ``updated_at`` becomes now."""
         sets, params = ["updated_at = ?"], [now_iso()]
-        if status is not None:
-            sets.append("status = ?")
-            params.append(status)
-        if best_hash is not None:
-            sets.append("best_hash = ?")
-            params.append(best_hash)
+        for column, value in (
+            ("status", status),
+            ("best_hash", best_hash),
+            ("baseline_hash", baseline_hash),
+        ):
+            if value is not None:
+                sets.append(f"{column} = ?")
+                params.append(value)
         with self._write() as conn:
             cur = conn.execute(f"UPDATE runs SET {', '.join(sets)} WHERE id = ?", (*params, run_id))
             if cur.rowcount == 0:
