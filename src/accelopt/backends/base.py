@@ -7,8 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
-import numpy as np
-
+from accelopt.backends.device import Buffer, Device
 from accelopt.backends.kernel import Kernel
 from accelopt.backends.status import Status
 from accelopt.errors import UserError
@@ -19,13 +18,17 @@ if TYPE_CHECKING:  # annotations only: a worker process loads no pydantic model 
     from accelopt.hardware.spec import HardwareSpec
 
 
-# Every buffer the harness hands a kernel starts on a 64-byte boundary (a cache line, one
-# AVX-512 vector): part of the kernel contract, so aligned vector loads are legal.
-BUFFER_ALIGNMENT = 64
-
-
 class KernelLoadError(Exception):
     """A built kernel cannot be loaded as the contract says (e.g. no `kernel` function)."""
+
+
+class KernelError(Exception):
+    """Kernel code failed while it ran: a Python exception raised by a launcher, a device fault,
+    or (``REJECTED``) work done outside the kernel that the backend's run-time guard saw."""
+
+    def __init__(self, message: str, status: Status = Status.CRASH) -> None:
+        super().__init__(message)
+        self.status = status
 
 
 @dataclass(frozen=True)
@@ -44,18 +47,37 @@ class BuildResult:
 
 
 class LoadedKernel(Protocol):
-    def __call__(self, arrays: Sequence[np.ndarray]) -> None: ...
+    """A kernel ready to call on buffers of its backend's device (inputs, then outputs)."""
 
-    def bind(self, arrays: Sequence[np.ndarray]) -> Callable[[], None]: ...
+    def __call__(self, arrays: Sequence[Buffer]) -> None:
+        """One call, finished when this returns (errors raise ``KernelError``)."""
+        ...
+
+    def bind(self, arrays: Sequence[Buffer]) -> Callable[[], None]:
+        """A call with its arguments resolved ahead, for timing loops (on a GPU it may return
+        before the device is done: the device's ``time_call`` waits)."""
+        ...
 
     def close(self) -> None: ...
 
 
 class Backend(Protocol):
     name: str
+    # True when a kernel is compiled at its first launch (JIT): the harness then makes that first
+    # launch in the build phase, under the compile deadline, on buffers of the workload's sizes.
+    compiles_on_first_call: bool
 
-    def preflight(self) -> None:
-        """Raise a UserError when this backend cannot work on this machine (e.g. no compiler)."""
+    def preflight(self, timing: bool = True) -> None:
+        """Raise a UserError when this backend cannot work on this machine (e.g. no compiler),
+        or cannot time kernels here and ``timing`` is asked for."""
+        ...
+
+    def device(self) -> Device:
+        """Where buffers live and how calls are timed (inside a worker process)."""
+        ...
+
+    def lock_name(self) -> str:
+        """The name of the device lock: one per physical device (``cpu``, ``gpu-<uuid>``)."""
         ...
 
     def check(self, source: str) -> str | None:
@@ -96,4 +118,7 @@ def get_backend(name: str) -> Backend:
         from accelopt.backends.numpy.backend import NumpyBackend
 
         return NumpyBackend()
-    raise UserError(f"unknown backend {name!r}; the available backends are: cpu, numpy")
+    raise UserError(f"unknown backend {name!r}; the available backends are: {', '.join(BACKENDS)}")
+
+
+BACKENDS = ("cpu", "numpy")

@@ -16,14 +16,13 @@ from typing import Any
 
 import numpy as np
 
-from accelopt.backends.base import KernelLoadError, LoadedKernel, get_backend
+from accelopt.backends.base import KernelError, KernelLoadError, LoadedKernel, get_backend
+from accelopt.backends.device import Buffer, CanarySet, Device, HostDevice
 from accelopt.backends.kernel import Kernel
 from accelopt.backends.status import Status
 from accelopt.hardware import devicelock
 from accelopt.problems.loader import load_problem
 from accelopt.profiling import sandbox
-from accelopt.profiling.buffers import aligned_copy, aligned_empty
-from accelopt.profiling.canary import Canaries
 from accelopt.profiling.config import EvalConfig
 from accelopt.profiling.correctness import check_outputs, modified_input
 from accelopt.profiling.protocol import Channel
@@ -53,6 +52,7 @@ class EvaluationRun:
         self.problem = load_problem(request["problem"])
         self.sizes = self.problem.workload(request["workload"]).sizes
         self.backend = get_backend(request["backend"])
+        self.device: Device = HostDevice()  # the backend's, once execute holds the device lock
         self.kernel = Kernel(request["source"], request["backend"], request["kernel_name"])
         self.seeds: list[int] = request["seeds"]
         self.threads = int(request["threads"])
@@ -70,6 +70,7 @@ class EvaluationRun:
             # Everything that loads the machine (compiling, references, copying the rotation sets,
             # checking outputs) holds the device lock shared, so it never runs beside a timing.
             with devicelock.shared(self.lock_path):
+                self.device = self.backend.device()  # may import torch, start CUDA
                 self.build()
                 self.check()
                 sets = None if self.config.check_only else self._rotation()
@@ -77,6 +78,8 @@ class EvaluationRun:
                 self.time(sets)
         except Failed as failure:
             self.result.update(status=str(failure.status), error=failure.error)
+        except KernelError as exc:  # the kernel's own code raised (or broke a run-time rule)
+            self.result.update(status=str(exc.status), error=str(exc))
         except Exception as exc:  # a harness fault is reported as data, never lost
             tail = traceback.format_exc(limit=3).strip().splitlines()[-1]
             self.result.update(status=str(Status.CRASH), error=f"harness error: {tail or exc}")
@@ -103,16 +106,35 @@ class EvaluationRun:
         except (KernelLoadError, OSError) as exc:
             raise Failed(Status.COMPILE_ERROR, str(exc)) from None
         self.backend.set_threads(self.threads)
+        if self.backend.compiles_on_first_call:
+            self._first_call()
+
+    def _first_call(self) -> None:
+        """JIT backends compile at the first launch: made here, on zeros of the workload's
+        sizes, under the compile deadline; what fails is the build's fault."""
+        assert self.loaded is not None
+        self.phase("compile", "first launch")
+        arrays = [self.device.empty(t.dims(self.sizes), 0.0) for t in self.problem.inputs]
+        arrays += self._empty_outputs()
+        self.result["kernel_ran"] = True
+        start = time.perf_counter()
+        try:
+            with sandbox.memory_cap(self.config.memory_cap_bytes):
+                self.loaded(arrays)
+        except KernelError as exc:
+            status = Status.COMPILE_ERROR if exc.status is Status.CRASH else exc.status
+            raise Failed(status, str(exc)) from None
+        self.result["compile_s"] = self.result.get("compile_s", 0.0) + time.perf_counter() - start
 
     # -- correctness -------------------------------------------------------------------------
-    def _empty_outputs(self) -> list[np.ndarray]:
-        return [aligned_empty(s, np.nan) for s in self.problem.output_shapes(self.sizes)]
+    def _empty_outputs(self) -> list[Buffer]:
+        return [self.device.empty(s, np.nan) for s in self.problem.output_shapes(self.sizes)]
 
     def _reference(self, inputs: tuple[np.ndarray, ...], detail: str) -> tuple[np.ndarray, ...]:
         self.phase("reference", detail)
         return self.problem.reference(*(x.astype(np.float64) for x in inputs))
 
-    def _call(self, arrays: list[np.ndarray], detail: str) -> None:
+    def _call(self, arrays: list[Buffer], detail: str) -> None:
         assert self.loaded is not None
         self.phase("call", detail)
         self.result["kernel_ran"] = True
@@ -140,19 +162,21 @@ class EvaluationRun:
         start = time.perf_counter()
         in_names = [t.name for t in self.problem.inputs]
         out_names = [t.name for t in self.problem.outputs]
-        inputs = [aligned_empty(t.dims(self.sizes)) for t in self.problem.inputs]
+        device = self.device
+        inputs = [device.empty(t.dims(self.sizes)) for t in self.problem.inputs]
         outputs = self._empty_outputs()
         worst = 0.0
         for detail, fresh, refs in self._prepared():
             for buf, x in zip(inputs, fresh, strict=True):
-                np.copyto(buf, x)
+                device.upload(x, into=buf)
             for out in outputs:
-                out.fill(np.nan)
+                device.fill(out, np.nan)
             self._call([*inputs, *outputs], detail)
-            changed = modified_input(in_names, inputs, fresh)
+            changed = modified_input(in_names, [device.to_host(b) for b in inputs], fresh)
             if changed:
                 raise Failed(Status.INCORRECT, f"the kernel modified input {changed!r} ({detail})")
-            verdict = check_outputs(out_names, outputs, refs, self.problem.tolerance)
+            host_outputs = [device.to_host(o) for o in outputs]
+            verdict = check_outputs(out_names, host_outputs, refs, self.problem.tolerance)
             worst = max(worst, verdict.max_rel_err)
             self.result["max_rel_err"] = worst
             if verdict.error:
@@ -161,7 +185,7 @@ class EvaluationRun:
         self.result["check_s"] = time.perf_counter() - start
 
     # -- timing ------------------------------------------------------------------------------
-    def _rotation(self) -> list[tuple[tuple[np.ndarray, ...], list[np.ndarray]]]:
+    def _rotation(self) -> list[tuple[tuple[Buffer, ...], list[Buffer]]]:
         """Copies of the last seed's inputs at distinct addresses, with their own outputs.
 
         The contents repeat (so the last seed's reference verifies any set), the addresses do not:
@@ -171,9 +195,10 @@ class EvaluationRun:
             self.problem.buffer_bytes(self.sizes), self.llc_bytes, self.config.rotation_budget_bytes
         )
         inputs, _ = self.last_seed
-        return [(tuple(map(aligned_copy, inputs)), self._empty_outputs()) for _ in range(count)]
+        upload = self.device.upload
+        return [(tuple(map(upload, inputs)), self._empty_outputs()) for _ in range(count)]
 
-    def time(self, sets: list[tuple[tuple[np.ndarray, ...], list[np.ndarray]]]) -> None:
+    def time(self, sets: list[tuple[tuple[Buffer, ...], list[Buffer]]]) -> None:
         self.result["rotation_sets"] = len(sets)
         assert self.loaded is not None
         calls = [self.loaded.bind([*ins, *outs]) for ins, outs in sets]
@@ -183,7 +208,7 @@ class EvaluationRun:
             self.phase("call", "timing")
             self.result["kernel_ran"] = True
             with sandbox.memory_cap(self.config.memory_cap_bytes):
-                canaries = Canaries([o for _, o in sets], self.seeds[0])
+                canaries = self.device.canaries([o for _, o in sets], self.seeds[0])
                 samples = self._timed_loop(calls, canaries)
                 self.result["repeat_s"] = self._repeat_calls(calls, canaries)
             self.result["time_s"] = time.perf_counter() - start
@@ -206,7 +231,7 @@ class EvaluationRun:
             return now
         return last
 
-    def _timed_loop(self, calls: list[Any], canaries: Canaries) -> list[float]:
+    def _timed_loop(self, calls: list[Any], canaries: CanarySet) -> list[float]:
         """A short warm-up, then timed calls round the sets until min_calls and min_time are met;
         each timed call must write its canaries (see canary.py)."""
         cfg, n, warm = self.config, len(calls), self._warmup_count(len(calls))
@@ -215,7 +240,7 @@ class EvaluationRun:
             calls[i % n]()
             last = self._tick(last)
         samples: list[float] = []
-        clock = time.perf_counter
+        clock, time_call = time.perf_counter, self.device.time_call
         begin = clock()
         while True:
             elapsed = clock() - begin
@@ -224,9 +249,7 @@ class EvaluationRun:
                 return samples
             index = (warm + len(samples)) % n
             canaries.arm(index)
-            t0 = clock()
-            calls[index]()
-            samples.append(clock() - t0)
+            samples.append(time_call(calls[index]))
             if not canaries.written():
                 raise Failed(
                     Status.INCORRECT,
@@ -235,7 +258,7 @@ class EvaluationRun:
                 )
             last = self._tick(last)
 
-    def _repeat_calls(self, calls: list[Any], canaries: Canaries) -> float:
+    def _repeat_calls(self, calls: list[Any], canaries: CanarySet) -> float:
         """REPEAT_CALLS more timed calls on sets whose buffers and contents the kernel has seen
         (the first sets of the timed loop): a kernel that replays saved results is fast here
         however many sets there are (the caller judges their median against the roofline), and
@@ -244,9 +267,7 @@ class EvaluationRun:
         for k in range(REPEAT_CALLS):
             index = (self._warmup_count(len(calls)) + k) % len(calls)
             canaries.arm(index)
-            t0 = time.perf_counter()
-            calls[index]()
-            times.append(time.perf_counter() - t0)
+            times.append(self.device.time_call(calls[index]))
             if not canaries.written():
                 raise Failed(
                     Status.INCORRECT,
@@ -255,9 +276,10 @@ class EvaluationRun:
                 )
         return float(np.median(times))
 
-    def _verify(self, last_set: tuple[tuple[np.ndarray, ...], list[np.ndarray]]) -> None:
+    def _verify(self, last_set: tuple[tuple[Buffer, ...], list[Buffer]]) -> None:
         """The outputs of the last timed call must still be right: repeated calls did the work."""
-        inputs, outputs = last_set
+        inputs = [self.device.to_host(b) for b in last_set[0]]
+        outputs = [self.device.to_host(b) for b in last_set[1]]
         changed = modified_input([t.name for t in self.problem.inputs], inputs, self.last_seed[0])
         if changed:
             raise Failed(Status.INCORRECT, f"the kernel modified input {changed!r} while timed")

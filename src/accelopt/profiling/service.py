@@ -30,12 +30,13 @@ Job = tuple[Kernel, Problem, str]
 
 class Evaluator:
     def __init__(self, hardware: HardwareSpec, config: EvalConfig | None = None) -> None:
-        get_backend(hardware.backend).preflight()  # no compiler: one clear UserError, now
         self.hardware = hardware
         self.config = config or EvalConfig()
+        backend = get_backend(hardware.backend)
+        backend.preflight(timing=not self.config.check_only)  # one clear UserError, now
         self.threads = self.config.threads or hardware.cores
         env = sandbox.worker_env(os.environ, self.threads)
-        self.lock_path = devicelock.lock_path(hardware.backend)
+        self.lock_path = devicelock.lock_path(backend.lock_name())
         self.pool = WorkerPool(
             self.config.workers, env, self.config.recycle_after, lock_path=self.lock_path
         )

@@ -12,12 +12,14 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from accelopt import settings
-from accelopt.backends.base import BUFFER_ALIGNMENT, BuildResult, KernelLoadError
+from accelopt.backends.base import BuildResult, KernelLoadError
+from accelopt.backends.buffers import BUFFER_ALIGNMENT
 from accelopt.backends.cpu import checks, symbols
 from accelopt.backends.cpu.checks import check_source
 from accelopt.backends.cpu.compiler import FLAGS, LIBS, compile_kernel, compiler_for, prototype
 from accelopt.backends.cpu.remarks import vectorization_remarks
 from accelopt.backends.cpu.symbols import disallowed_symbols
+from accelopt.backends.device import HostDevice
 from accelopt.backends.facts import BackendFacts, describe_ceilings
 from accelopt.backends.kernel import Kernel
 from accelopt.backends.status import Status
@@ -66,9 +68,16 @@ class CLibraryKernel:
 
 class CpuBackend:
     name = "cpu"
+    compiles_on_first_call = False
 
-    def preflight(self) -> None:
+    def preflight(self, timing: bool = True) -> None:
         compiler_for(settings.c_compiler())
+
+    def device(self) -> HostDevice:
+        return HostDevice()
+
+    def lock_name(self) -> str:
+        return "cpu"
 
     def check(self, source: str) -> str | None:
         return check_source(source)

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from accelopt.backends.base import BuildResult
+from accelopt.backends.device import HostDevice
 from accelopt.backends.facts import BackendFacts, describe_ceilings
 from accelopt.backends.kernel import Kernel
 from accelopt.problems.records import Problem, Sizes
@@ -65,9 +66,16 @@ class ReferenceKernel:
 
 class NumpyBackend:
     name = "numpy"
+    compiles_on_first_call = False
 
-    def preflight(self) -> None:
+    def preflight(self, timing: bool = True) -> None:
         pass
+
+    def device(self) -> HostDevice:
+        return HostDevice()
+
+    def lock_name(self) -> str:
+        return "cpu"
 
     def check(self, source: str) -> str | None:
         return None  # the problem's own reference: nothing untrusted to check

@@ -1,0 +1,79 @@
+"""Where a kernel's buffers live and how one call is timed: the host (C kernels, NumPy, Triton's
+CPU interpreter) or a CUDA GPU (``accelopt.backends.triton.cuda``).
+
+The harness (``profiling.run``) is written once against this protocol: it makes buffers, copies
+inputs in and results out, sets canaries and times calls through the device of the kernel's
+backend, so the same correctness and timing rules hold on every device.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
+
+import numpy as np
+
+from accelopt.backends.buffers import aligned_copy, aligned_empty
+from accelopt.backends.canary import Canaries
+
+Buffer = Any  # a numpy array on the host, a torch tensor on a GPU
+
+
+class CanarySet(Protocol):
+    def arm(self, set_index: int) -> None: ...
+
+    def written(self) -> bool: ...
+
+
+class Device(Protocol):
+    name: str
+
+    def empty(self, shape: tuple[int, ...], fill: float | None = None) -> Buffer:
+        """A new float32 buffer, filled with ``fill`` when given."""
+        ...
+
+    def upload(self, host: np.ndarray, into: Buffer | None = None) -> Buffer:
+        """``host``'s contents in a device buffer: ``into`` when given, else a new one."""
+        ...
+
+    def fill(self, buffer: Buffer, value: float) -> None: ...
+
+    def to_host(self, buffer: Buffer) -> np.ndarray:
+        """The buffer's contents as a host array (no copy where the buffer is on the host)."""
+        ...
+
+    def canaries(self, outputs_per_set: Sequence[Sequence[Buffer]], seed: int) -> CanarySet: ...
+
+    def time_call(self, call: Callable[[], None]) -> float:
+        """Seconds one call takes on the device (the call has finished when this returns)."""
+        ...
+
+
+class HostDevice:
+    """Buffers in host memory, 64-byte aligned; a call is timed by the wall clock around it."""
+
+    name = "host"
+
+    def empty(self, shape: tuple[int, ...], fill: float | None = None) -> np.ndarray:
+        return aligned_empty(shape, fill)
+
+    def upload(self, host: np.ndarray, into: np.ndarray | None = None) -> np.ndarray:
+        if into is None:
+            return aligned_copy(host)
+        np.copyto(into, host)
+        return into
+
+    def fill(self, buffer: np.ndarray, value: float) -> None:
+        buffer.fill(value)
+
+    def to_host(self, buffer: np.ndarray) -> np.ndarray:
+        return buffer
+
+    def canaries(self, outputs_per_set: Sequence[Sequence[np.ndarray]], seed: int) -> Canaries:
+        return Canaries(outputs_per_set, seed)
+
+    def time_call(self, call: Callable[[], None]) -> float:
+        t0 = time.perf_counter()
+        call()
+        return time.perf_counter() - t0
