@@ -57,6 +57,7 @@ PROBLEM = Problem(
         "paper": Workload("paper", {"M": 10944, "N": 2048}),
         "cpu": Workload("cpu", {"M": 5472, "N": 1024}),
         "small": Workload("small", {"M": 40, "N": 24}),
+        "tiny": Workload("tiny", {"M": 36, "N": 100}),
     },
     directory=Path(__file__).parent,
     generator=generate,

@@ -44,6 +44,7 @@ PROBLEM = Problem(
         "paper": Workload("paper", {"B": 16, "M": 4096, "N": 4096, "K": 64}),
         "cpu": Workload("cpu", {"B": 5, "M": 1280, "N": 1280, "K": 64}),
         "small": Workload("small", {"B": 4, "M": 24, "N": 40, "K": 16}),
+        "tiny": Workload("tiny", {"B": 3, "M": 72, "N": 100, "K": 24}),
     },
     directory=Path(__file__).parent,
 )

@@ -57,6 +57,7 @@ PROBLEM = Problem(
         "paper": Workload("paper", {"B": 1, "N": 4096, "QH": 16, "KH": 8, "D": 128}),
         "cpu": Workload("cpu", {"B": 1, "N": 512, "QH": 8, "KH": 4, "D": 128}),
         "small": Workload("small", {"B": 5, "N": 24, "QH": 8, "KH": 4, "D": 16}),
+        "tiny": Workload("tiny", {"B": 2, "N": 72, "QH": 6, "KH": 3, "D": 40}),
     },
     directory=Path(__file__).parent,
 )

@@ -53,6 +53,7 @@ PROBLEM = Problem(
         "paper": Workload("paper", {"M": 4096, "N": 12288, "K": 5120, "R": 128}),
         "cpu": Workload("cpu", {"M": 512, "N": 1536, "K": 640, "R": 16}),
         "small": Workload("small", {"M": 64, "N": 192, "K": 80, "R": 16}),
+        "tiny": Workload("tiny", {"M": 72, "N": 100, "K": 40, "R": 12}),
     },
     directory=Path(__file__).parent,
 )

@@ -75,6 +75,7 @@ PROBLEM = Problem(
         "paper": Workload("paper", {"M": 7168, "C": 256, "S": 16}),
         "cpu": Workload("cpu", {"M": 7168, "C": 512, "S": 16}),
         "small": Workload("small", {"M": 48, "C": 12, "S": 8}),
+        "tiny": Workload("tiny", {"M": 40, "C": 5, "S": 6}),
     },
     directory=Path(__file__).parent,
     tolerance=3e-5,

@@ -41,6 +41,7 @@ PROBLEM = Problem(
         "paper": Workload("paper", {"M": 4096, "N": 12288, "K": 5120}),
         "cpu": Workload("cpu", {"M": 512, "N": 1536, "K": 640}),
         "small": Workload("small", {"M": 64, "N": 192, "K": 80}),
+        "tiny": Workload("tiny", {"M": 72, "N": 100, "K": 40}),
     },
     directory=Path(__file__).parent,
 )

@@ -52,6 +52,7 @@ PROBLEM = Problem(
         "paper": Workload("paper", {"M": 4096, "N": 2048, "K": 2048}),
         "cpu": Workload("cpu", {"M": 1280, "N": 640, "K": 640}),
         "small": Workload("small", {"M": 96, "N": 48, "K": 32}),
+        "tiny": Workload("tiny", {"M": 40, "N": 300, "K": 72}),
     },
     directory=Path(__file__).parent,
 )

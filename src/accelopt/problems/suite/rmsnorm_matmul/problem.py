@@ -42,6 +42,7 @@ PROBLEM = Problem(
         "paper": Workload("paper", {"M": 4096, "N": 2048, "K": 1024}),
         "cpu": Workload("cpu", {"M": 1536, "N": 768, "K": 384}),
         "small": Workload("small", {"M": 96, "N": 48, "K": 32}),
+        "tiny": Workload("tiny", {"M": 40, "N": 72, "K": 300}),
     },
     directory=Path(__file__).parent,
 )

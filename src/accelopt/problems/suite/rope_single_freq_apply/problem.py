@@ -54,6 +54,7 @@ PROBLEM = Problem(
         "paper": Workload("paper", _sizes(1, 64, 4096, 128)),
         "cpu": Workload("cpu", _sizes(1, 32, 2048, 128)),
         "small": Workload("small", _sizes(4, 6, 10, 16)),
+        "tiny": Workload("tiny", _sizes(2, 5, 10, 12)),
     },
     directory=Path(__file__).parent,
 )

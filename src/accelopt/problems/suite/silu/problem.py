@@ -42,6 +42,7 @@ PROBLEM = Problem(
         "paper": Workload("paper", {"M": 4096, "N": 7168}),
         "cpu": Workload("cpu", {"M": 2048, "N": 3584}),
         "small": Workload("small", {"M": 64, "N": 112}),
+        "tiny": Workload("tiny", {"M": 24, "N": 100}),
     },
     directory=Path(__file__).parent,
 )

@@ -51,6 +51,7 @@ PROBLEM = Problem(
         "paper": Workload("paper", {"M": 4096, "N": 3072, "K": 1024}),
         "cpu": Workload("cpu", {"M": 1024, "N": 768, "K": 256}),
         "small": Workload("small", {"M": 128, "N": 96, "K": 32}),
+        "tiny": Workload("tiny", {"M": 72, "N": 100, "K": 40}),
     },
     directory=Path(__file__).parent,
 )

@@ -42,6 +42,7 @@ PROBLEM = Problem(
         "paper": Workload("paper", {"M": 4096, "N": 10944, "K": 2048}),
         "cpu": Workload("cpu", {"M": 768, "N": 2048, "K": 384}),
         "small": Workload("small", {"M": 64, "N": 176, "K": 32}),
+        "tiny": Workload("tiny", {"M": 72, "N": 100, "K": 40}),
     },
     directory=Path(__file__).parent,
 )
