@@ -207,3 +207,24 @@ def test_summarizer_no_lesson_and_garbage(server, client):
     assert first.lesson is None and first.no_lesson and first.error == ""
     second = asyncio.run(summarize(client, summarizer_input(), sample_index=1))
     assert second.lesson is None and not second.no_lesson and "neither" in second.error
+
+
+def test_executor_writes_triton_kernels_from_the_triton_backends_facts(server, client):
+    """A second backend needs no change in the agents: its facts set the language and contract."""
+    from accelopt.backends.triton.backend import TritonBackend
+    from accelopt.hardware.datasheet import H200
+
+    baseline = PROBLEM.kernel_path("baseline", "triton").read_text()
+    triton_kernel = "import triton\n\n\ndef kernel(lhs, rhs, out):\n    pass\n"
+    server.script("executor", Reply(f"```python\n{triton_kernel}```\n"))
+    given = ExecutorInput(
+        problem=problem_view(PROBLEM, "paper"),
+        kernel_source=baseline,
+        plan=Plan("Bigger tiles", ("Use 128x128 tiles.",)),
+        facts=TritonBackend().facts(H200),
+    )
+    result = run(client, execute(client, given))
+    assert result.source == triton_kernel and result.error == ""
+    system, user = (m["content"] for m in server.requests[0].messages[:2])
+    assert "triton" in system and "```python" in user and "@triton.jit" in user
+    assert 'input_precision="ieee"' in user and "4,800.0 GB/s" in user

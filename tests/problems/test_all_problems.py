@@ -19,6 +19,7 @@ from accelopt.profiling.service import Evaluator
 
 NAMES = list_problems()
 # Roughly this machine's ceilings (2 Zen 5 cores), fixed so that record tests measure nothing.
+RATES = ("matmul_rate", "vector_rate", "bandwidth")
 NOMINAL = HardwareSpec(
     name="cpu:nominal", backend="cpu", matmul_rate=545e9, vector_rate=520e9, bandwidth=48e9,
     cores=2, llc_bytes=32 << 20,
@@ -100,17 +101,24 @@ def test_every_shipped_kernel_passes_on_the_small_workload(cache_env):
 @pytest.mark.slow
 @pytest.mark.timeout(900)
 def test_no_shipped_kernel_exceeds_peak_on_the_cpu_workload(cache_env):
-    """With this machine's measured ceilings, every shipped kernel stays under 100 % of peak."""
+    """With this machine's measured ceilings, every shipped kernel stays under 100 % of peak.
+
+    The ceilings are measured before and after the kernels and the better figure of the two kept:
+    on a shared VM a neighbour's load can depress one measurement, and a ceiling is the best the
+    machine shows."""
     from accelopt.hardware.cache import measure_and_cache
 
-    hardware = measure_and_cache()
+    before = measure_and_cache()
     jobs = [(k, load_problem(n), "cpu") for n in NAMES for k in shipped(n) if k.name != "numpy"]
     config = EvalConfig(seeds=1, min_calls=5, min_time_s=0.02, workers=1)
-    with Evaluator(hardware, config) as evaluator:
+    with Evaluator(before, config) as evaluator:
         results = list(evaluator.evaluate_many(jobs))
-    over = [
-        f"{e.problem}/{e.kernel}: {e.status.value} {e.pct_of_peak}"
-        for e in results
-        if e.status is not Status.PASSED or (e.pct_of_peak or 0) >= 1.0
-    ]
+    after = measure_and_cache()
+    best = before.model_copy(update={f: max(getattr(before, f), getattr(after, f)) for f in RATES})
+    over = []
+    for e in results:
+        sizes = load_problem(e.problem).workload("cpu").sizes
+        peak_s = roofline(load_problem(e.problem).cost.evaluate(sizes), best).peak_s
+        if e.status not in (Status.PASSED, Status.SUSPICIOUS) or peak_s >= (e.latency_s or 0):
+            over.append(f"{e.problem}/{e.kernel}: {e.status.value} {e.error} {e.pct_of_peak}")
     assert not over

@@ -118,7 +118,11 @@ def get_backend(name: str) -> Backend:
         from accelopt.backends.numpy.backend import NumpyBackend
 
         return NumpyBackend()
+    if name == "triton":
+        from accelopt.backends.triton.backend import TritonBackend
+
+        return TritonBackend()
     raise UserError(f"unknown backend {name!r}; the available backends are: {', '.join(BACKENDS)}")
 
 
-BACKENDS = ("cpu", "numpy")
+BACKENDS = ("cpu", "triton", "numpy")

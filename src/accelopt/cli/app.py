@@ -49,9 +49,11 @@ JsonOption = Annotated[
 @app.command("eval")
 def eval_command(
     problem: Annotated[str, typer.Argument(help="problem name (see `accelopt bench list`)")],
-    kernel_file: Annotated[Path, typer.Argument(help="the kernel source, e.g. my_kernel.c")],
+    kernel_file: Annotated[
+        Path, typer.Argument(help="the kernel source: a .c file (cpu), a .py module (triton)")
+    ],
     backend: Annotated[str, typer.Option(help="kernel language/device")] = "cpu",
-    workload: Annotated[str, typer.Option(help="sizes: cpu or paper")] = "cpu",
+    workload: Annotated[str, typer.Option(help="sizes: cpu, paper, small or tiny")] = "cpu",
     check_only: Annotated[bool, typer.Option("--check-only", help="skip timing")] = False,
     seeds: Annotated[int, typer.Option(help="fresh input seeds for the correctness check")] = 5,
     min_calls: Annotated[int, typer.Option(help="timed calls, at least")] = 20,
@@ -83,12 +85,15 @@ def hardware_command(
     measure: Annotated[
         bool, typer.Option("--measure", help="measure this machine's ceilings again and cache them")
     ] = False,
+    backend: Annotated[
+        str, typer.Option(help="whose device: cpu (this CPU) or triton (this machine's GPU)")
+    ] = "cpu",
     json_path: JsonOption = None,
 ) -> None:
     """Show the ceilings the roofline uses: this machine (measured) and datasheet devices."""
     from accelopt.cli.hardware import show_hardware
 
-    show_hardware(measure, json_path)
+    show_hardware(measure, json_path, backend)
 
 
 def main() -> None:

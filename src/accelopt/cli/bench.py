@@ -99,7 +99,7 @@ def run_command(
         list[str] | None, typer.Option("--problem", help="run only this problem (repeatable)")
     ] = None,
     backend: Annotated[str, typer.Option(help="kernel language/device")] = "cpu",
-    workload: Annotated[str, typer.Option(help="sizes: cpu, paper or small")] = "cpu",
+    workload: Annotated[str, typer.Option(help="sizes: cpu, paper, small or tiny")] = "cpu",
     kernel: Annotated[
         str, typer.Option(help="which kernels: baseline, expert, numpy or all")
     ] = "all",
@@ -189,7 +189,8 @@ def show_command(
         console.print(f"signature: {_signature(problem)}   tolerance: {problem.tolerance:g}")
         console.print(f"shipped kernels ({backend}): {', '.join(shipped) or 'none'}")
         console.print(_costs_table(costs, hardware))
-        console.print(Syntax(source, "c", line_numbers=True, word_wrap=True))
+        lexer = "python" if baseline.suffix == ".py" else "c"
+        console.print(Syntax(source, lexer, line_numbers=True, word_wrap=True))
     payload = problem_json(problem) | {
         "hardware": hardware.name,
         "costs": costs,

@@ -27,9 +27,13 @@ RayAddressOption = Annotated[
 
 def hardware_for(backend: str, announce: bool = True) -> HardwareSpec:
     """The ceilings kernels of ``backend`` are scored against: for cpu, this machine's, measured
-    once and cached."""
+    once and cached; for triton, the GPU's (see ``hardware.gpu_spec``)."""
+    if backend == "triton":
+        from accelopt.hardware.gpu_spec import triton_spec
+
+        return triton_spec()
     if backend != "cpu":
-        raise UserError(f"unknown backend {backend!r}; the available backend is: cpu")
+        raise UserError(f"unknown backend {backend!r}; the available backends are: cpu, triton")
     spec = load_cpu_spec(measure_if_missing=False)
     if spec is None:
         if announce:
@@ -53,7 +57,10 @@ def problem_and_workload(name: str, workload: str) -> Problem:
 
 def read_kernel_file(path: Path) -> str:
     if not path.is_file():
-        raise UserError(f"kernel file {str(path)!r} does not exist: give the path to a .c file")
+        raise UserError(
+            f"kernel file {str(path)!r} does not exist: give the path to a kernel source "
+            "(.c for cpu, .py for triton)"
+        )
     try:
         return path.read_text()
     except (OSError, UnicodeDecodeError) as exc:

@@ -5,8 +5,11 @@ from __future__ import annotations
 from rich.table import Table
 
 from accelopt.cli.output import console, shows_table, write_json
+from accelopt.errors import UserError
 from accelopt.hardware.cache import load_cpu_spec, measure_and_cache
 from accelopt.hardware.datasheet import DATASHEET
+from accelopt.hardware.gpu import current_gpu
+from accelopt.hardware.gpu_spec import NO_GPU, load_measured, measure_gpu_and_cache, triton_spec
 from accelopt.hardware.spec import HardwareSpec
 
 
@@ -26,17 +29,42 @@ def _table(specs: list[tuple[str, HardwareSpec]]) -> Table:
     return table
 
 
-def show_hardware(measure: bool, json_path: str | None) -> None:
-    local = measure_and_cache() if measure else load_cpu_spec(measure_if_missing=False)
-    specs: list[tuple[str, HardwareSpec]] = []
-    if local is not None:
-        specs.append(("this machine", local))
+def _local_specs(measure: bool, backend: str) -> tuple[list[tuple[str, HardwareSpec]], str]:
+    """This machine's measured specs for ``backend``, and a line to print when there is none."""
+    if backend == "cpu":
+        local = measure_and_cache() if measure else load_cpu_spec(measure_if_missing=False)
+        if local is None:
+            return (
+                [],
+                "This machine is not measured yet: run [bold]accelopt hardware --measure[/bold].",
+            )
+        return [("this machine", local)], ""
+    if backend != "triton":
+        raise UserError(f"unknown backend {backend!r}; the available backends are: cpu, triton")
+    gpu = current_gpu()
+    if gpu is None:
+        if measure:
+            raise UserError(NO_GPU)
+        return (
+            [],
+            "No NVIDIA GPU here (nvidia-smi lists none): the datasheets below are all there is.",
+        )
+    measured = measure_gpu_and_cache(gpu) if measure else load_measured(gpu)
+    label = f"this GPU ({gpu.name})"
+    if measured is None:
+        hint = "[bold]accelopt hardware --measure --backend triton[/bold]"
+        return [], f"{label} is not measured yet: run {hint}."
+    return [(f"{label}, measured", measured)], ""
+
+
+def show_hardware(measure: bool, json_path: str | None, backend: str = "cpu") -> None:
+    specs, note = _local_specs(measure, backend)
     specs.extend(DATASHEET.items())
     if shows_table(json_path):
-        if local is None:
-            console.print(
-                "This machine is not measured yet: run [bold]accelopt hardware --measure[/bold]."
-            )
+        if note:
+            console.print(note)
+        if backend == "triton" and current_gpu() is not None:
+            console.print(f"Triton kernels here are scored against: {triton_spec().name}")
         console.print(_table(specs))
         for label, spec in specs:
             llc = f", LLC {spec.llc_bytes / 2**20:g} MiB" if spec.llc_bytes else ""

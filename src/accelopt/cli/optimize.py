@@ -9,6 +9,7 @@ import typer
 from rich.table import Table
 
 from accelopt import settings
+from accelopt.backends.kernel import source_suffix
 from accelopt.cli import common
 from accelopt.cli.output import console, fmt_ms, fmt_pct, shows_table, write_json
 from accelopt.errors import UserError
@@ -51,7 +52,7 @@ def optimize_command(
     problems: Annotated[list[str] | None, typer.Argument(help="problem names")] = None,
     suite: Annotated[bool, typer.Option("--suite", help="every problem of the suite")] = False,
     backend: Annotated[str, typer.Option(help="kernel language/device")] = "cpu",
-    workload: Annotated[str, typer.Option(help="sizes: cpu, paper or small")] = "cpu",
+    workload: Annotated[str, typer.Option(help="sizes: cpu, paper, small or tiny")] = "cpu",
     config: Annotated[
         Path | None, typer.Option(help="LLM config (default ./accelopt.yaml)")
     ] = None,
@@ -115,7 +116,12 @@ def optimize_command(
 def _finish(store: Store, result: OptimizeResult, out: Path | None, show: bool) -> dict[str, Any]:
     summary = run_summary(result)
     summary["usage"] = store.usage(result.run.id)
-    target = out or store.path.parent / "best" / f"{result.run.id}-{result.run.problem}.c"
+    target = (
+        out
+        or store.path.parent
+        / "best"
+        / f"{result.run.id}-{result.run.problem}{source_suffix(result.run.backend)}"
+    )
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text(result.best.kernel.source)
     summary["best_kernel_path"] = str(target)

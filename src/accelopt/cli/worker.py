@@ -8,7 +8,9 @@ the node's devices declared as custom resources: ``--devices cpu:1`` becomes
 ``--resources '{"accelopt_cpu": 1}'``. The ray profiler starts one device actor per declared
 device, each asking for one unit, so a device is never shared by two actors; ``--devices cpu:0``
 makes a node that only coordinates. For the CPU backend a device is the whole machine (its kernels
-use every core), so declare ``cpu:1``.
+use every core), so declare ``cpu:1``. For the triton backend a device is one GPU: declare
+``triton:N`` for N GPUs; each actor also asks Ray for one GPU, so Ray gives it its own
+``CUDA_VISIBLE_DEVICES``.
 
 By default the command stays in the foreground until interrupted, which stops the node
 (``--no-block`` returns at once; stop the node later with ``ray stop``). The node's Ray processes,
@@ -32,7 +34,7 @@ import typer
 
 from accelopt.errors import UserError
 
-DEVICE_KINDS = ("cpu",)  # hardware backends a node can declare
+DEVICE_KINDS = ("cpu", "triton")  # hardware backends a node can declare (triton: one per GPU)
 DEFAULT_PORT = 6379
 
 
@@ -111,7 +113,10 @@ def worker_command(
     port: Annotated[int, typer.Option(help="the head's port (with --head)")] = DEFAULT_PORT,
     devices: Annotated[
         list[str] | None,
-        typer.Option("--devices", help="devices this node offers, KIND:COUNT (default cpu:1)"),
+        typer.Option(
+            "--devices",
+            help="devices this node offers, KIND:COUNT: cpu:1, triton:GPUS (default cpu:1)",
+        ),
     ] = None,
     node_ip_address: Annotated[
         str | None, typer.Option(help="the address other machines reach this node at")

@@ -56,6 +56,14 @@ PROBE_TIMEOUT_S = 3.0  # one TCP connection to the head
 CLOSE_TIMEOUT_S = 10.0  # actors shutting their worker pools down
 
 
+def gpus_per_actor(backend: str) -> int:
+    """GPUs a device actor asks Ray for: one per triton actor on a GPU (Ray then gives each actor
+    its own ``CUDA_VISIBLE_DEVICES``), none for CPU devices or Triton's CPU interpreter."""
+    from accelopt.backends.triton.environment import interpreting
+
+    return 1 if backend == "triton" and not interpreting() else 0
+
+
 def device_resource(backend: str) -> str:
     """The Ray resource a node declares per device of ``backend`` (``accelopt_cpu``)."""
     return f"accelopt_{backend}"
@@ -437,6 +445,7 @@ class RayFleet:
         self.ray = ray
         self.actor_class = ray.remote(DeviceActor).options(
             num_cpus=0,
+            num_gpus=gpus_per_actor(hardware.backend),  # Ray then sets CUDA_VISIBLE_DEVICES
             resources={device_resource(hardware.backend): 1},
             max_concurrency=config.workers + 1,
             max_restarts=0,

@@ -19,14 +19,15 @@ CLONE_NEWNET = 0x40000000
 CLONE_NEWUSER = 0x10000000
 MAX_FILE_BYTES = 256 << 20  # no file a worker or its compiler writes may grow past this
 
-# What a worker inherits from the parent's environment: what Python, the compiler, OpenMP and
-# BLAS need, nothing else (API keys and tokens stay in the parent). PYTHONUNBUFFERED is left out
-# on purpose: it would make a kernel's printf a system call per character.
+# What a worker inherits from the parent's environment: what Python, the compiler, OpenMP, BLAS,
+# CUDA and Triton need (TRITON_INTERPRET among them), nothing else (API keys and tokens stay in the
+# parent). PYTHONUNBUFFERED is left out on purpose: it would make a kernel's printf a system call
+# per character.
 _ENV_NAMES = {
     "PATH", "HOME", "USER", "LANG", "TMPDIR", "TEMP", "TMP", "CC", "PYTHONPATH", "PYTHONHOME",
     "VIRTUAL_ENV", "LD_LIBRARY_PATH", "XDG_CACHE_HOME", "TZ", "ACCELOPT_CACHE_DIR",
 }  # fmt: skip
-_ENV_PREFIXES = ("LC_", "OMP_", "GOMP_", "KMP_", "OPENBLAS_", "MKL_")
+_ENV_PREFIXES = ("LC_", "OMP_", "GOMP_", "KMP_", "OPENBLAS_", "MKL_", "CUDA_", "NVIDIA_", "TRITON_")
 
 
 def worker_env(parent: Mapping[str, str], threads: int) -> dict[str, str]:
@@ -37,6 +38,8 @@ def worker_env(parent: Mapping[str, str], threads: int) -> dict[str, str]:
     # OpenBLAS threads busy-wait ~2^28 cycles after each call: right after a correctness check
     # they would spin beside the timed kernel's threads. 2^4 cycles: they sleep at once.
     env.setdefault("OPENBLAS_THREAD_TIMEOUT", "4")
+    # GPUs numbered as nvidia-smi numbers them (hardware/gpu.py), not fastest first.
+    env.setdefault("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
     return env
 
 

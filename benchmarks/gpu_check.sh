@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# The triton backend on a real NVIDIA GPU, in one run: the backend's tests (GPU ones included), the
+# GPU's measured ceilings beside its datasheet, and the suite's Triton baselines on the paper
+# workloads, printed as a table. Needs python3 with torch and triton (a CUDA build) and an NVIDIA
+# GPU. What accelopt imports beyond them comes from .whl/ when present (made by
+# benchmarks/gpu_wheels.sh, for a machine with no package index), else from pip.
+#   bash benchmarks/gpu_check.sh            # all of it
+#   QUICK=1 bash benchmarks/gpu_check.sh    # tests and a few problems only
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3}
+export PYTHONUNBUFFERED=1
+
+if compgen -G ".whl/*.whl" >/dev/null; then
+    site=$(mktemp -d)
+    "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target "$site" .whl/*.whl
+    export PYTHONPATH="$site:$PWD/src${PYTHONPATH:+:$PYTHONPATH}"
+else
+    "$PY" -m pip install -q -e .  # no [triton] extra: keep the machine's CUDA torch and triton
+fi
+ACCELOPT_CACHE_DIR=$(mktemp -d)
+export ACCELOPT_CACHE_DIR
+unset TRITON_INTERPRET
+
+echo "== device"
+nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv
+"$PY" -c "import torch, triton; print('torch', torch.__version__, '| triton', triton.__version__,
+'| cuda', torch.version.cuda, '|', torch.cuda.get_device_name(0))"
+
+echo "== tests of the triton backend (GPU tests included)"
+"$PY" -m pytest -q -p no:cacheprovider -o addopts="--import-mode=importlib" \
+    tests/backends/test_triton_gpu.py tests/backends/test_triton_checks.py || status=$?
+
+echo "== ceilings: datasheet and measured"
+"$PY" -m accelopt hardware --backend triton --measure
+
+echo "== baselines on the paper workloads"
+problems=()
+if [ -n "${QUICK:-}" ]; then problems=(--problem silu --problem matmul --problem rmsnorm_matmul); fi
+"$PY" -m accelopt bench run --backend triton --workload paper --kernel baseline "${problems[@]}" \
+    --json "$ACCELOPT_CACHE_DIR/bench.json"
+if [ -n "${OUT:-}" ]; then cp "$ACCELOPT_CACHE_DIR/bench.json" "$OUT/gpu_bench.json"; fi
+exit "${status:-0}"

@@ -1,0 +1,94 @@
+"""Buffers on an NVIDIA GPU (torch CUDA tensors) and calls timed as Triton's ``do_bench`` times
+them: the L2 cache cleared (with do_bench's own buffer) before each call, CUDA events around it.
+
+Each timed call is waited for before the next: the harness checks its canaries in between. The
+GPU stays busy clearing the L2 cache while the launcher's Python runs, so the launch overhead is
+hidden as it is in do_bench; what the events time is the kernel.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+import torch
+
+L2_FLUSH_BYTES = 256 << 20  # what do_bench clears, when Triton's driver does not say
+
+
+def _l2_flusher() -> Callable[[], Any]:
+    try:
+        from triton.runtime import driver
+
+        cache = driver.active.get_empty_cache_for_benchmark()
+        clear = driver.active.clear_cache
+        return lambda: clear(cache)
+    except (ImportError, AttributeError):  # older Triton: clear a buffer of our own
+        buffer = torch.empty(L2_FLUSH_BYTES, dtype=torch.int8, device="cuda")
+        return buffer.zero_
+
+
+class TensorCanaries:
+    """``backends.canary.Canaries`` on device tensors: the first, the last and one random
+    element of each output set to NaN before a call, checked after it."""
+
+    def __init__(self, outputs_per_set: Sequence[Sequence[torch.Tensor]], seed: int) -> None:
+        self._flat = [[out.view(-1) for out in outs] for outs in outputs_per_set]
+        self._rng = np.random.default_rng(seed)
+        self._armed: list[tuple[torch.Tensor, torch.Tensor]] = []
+
+    def arm(self, set_index: int) -> None:
+        self._armed = []
+        for flat in self._flat[set_index]:
+            where = [0, flat.numel() - 1, int(self._rng.integers(flat.numel()))]
+            index = torch.tensor(where, device=flat.device)
+            flat[index] = float("nan")
+            self._armed.append((flat, index))
+
+    def written(self) -> bool:
+        return all(not bool(torch.isnan(flat[index]).any()) for flat, index in self._armed)
+
+
+class CudaDevice:
+    """The current CUDA device (the first of ``CUDA_VISIBLE_DEVICES``)."""
+
+    name = "cuda"
+
+    def __init__(self) -> None:
+        torch.cuda.init()
+        self.device = torch.device("cuda", torch.cuda.current_device())
+        self._flush = _l2_flusher()
+        self._start = torch.cuda.Event(enable_timing=True)
+        self._end = torch.cuda.Event(enable_timing=True)
+
+    def empty(self, shape: tuple[int, ...], fill: float | None = None) -> torch.Tensor:
+        tensor = torch.empty(shape, dtype=torch.float32, device=self.device)
+        if fill is not None:
+            tensor.fill_(fill)
+        return tensor
+
+    def upload(self, host: np.ndarray, into: torch.Tensor | None = None) -> torch.Tensor:
+        if into is None:
+            into = self.empty(host.shape)
+        into.copy_(torch.from_numpy(np.ascontiguousarray(host, dtype=np.float32)))
+        return into
+
+    def fill(self, buffer: torch.Tensor, value: float) -> None:
+        buffer.fill_(value)
+
+    def to_host(self, buffer: torch.Tensor) -> np.ndarray:
+        return buffer.cpu().numpy()
+
+    def canaries(
+        self, outputs_per_set: Sequence[Sequence[torch.Tensor]], seed: int
+    ) -> TensorCanaries:
+        return TensorCanaries(outputs_per_set, seed)
+
+    def time_call(self, call: Callable[[], None]) -> float:
+        self._flush()
+        self._start.record()
+        call()
+        self._end.record()
+        self._end.synchronize()
+        return self._start.elapsed_time(self._end) / 1e3

@@ -1,0 +1,20 @@
+"""Catches the guard's exception, then does the work properly: still refused."""
+
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _silu(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < n
+    x = tl.load(x_ptr + offsets, mask=mask)
+    tl.store(y_ptr + offsets, x / (1.0 + tl.exp(-x)), mask=mask)
+
+
+def kernel(x, y):
+    try:  # noqa: SIM105
+        y[:] = x
+    except Exception:
+        pass
+    _silu[(triton.cdiv(x.numel(), 1024),)](x, y, x.numel(), BLOCK=1024)
