@@ -1,5 +1,7 @@
-"""Suite-wide invariants, for every problem: records complete, kernels shipped and correct, and no
-shipped kernel faster than the roofline allows."""
+"""Suite-wide invariants, for every problem: records complete, kernels shipped and correct.
+
+Whether a shipped kernel beats this machine's measured ceilings is benchmarks/ceiling_check.py's
+question: on a shared VM it is a timed assertion, which the tests do not make."""
 
 from __future__ import annotations
 
@@ -19,7 +21,6 @@ from accelopt.profiling.service import Evaluator
 
 NAMES = list_problems()
 # Roughly this machine's ceilings (2 Zen 5 cores), fixed so that record tests measure nothing.
-RATES = ("matmul_rate", "vector_rate", "bandwidth")
 NOMINAL = HardwareSpec(
     name="cpu:nominal", backend="cpu", matmul_rate=545e9, vector_rate=520e9, bandwidth=48e9,
     cores=2, llc_bytes=32 << 20,
@@ -96,29 +97,3 @@ def test_every_shipped_kernel_passes_on_the_small_workload(cache_env):
             if e.status is not Status.PASSED
         ]
     assert not failures
-
-
-@pytest.mark.slow
-@pytest.mark.timeout(900)
-def test_no_shipped_kernel_exceeds_peak_on_the_cpu_workload(cache_env):
-    """With this machine's measured ceilings, every shipped kernel stays under 100 % of peak.
-
-    The ceilings are measured before and after the kernels and the better figure of the two kept:
-    on a shared VM a neighbour's load can depress one measurement, and a ceiling is the best the
-    machine shows."""
-    from accelopt.hardware.cache import measure_and_cache
-
-    before = measure_and_cache()
-    jobs = [(k, load_problem(n), "cpu") for n in NAMES for k in shipped(n) if k.name != "numpy"]
-    config = EvalConfig(seeds=1, min_calls=5, min_time_s=0.02, workers=1)
-    with Evaluator(before, config) as evaluator:
-        results = list(evaluator.evaluate_many(jobs))
-    after = measure_and_cache()
-    best = before.model_copy(update={f: max(getattr(before, f), getattr(after, f)) for f in RATES})
-    over = []
-    for e in results:
-        sizes = load_problem(e.problem).workload("cpu").sizes
-        peak_s = roofline(load_problem(e.problem).cost.evaluate(sizes), best).peak_s
-        if e.status not in (Status.PASSED, Status.SUSPICIOUS) or peak_s >= (e.latency_s or 0):
-            over.append(f"{e.problem}/{e.kernel}: {e.status.value} {e.error} {e.pct_of_peak}")
-    assert not over
