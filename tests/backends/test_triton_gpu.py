@@ -39,9 +39,9 @@ def evaluator(accelopt_cache: Path) -> Iterator[Evaluator]:
 
 
 def test_cuda_device_round_trip_canaries_and_timing() -> None:
-    from accelopt.backends.triton.cuda import CudaDevice
+    from accelopt.backends.triton.torch_device import TorchDevice
 
-    device = CudaDevice()
+    device = TorchDevice("cuda")
     host = np.arange(12, dtype=np.float32).reshape(3, 4)
     buffer = device.upload(host)
     assert buffer.is_cuda and np.array_equal(device.to_host(buffer), host)

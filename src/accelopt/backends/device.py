@@ -1,5 +1,5 @@
-"""Where a kernel's buffers live and how one call is timed: the host (C kernels, NumPy, Triton's
-CPU interpreter) or a CUDA GPU (``accelopt.backends.triton.cuda``).
+"""Where a kernel's buffers live and how one call is timed: the host (C kernels, NumPy) or torch
+tensors on a CUDA GPU, or on the CPU for Triton's interpreter (``backends.triton.torch_device``).
 
 The harness (``profiling.run``) is written once against this protocol: it makes buffers, copies
 inputs in and results out, sets canaries and times calls through the device of the kernel's

@@ -132,7 +132,8 @@ def run_command(
     with make_profiler(profiler, hardware, config, ray_address=ray_address) as prof:
         evaluations = evaluate_all(prof, jobs)
         threads = prof.threads
-    title = f"{workload} workload on {hardware.name} ({threads} threads, {profiler} profiler)"
+    units = f"{hardware.cores} SMs" if backend == "triton" else f"{threads} threads"
+    title = f"{workload} workload on {hardware.name} ({units}, {profiler} profiler)"
     blas = [f"numpy column: {blas_description(threads)}"] if "numpy" in kinds else []
     if html is not None:
         from accelopt.reports.suite_report import write_suite_report

@@ -4,7 +4,7 @@
 Building is importing the module and making its first launch (Triton compiles then), both in the
 isolated worker. Every call runs under the torch operator guard (``guard.py``). On a GPU, buffers
 are CUDA tensors and calls are timed with CUDA events (``cuda.py``); in Triton's CPU interpreter
-the buffers are the harness's host arrays, shared with torch without a copy, and nothing is timed.
+the buffers are CPU tensors (the same code: ``torch_device.py``), and nothing is timed.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from accelopt import settings
 from accelopt.backends.base import BuildResult, KernelError, KernelLoadError
-from accelopt.backends.device import Device, HostDevice
+from accelopt.backends.device import Device
 from accelopt.backends.facts import BackendFacts, describe_ceilings
 from accelopt.backends.kernel import Kernel
 from accelopt.backends.status import Status
@@ -56,7 +56,7 @@ def _kernel_error(exc: BaseException, source_file: str) -> str:
 
 
 class TritonKernel:
-    """A loaded launcher, called on torch tensors (host arrays are wrapped without a copy)."""
+    """A loaded launcher, called on the torch tensors of a ``TorchDevice``."""
 
     def __init__(self, launcher: Callable[..., Any], source_file: str, on_gpu: bool) -> None:
         import torch
@@ -69,12 +69,7 @@ class TritonKernel:
         self._source_file = source_file
         self._on_gpu = on_gpu
 
-    def _tensors(self, arrays: Sequence[Any]) -> list[Any]:
-        if self._on_gpu:
-            return list(arrays)
-        return [self._torch.from_numpy(a) for a in arrays]
-
-    def _run(self, tensors: list[Any]) -> None:
+    def _run(self, tensors: Sequence[Any]) -> None:
         from accelopt.backends.triton.guard import refused_message
 
         guard = self._guard_type()
@@ -89,7 +84,7 @@ class TritonKernel:
             raise KernelError(refused_message(guard.refused), Status.REJECTED)
 
     def __call__(self, arrays: Sequence[Any]) -> None:
-        self._run(self._tensors(arrays))
+        self._run(arrays)
         if self._on_gpu:
             try:
                 self._torch.cuda.synchronize()  # a device fault surfaces here
@@ -97,7 +92,7 @@ class TritonKernel:
                 raise KernelError(f"the kernel faulted on the GPU: {exc}") from None
 
     def bind(self, arrays: Sequence[Any]) -> Callable[[], None]:
-        tensors = self._tensors(arrays)
+        tensors = list(arrays)
         return lambda: self._run(tensors)
 
     def close(self) -> None:
@@ -130,14 +125,11 @@ class TritonBackend:
         CUDA when kernels run on a GPU."""
         os.environ.setdefault("TRITON_CACHE_DIR", str(settings.cache_dir() / "triton"))
         os.environ["TRITON_F32_DEFAULT"] = "ieee"  # a tl.dot without precision keeps fp32
-        import torch  # noqa: F401
         import triton  # noqa: F401
 
-        if interpreting():
-            return HostDevice()
-        from accelopt.backends.triton.cuda import CudaDevice
+        from accelopt.backends.triton.torch_device import TorchDevice
 
-        return CudaDevice()
+        return TorchDevice("cpu" if interpreting() else "cuda")
 
     def lock_name(self) -> str:
         if interpreting():

@@ -14,6 +14,7 @@ kernel cannot call into Triton's internals: the static checks allow only its pub
 from __future__ import annotations
 
 import sys
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -31,21 +32,23 @@ ALLOWED_OPS = frozenset(
 )
 
 
-def _package_dir(module: Any) -> str:
-    return str(Path(module.__file__).parent) + "/"
+@cache
+def _package_dirs() -> tuple[str, str]:
+    """torch's and triton's folders (a guard is made per call: looked up once)."""
+    import torch
+    import triton
+
+    torch_dir, triton_dir = (str(Path(m.__file__).parent) + "/" for m in (torch, triton))
+    return torch_dir, triton_dir
 
 
 class TorchOpGuard(TorchDispatchMode):
     """Records (and refuses) the torch operators run while it is active."""
 
     def __init__(self) -> None:
-        import torch
-        import triton
-
         super().__init__()
         self.refused: list[str] = []
-        self._torch_dir = _package_dir(torch)
-        self._triton_dir = _package_dir(triton)
+        self._torch_dir, self._triton_dir = _package_dirs()
 
     def _from_triton(self) -> bool:
         """Whether the nearest frame outside torch (and this module) is Triton's own code."""

@@ -1,5 +1,7 @@
-"""Buffers on an NVIDIA GPU (torch CUDA tensors) and calls timed as Triton's ``do_bench`` times
-them: the L2 cache cleared (with do_bench's own buffer) before each call, CUDA events around it.
+"""Buffers as torch tensors: on an NVIDIA GPU, where calls are timed as Triton's ``do_bench``
+times them (the L2 cache cleared with do_bench's own buffer before each call, CUDA events around
+it), or on the CPU for Triton's interpreter (checked, never timed by accelopt), so that the same
+buffer, copy and canary code runs in CI as on a GPU.
 
 Each timed call is waited for before the next: the harness checks its canaries in between. The
 GPU stays busy clearing the L2 cache while the launcher's Python runs, so the launch overhead is
@@ -8,6 +10,7 @@ hidden as it is in do_bench; what the events time is the kernel.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -50,17 +53,24 @@ class TensorCanaries:
         return all(not bool(torch.isnan(flat[index]).any()) for flat, index in self._armed)
 
 
-class CudaDevice:
-    """The current CUDA device (the first of ``CUDA_VISIBLE_DEVICES``)."""
+class TorchDevice:
+    """``cuda``: the current CUDA device (the first of ``CUDA_VISIBLE_DEVICES``); ``cpu``: host
+    tensors for Triton's interpreter."""
 
-    name = "cuda"
+    def __init__(self, kind: str = "cuda") -> None:
+        if kind == "cuda":
+            torch.cuda.init()
+            self.device = torch.device("cuda", torch.cuda.current_device())
+            self._flush = _l2_flusher()
+            self._start = torch.cuda.Event(enable_timing=True)
+            self._end = torch.cuda.Event(enable_timing=True)
+        else:
+            self.device = torch.device(kind)
+        self.name = self.device.type
 
-    def __init__(self) -> None:
-        torch.cuda.init()
-        self.device = torch.device("cuda", torch.cuda.current_device())
-        self._flush = _l2_flusher()
-        self._start = torch.cuda.Event(enable_timing=True)
-        self._end = torch.cuda.Event(enable_timing=True)
+    @property
+    def on_gpu(self) -> bool:
+        return self.device.type == "cuda"
 
     def empty(self, shape: tuple[int, ...], fill: float | None = None) -> torch.Tensor:
         tensor = torch.empty(shape, dtype=torch.float32, device=self.device)
@@ -78,7 +88,7 @@ class CudaDevice:
         buffer.fill_(value)
 
     def to_host(self, buffer: torch.Tensor) -> np.ndarray:
-        return buffer.cpu().numpy()
+        return buffer.cpu().numpy()  # waits for the GPU; on the CPU, a view
 
     def canaries(
         self, outputs_per_set: Sequence[Sequence[torch.Tensor]], seed: int
@@ -86,6 +96,10 @@ class CudaDevice:
         return TensorCanaries(outputs_per_set, seed)
 
     def time_call(self, call: Callable[[], None]) -> float:
+        if not self.on_gpu:
+            t0 = time.perf_counter()
+            call()
+            return time.perf_counter() - t0
         self._flush()
         self._start.record()
         call()
