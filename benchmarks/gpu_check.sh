@@ -6,6 +6,8 @@
 # benchmarks/gpu_wheels.sh, for a machine with no package index), else from pip.
 #   bash benchmarks/gpu_check.sh            # all of it
 #   QUICK=1 bash benchmarks/gpu_check.sh    # tests and a few problems only
+#   SEEDS=5 bash benchmarks/gpu_check.sh    # correctness seeds per kernel (default 3: the float64
+#                                             references of the paper sizes run on the host CPU)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
@@ -38,6 +40,6 @@ echo "== baselines on the paper workloads"
 problems=()
 if [ -n "${QUICK:-}" ]; then problems=(--problem silu --problem matmul --problem rmsnorm_matmul); fi
 "$PY" -m accelopt bench run --backend triton --workload paper --kernel baseline "${problems[@]}" \
-    --json "$ACCELOPT_CACHE_DIR/bench.json"
+    --seeds "${SEEDS:-3}" --json "$ACCELOPT_CACHE_DIR/bench.json"
 if [ -n "${OUT:-}" ]; then cp "$ACCELOPT_CACHE_DIR/bench.json" "$OUT/gpu_bench.json"; fi
 exit "${status:-0}"

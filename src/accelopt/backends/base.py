@@ -26,9 +26,12 @@ class KernelError(Exception):
     """Kernel code failed while it ran: a Python exception raised by a launcher, a device fault,
     or (``REJECTED``) work done outside the kernel that the backend's run-time guard saw."""
 
-    def __init__(self, message: str, status: Status = Status.CRASH) -> None:
+    def __init__(self, message: str, status: Status = Status.CRASH, fault: bool = False) -> None:
         super().__init__(message)
         self.status = status
+        self.fault = (
+            fault  # the device faulted (a bad address...): a crash even at the first launch
+        )
 
 
 @dataclass(frozen=True)

@@ -121,9 +121,9 @@ class EvaluationRun:
         try:
             with sandbox.memory_cap(self.config.memory_cap_bytes):
                 self.loaded(arrays)
-        except KernelError as exc:
-            status = Status.COMPILE_ERROR if exc.status is Status.CRASH else exc.status
-            raise Failed(status, str(exc)) from None
+        except KernelError as exc:  # Triton's or the launcher's error: the build failed
+            build_error = exc.status is Status.CRASH and not exc.fault
+            raise Failed(Status.COMPILE_ERROR if build_error else exc.status, str(exc)) from None
         self.result["compile_s"] = self.result.get("compile_s", 0.0) + time.perf_counter() - start
 
     # -- correctness -------------------------------------------------------------------------

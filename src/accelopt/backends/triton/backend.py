@@ -89,7 +89,7 @@ class TritonKernel:
             try:
                 self._torch.cuda.synchronize()  # a device fault surfaces here
             except Exception as exc:
-                raise KernelError(f"the kernel faulted on the GPU: {exc}") from None
+                raise KernelError(f"the kernel faulted on the GPU: {exc}", fault=True) from None
 
     def bind(self, arrays: Sequence[Any]) -> Callable[[], None]:
         tensors = list(arrays)
