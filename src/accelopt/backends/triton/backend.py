@@ -3,8 +3,8 @@
 
 Building is importing the module and making its first launch (Triton compiles then), both in the
 isolated worker. Every call runs under the torch operator guard (``guard.py``). On a GPU, buffers
-are CUDA tensors and calls are timed with CUDA events (``cuda.py``); in Triton's CPU interpreter
-the buffers are CPU tensors (the same code: ``torch_device.py``), and nothing is timed.
+are CUDA tensors and calls are timed with CUDA events; in Triton's CPU interpreter the buffers are
+CPU tensors, and nothing is timed (both: ``torch_device.py``).
 """
 
 from __future__ import annotations
@@ -50,9 +50,9 @@ def _kernel_error(exc: BaseException, source_file: str) -> str:
         if f.filename == source_file
     ]
     text = f"{type(exc).__name__}: {exc}".strip()
-    where = f" (at {frames[-1]})" if frames else ""
-    message = text + where
-    return message if len(message) <= ERROR_CHARS else message[:ERROR_CHARS] + " [...]"
+    if len(text) > ERROR_CHARS:
+        text = text[:ERROR_CHARS] + " [...]"
+    return text + (f" (at {frames[-1]})" if frames else "")
 
 
 class TritonKernel:
