@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Download, into .whl/, the wheels accelopt imports that a CUDA machine's image lacks (its image has
-# torch, triton, numpy, rich, jinja2, pyyaml, matplotlib, anyio, h11, idna, but no pydantic and no
-# openai) for that machine's Python (default 3.12), at the versions installed in this venv.
+# Download, into .whl/, the wheels accelopt imports that a CUDA machine's image lacks, for that
+# machine's Python (default 3.12), at the versions installed in this venv. The H200 image has torch,
+# triton, numpy, jinja2, pyyaml, matplotlib, anyio, h11 and idna, but no pydantic and no openai;
+# typer and rich travel too, so that theirs are the versions accelopt is tested with.
 # benchmarks/gpu_check.sh installs them from there, offline. Run from the repository root:
 #   bash benchmarks/gpu_wheels.sh [PYTHON_VERSION]
 set -euo pipefail
@@ -9,7 +10,7 @@ cd "$(dirname "$0")/.."
 PY=${PY:-.venv/bin/python}
 TARGET_PY=${1:-3.12}
 NAMES="pydantic pydantic-core annotated-types typing-inspection typing-extensions openai httpx2
-httpcore2 truststore jiter sniffio typer annotated-doc shellingham"
+httpcore2 truststore jiter sniffio typer annotated-doc shellingham rich markdown-it-py mdurl pygments"
 pins=$("$PY" - $NAMES <<'PYCODE'
 import sys
 from importlib.metadata import PackageNotFoundError, version
