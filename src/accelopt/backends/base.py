@@ -29,9 +29,8 @@ class KernelError(Exception):
     def __init__(self, message: str, status: Status = Status.CRASH, fault: bool = False) -> None:
         super().__init__(message)
         self.status = status
-        self.fault = (
-            fault  # the device faulted (a bad address...): a crash even at the first launch
-        )
+        # The device faulted (a bad address...): a crash even at the first launch.
+        self.fault = fault
 
 
 @dataclass(frozen=True)

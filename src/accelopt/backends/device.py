@@ -27,8 +27,6 @@ class CanarySet(Protocol):
 
 
 class Device(Protocol):
-    name: str
-
     def empty(self, shape: tuple[int, ...], fill: float | None = None) -> Buffer:
         """A new float32 buffer, filled with ``fill`` when given."""
         ...
@@ -50,10 +48,15 @@ class Device(Protocol):
         ...
 
 
+def wall_time(call: Callable[[], None]) -> float:
+    """Seconds of wall clock around one call."""
+    t0 = time.perf_counter()
+    call()
+    return time.perf_counter() - t0
+
+
 class HostDevice:
     """Buffers in host memory, 64-byte aligned; a call is timed by the wall clock around it."""
-
-    name = "host"
 
     def empty(self, shape: tuple[int, ...], fill: float | None = None) -> np.ndarray:
         return aligned_empty(shape, fill)
@@ -74,6 +77,4 @@ class HostDevice:
         return Canaries(outputs_per_set, seed)
 
     def time_call(self, call: Callable[[], None]) -> float:
-        t0 = time.perf_counter()
-        call()
-        return time.perf_counter() - t0
+        return wall_time(call)

@@ -25,6 +25,15 @@ RayAddressOption = Annotated[
 ]
 
 
+HARDWARE_BACKENDS = ("cpu", "triton")  # backends with a device of their own (numpy runs on cpu's)
+
+
+def unknown_backend(backend: str) -> str:
+    return (
+        f"unknown backend {backend!r}; the available backends are: {', '.join(HARDWARE_BACKENDS)}"
+    )
+
+
 def hardware_for(backend: str, announce: bool = True) -> HardwareSpec:
     """The ceilings kernels of ``backend`` are scored against: for cpu, this machine's, measured
     once and cached; for triton, the GPU's (see ``hardware.gpu_spec``)."""
@@ -33,7 +42,7 @@ def hardware_for(backend: str, announce: bool = True) -> HardwareSpec:
 
         return triton_spec()
     if backend != "cpu":
-        raise UserError(f"unknown backend {backend!r}; the available backends are: cpu, triton")
+        raise UserError(unknown_backend(backend))
     spec = load_cpu_spec(measure_if_missing=False)
     if spec is None:
         if announce:

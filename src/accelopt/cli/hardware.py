@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from rich.table import Table
 
+from accelopt.cli.common import HARDWARE_BACKENDS, unknown_backend
 from accelopt.cli.output import console, shows_table, write_json
 from accelopt.errors import UserError
 from accelopt.hardware.cache import load_cpu_spec, measure_and_cache
 from accelopt.hardware.datasheet import DATASHEET
-from accelopt.hardware.gpu import current_gpu
+from accelopt.hardware.gpu import GpuInfo, current_gpu
 from accelopt.hardware.gpu_spec import NO_GPU, load_measured, measure_gpu_and_cache, triton_spec
 from accelopt.hardware.spec import HardwareSpec
 
@@ -29,7 +30,9 @@ def _table(specs: list[tuple[str, HardwareSpec]]) -> Table:
     return table
 
 
-def _local_specs(measure: bool, backend: str) -> tuple[list[tuple[str, HardwareSpec]], str]:
+def _local_specs(
+    measure: bool, backend: str, gpu: GpuInfo | None
+) -> tuple[list[tuple[str, HardwareSpec]], str]:
     """This machine's measured specs for ``backend``, and a line to print when there is none."""
     if backend == "cpu":
         local = measure_and_cache() if measure else load_cpu_spec(measure_if_missing=False)
@@ -39,9 +42,6 @@ def _local_specs(measure: bool, backend: str) -> tuple[list[tuple[str, HardwareS
                 "This machine is not measured yet: run [bold]accelopt hardware --measure[/bold].",
             )
         return [("this machine", local)], ""
-    if backend != "triton":
-        raise UserError(f"unknown backend {backend!r}; the available backends are: cpu, triton")
-    gpu = current_gpu()
     if gpu is None:
         if measure:
             raise UserError(NO_GPU)
@@ -58,13 +58,16 @@ def _local_specs(measure: bool, backend: str) -> tuple[list[tuple[str, HardwareS
 
 
 def show_hardware(measure: bool, json_path: str | None, backend: str = "cpu") -> None:
-    specs, note = _local_specs(measure, backend)
+    if backend not in HARDWARE_BACKENDS:
+        raise UserError(unknown_backend(backend))
+    gpu = current_gpu() if backend == "triton" else None
+    specs, note = _local_specs(measure, backend, gpu)
     specs.extend(DATASHEET.items())
     if shows_table(json_path):
         if note:
             console.print(note)
-        if backend == "triton" and current_gpu() is not None:
-            console.print(f"Triton kernels here are scored against: {triton_spec().name}")
+        if gpu is not None:
+            console.print(f"Triton kernels here are scored against: {triton_spec(gpu).name}")
         console.print(_table(specs))
         for label, spec in specs:
             llc = f", LLC {spec.llc_bytes / 2**20:g} MiB" if spec.llc_bytes else ""

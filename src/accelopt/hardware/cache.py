@@ -38,21 +38,26 @@ def cpu_spec_path() -> Path:
     return settings.cache_dir() / "hardware" / f"{machine_key()}.json"
 
 
-def _read(path: Path) -> HardwareSpec | None:
+def read_spec(path: Path) -> HardwareSpec | None:
+    """A cached spec, or None when it is missing, unreadable or corrupt."""
     try:
         return HardwareSpec.model_validate_json(path.read_text())
     except (OSError, ValueError):  # missing, unreadable or corrupt: ValidationError is a ValueError
         return None
 
 
-def save_cpu_spec(spec: HardwareSpec) -> Path:
-    """Write ``spec`` as this machine's cached spec (atomically); return the file."""
-    path = cpu_spec_path()
+def write_spec(path: Path, spec: HardwareSpec) -> Path:
+    """Write ``spec`` to ``path`` atomically (a reader never sees half a file); return it."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
     tmp.write_text(spec.model_dump_json(indent=2))
     os.replace(tmp, path)
     return path
+
+
+def save_cpu_spec(spec: HardwareSpec) -> Path:
+    """Write ``spec`` as this machine's cached spec; return the file."""
+    return write_spec(cpu_spec_path(), spec)
 
 
 def measure_and_cache(threads: int | None = None) -> HardwareSpec:
@@ -70,7 +75,7 @@ def measure_and_cache(threads: int | None = None) -> HardwareSpec:
 def load_cpu_spec(measure_if_missing: bool = True) -> HardwareSpec | None:
     """This machine's cached spec; when there is none (or it is corrupt), measure and cache it,
     or return None if ``measure_if_missing`` is False."""
-    spec = _read(cpu_spec_path())
+    spec = read_spec(cpu_spec_path())
     if spec is None and measure_if_missing:
         return measure_and_cache()
     return spec

@@ -10,12 +10,12 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from accelopt import settings
 from accelopt.errors import UserError
 from accelopt.hardware import devicelock
+from accelopt.hardware.cache import read_spec, write_spec
 from accelopt.hardware.datasheet import DATASHEET
 from accelopt.hardware.gpu import GpuInfo, current_gpu, datasheet_name
 from accelopt.hardware.spec import HardwareSpec
@@ -44,10 +44,7 @@ def gpu_spec_path(gpu: GpuInfo) -> Path:
 
 
 def load_measured(gpu: GpuInfo) -> HardwareSpec | None:
-    try:
-        return HardwareSpec.model_validate_json(gpu_spec_path(gpu).read_text())
-    except (OSError, ValueError):
-        return None
+    return read_spec(gpu_spec_path(gpu))
 
 
 def measure_gpu_and_cache(gpu: GpuInfo) -> HardwareSpec:
@@ -57,21 +54,18 @@ def measure_gpu_and_cache(gpu: GpuInfo) -> HardwareSpec:
     with devicelock.exclusive(devicelock.lock_path(f"gpu-{gpu.uuid}")):
         raw = measure_torch_device("cuda")
     spec = spec_from_measurement(raw, f"gpu:{gpu.name}")
-    path = gpu_spec_path(gpu)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(spec.model_dump_json(indent=2))
-    os.replace(tmp, path)
+    write_spec(gpu_spec_path(gpu), spec)
     return spec
 
 
-def triton_spec() -> HardwareSpec:
-    """The spec Triton kernels are scored against here (see the module's docstring)."""
+def triton_spec(gpu: GpuInfo | None = None) -> HardwareSpec:
+    """The spec Triton kernels are scored against here (see the module's docstring); ``gpu``:
+    the GPU when the caller has looked it up already."""
     from accelopt.backends.triton.environment import interpreting
 
     if interpreting():
         return INTERPRETER
-    gpu = current_gpu()
+    gpu = gpu or current_gpu()
     if gpu is None:
         raise UserError(NO_GPU)
     known = datasheet_name(gpu.name)

@@ -61,27 +61,24 @@ class TritonKernel:
     def __init__(self, launcher: Callable[..., Any], source_file: str, on_gpu: bool) -> None:
         import torch
 
-        from accelopt.backends.triton.guard import TorchOpGuard
+        from accelopt.backends.triton import guard  # imports torch: worker side only
 
         self._torch = torch
-        self._guard_type = TorchOpGuard
+        self._guard = guard
         self._launcher = launcher
         self._source_file = source_file
         self._on_gpu = on_gpu
 
     def _run(self, tensors: Sequence[Any]) -> None:
-        from accelopt.backends.triton.guard import refused_message
-
-        guard = self._guard_type()
+        guard = self._guard.TorchOpGuard()
         try:
             with guard:
                 self._launcher(*tensors)
         except Exception as exc:
-            if guard.refused:
-                raise KernelError(refused_message(guard.refused), Status.REJECTED) from None
-            raise KernelError(_kernel_error(exc, self._source_file)) from None
-        if guard.refused:  # the launcher caught the guard's exception and went on
-            raise KernelError(refused_message(guard.refused), Status.REJECTED)
+            if not guard.refused:
+                raise KernelError(_kernel_error(exc, self._source_file)) from None
+        if guard.refused:  # also when the launcher caught the guard's exception and went on
+            raise KernelError(self._guard.refused_message(guard.refused), Status.REJECTED)
 
     def __call__(self, arrays: Sequence[Any]) -> None:
         self._run(arrays)

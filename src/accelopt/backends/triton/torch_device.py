@@ -10,12 +10,13 @@ hidden as it is in do_bench; what the events time is the kernel.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 import torch
+
+from accelopt.backends.device import wall_time
 
 L2_FLUSH_BYTES = 256 << 20  # what do_bench clears, when Triton's driver does not say
 
@@ -66,7 +67,6 @@ class TorchDevice:
             self._end = torch.cuda.Event(enable_timing=True)
         else:
             self.device = torch.device(kind)
-        self.name = self.device.type
 
     @property
     def on_gpu(self) -> bool:
@@ -97,9 +97,7 @@ class TorchDevice:
 
     def time_call(self, call: Callable[[], None]) -> float:
         if not self.on_gpu:
-            t0 = time.perf_counter()
-            call()
-            return time.perf_counter() - t0
+            return wall_time(call)
         self._flush()
         self._start.record()
         call()
