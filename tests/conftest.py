@@ -45,6 +45,11 @@ FIXED_SPEC = HardwareSpec(
     bandwidth=45e9,
     cores=2,
     llc_bytes=32 << 20,
+    arch="x86_64",
+    isa=("sse4_2", "avx", "avx2", "fma"),
+    vector_bits=256,
+    l1d_bytes=32 << 10,
+    l2_bytes=512 << 10,
     provenance={"matmul_rate": "fixed for tests"},
 )
 

@@ -26,6 +26,14 @@ def c_compiler() -> str:
     return os.environ.get("CC") or "cc"
 
 
+def cpu_target() -> str | None:
+    """The CPU C kernels and micro-benchmarks are built for: ``ACCELOPT_CPU_TARGET`` (a GCC
+    ``-march``/``-mcpu`` value such as ``x86-64-v3``), or None for this machine's own
+    (``native``)."""
+    value = (os.environ.get("ACCELOPT_CPU_TARGET") or "").strip()
+    return value or None
+
+
 def env(name: str) -> str | None:
     """An environment variable by name (e.g. the API key variable a config names), or None."""
     value = os.environ.get(name)

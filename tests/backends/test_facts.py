@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from accelopt import settings
 from accelopt.backends.base import get_backend
 from accelopt.backends.cpu import checks, compiler, symbols
 from accelopt.backends.facts import BackendFacts, describe_ceilings
@@ -17,12 +18,20 @@ MEASURED = HardwareSpec(
     bandwidth=49.0e9,
     cores=2,
     llc_bytes=32 << 20,
+    arch="x86_64",
+    isa=("sse4_2", "avx", "avx2", "fma", "f16c"),
+    vector_bits=256,
+    l1d_bytes=32 << 10,
+    l2_bytes=512 << 10,
     provenance={
+        "isa": "cc predefined macros under -march=native",
+        "l1d_bytes": "sysfs: level-1 data cache, one per core",
+        "l2_bytes": "sysfs: level-2 unified cache, one per core",
         "matmul_rate": "measured: FMA micro-benchmark flops.c, 2 threads, 2026-01-01",
         "vector_rate": "measured: multiply+add micro-benchmark flops.c, 2 threads, 2026-01-01",
         "bandwidth": "measured: STREAM triad triad.c, 2 threads, 2026-01-01",
         "cores": "OpenMP threads used (2 CPUs in the affinity mask)",
-        "llc_bytes": "sysfs: level-3 unified cache",
+        "llc_bytes": "sysfs: level-3 unified cache, shared by 2 CPUs",
     },
 )
 
@@ -49,7 +58,8 @@ def test_cpu_facts_list_every_allowed_header_and_the_compile_command(cpu_facts):
     text = cpu_facts.render()
     for header in checks.ALLOWED_HEADERS:
         assert f"<{header}>" in text
-    assert " ".join(compiler.FLAGS) in cpu_facts.compile_command
+    cc = compiler.compiler_for(settings.c_compiler())
+    assert " ".join(compiler.kernel_flags(cc)) in cpu_facts.compile_command
     assert all(lib in cpu_facts.compile_command for lib in compiler.LIBS)
     assert cpu_facts.compile_command in text
 
@@ -74,9 +84,36 @@ def test_cpu_facts_give_each_ceiling_with_its_provenance(cpu_facts):
     assert "vector 521.8 GFLOP/s — measured: multiply+add" in text
     assert "memory bandwidth 49.0 GB/s — measured: STREAM triad" in text
     assert "cores/threads 2 — OpenMP threads used" in text
-    assert "last-level cache 32 MiB — sysfs" in text
     assert "roofline" in text
     assert "OpenMP" in cpu_facts.contract and "2, the device's cores" in cpu_facts.contract
+
+
+def test_cpu_facts_name_the_vector_isa_and_the_caches(cpu_facts):
+    text = cpu_facts.render()
+    assert "vector ISA: AVX2 + FMA, 256-bit (8 floats); no AVX-512 — cc predefined macros" in text
+    caches = "caches: L1d 32 KiB (one per core), L2 512 KiB (one per core), last-level 32 MiB "
+    assert caches + "(shared by 2 CPUs)" in text
+    assert "inputs are cold" in text and "512 MiB" in text
+
+
+@pytest.mark.parametrize(
+    ("arch", "isa", "bits", "words"),
+    [
+        (
+            "x86_64",
+            ("avx", "avx2", "fma", "avx512f", "avx512bw", "avx512dq", "avx512vl"),
+            512,
+            "AVX-512 F/BW/DQ/VL + FMA, 512-bit (16 floats)",
+        ),
+        ("x86_64", ("sse4_2",), 128, "SSE (SSE4.2), 128-bit (4 floats); no AVX"),
+        ("aarch64", ("neon", "fma"), 128, "NEON (ASIMD), 128-bit (4 floats); no SVE"),
+        ("aarch64", ("neon", "fma", "sve", "sve2"), 256, "SVE2 (256-bit vectors)"),
+        ("aarch64", ("neon", "fma", "sve"), 128, "SVE (length agnostic)"),
+    ],
+)
+def test_the_isa_is_said_in_a_kernel_engineers_words(arch, isa, bits, words):
+    spec = MEASURED.model_copy(update={"arch": arch, "isa": isa, "vector_bits": bits})
+    assert words in describe_ceilings(spec)
 
 
 def test_cpu_facts_without_a_compiler(monkeypatch):
@@ -89,7 +126,7 @@ def test_ceilings_without_provenance_or_cache(hw):
     text = describe_ceilings(hw.model_copy(update={"llc_bytes": None}))
     assert "matmul 545.0 GFLOP/s — source not recorded" in text
     assert "memory bandwidth 45.0 GB/s" in text
-    assert "last-level cache" not in text
+    assert "last-level" not in text and "vector ISA" not in text
 
 
 def test_numpy_facts_describe_the_reference_not_user_code():

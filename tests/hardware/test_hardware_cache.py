@@ -13,6 +13,7 @@ SPEC = HardwareSpec(
     bandwidth=4.5e10,
     cores=2,
     llc_bytes=32 * 2**20,
+    isa=("avx2", "fma"),
     provenance={"matmul_rate": "measured: test"},
 )
 OTHER = SPEC.model_copy(update={"name": "cpu:remeasured"})
@@ -47,6 +48,18 @@ def test_cached_spec_is_not_remeasured(fake_measure):
     save_cpu_spec(SPEC)
     assert load_cpu_spec() == SPEC
     assert fake_measure == []
+
+
+def test_a_spec_cached_before_the_isa_was_detected_is_remeasured(fake_measure):
+    save_cpu_spec(SPEC.model_copy(update={"isa": ()}))
+    assert load_cpu_spec() == OTHER
+    assert fake_measure == [None]
+
+
+def test_the_cpu_target_has_its_own_cached_spec(monkeypatch):
+    native = hw_cache.cpu_spec_path()
+    monkeypatch.setenv("ACCELOPT_CPU_TARGET", "x86-64-v3")
+    assert hw_cache.cpu_spec_path() != native
 
 
 def test_missing_without_measuring_is_none():

@@ -9,12 +9,12 @@ from accelopt.errors import CompilerNotFoundError
 from accelopt.hardware import HardwareSpec, measure_cpu
 from accelopt.hardware.cpuinfo import available_cpus
 from accelopt.hardware.measure import (
-    BASE_FLAGS,
     FMA,
     MICROBENCH_DIR,
     VECTOR,
     Compiler,
     Microbench,
+    base_flags,
     build,
     find_compiler,
     triad_elements,
@@ -64,7 +64,7 @@ def test_microbench_is_built_once(monkeypatch, tmp_path):
 
 def _assembly(compiler: Compiler, bench: Microbench, tmp_path: Path) -> str:
     out = tmp_path / f"{bench.name}.s"
-    command = [*compiler.command, *BASE_FLAGS, *bench.flags, "-S"]
+    command = [*compiler.command, *base_flags(compiler), *bench.flags, "-S"]
     subprocess.run([*command, str(MICROBENCH_DIR / bench.source), "-o", str(out)], check=True)
     return out.read_text()
 
@@ -113,5 +113,5 @@ def test_compiler_that_cannot_build(monkeypatch, tmp_path):
     fake.chmod(fake.stat().st_mode | stat.S_IXUSR)
     monkeypatch.setenv("ACCELOPT_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setenv("CC", str(fake))
-    with pytest.raises(CompilerNotFoundError, match=r"failed to build .*cannot compile"):
+    with pytest.raises(CompilerNotFoundError, match=r"failed.*cannot compile"):
         measure_cpu()

@@ -25,6 +25,7 @@ SPEC = HardwareSpec(
     bandwidth=50e9,
     cores=2,
     llc_bytes=32 << 20,
+    isa=("avx2", "fma"),
     provenance={"matmul_rate": "fma chains, 2026-01-01", "bandwidth": "triad, 2026-01-01"},
 )
 PEAK_S = 1e-3

@@ -9,6 +9,9 @@ import numpy as np
 # AVX-512 vector): part of the kernel contract, so aligned vector loads are legal.
 BUFFER_ALIGNMENT = 64
 ALIGNMENT = BUFFER_ALIGNMENT
+# The timed calls rotate input/output sets spanning at least this much memory (and four
+# last-level caches), so a kernel's inputs are cold at every call: part of what agents are told.
+COLD_SPAN_BYTES = 512 << 20
 
 
 def aligned_empty(shape: tuple[int, ...], fill: float | None = None) -> np.ndarray:

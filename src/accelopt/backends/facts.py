@@ -76,8 +76,42 @@ def describe_ceilings(
         f"{_source(hardware, 'bandwidth')}",
         f"{cores} {hardware.cores} — {_source(hardware, 'cores')}",
     ]
-    if hardware.llc_bytes:
-        lines.append(
-            f"last-level cache {hardware.llc_bytes / MIB:g} MiB — {_source(hardware, 'llc_bytes')}"
-        )
+    lines += describe_machine(hardware)
     return "\n".join(lines)
+
+
+def _size(n: int) -> str:
+    return f"{n / MIB:g} MiB" if n >= MIB else f"{n / 2**10:g} KiB"
+
+
+def _cache_line(hardware: HardwareSpec) -> str:
+    caches = []
+    for label, field in (("L1d", "l1d_bytes"), ("L2", "l2_bytes"), ("last-level", "llc_bytes")):
+        size = getattr(hardware, field)
+        if size:
+            where = _source(hardware, field).rpartition(", ")[2]
+            sharing = f" ({where})" if "core" in where or "shared" in where else ""
+            caches.append(f"{label} {_size(size)}{sharing}")
+    return "caches: " + ", ".join(caches) if caches else ""
+
+
+def describe_machine(hardware: HardwareSpec) -> list[str]:
+    """What a kernel engineer asks after the ceilings: the vector ISA kernels are compiled for,
+    the caches, and whether inputs arrive cold (lines for a prompt; [] for a device without
+    these facts)."""
+    from accelopt.backends.buffers import COLD_SPAN_BYTES
+    from accelopt.hardware.isa import Isa, describe_isa
+
+    lines = []
+    if hardware.arch:
+        isa = Isa(hardware.arch, tuple(hardware.isa), hardware.vector_bits or 0, ())
+        lines.append(f"vector ISA: {describe_isa(isa)} — {_source(hardware, 'isa')}")
+    if cache_line := _cache_line(hardware):
+        lines.append(cache_line)
+    if hardware.backend == "cpu":
+        lines.append(
+            "inputs are cold: the timed calls rotate input/output sets spanning at least "
+            f"{COLD_SPAN_BYTES // MIB} MiB, so nothing stays in cache from one call to the next; "
+            "block for L1/L2 within a call, and count on every input byte coming from memory"
+        )
+    return lines

@@ -1,7 +1,9 @@
 """Measured CPU specs, cached per machine as JSON under ``cache_dir()/hardware/``.
 
 The machine key is a short sha256 of the CPU model, the number of CPUs in the affinity mask,
-/etc/machine-id (when readable) and the hostname. A corrupt cache file is ignored and re-measured.
+/etc/machine-id (when readable), the hostname and the CPU target kernels are built for
+(``ACCELOPT_CPU_TARGET``). A corrupt cache file, or one written before the spec held the ISA, is
+ignored and re-measured.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ def _machine_id() -> str:
 def machine_key() -> str:
     """A short identity of this machine, as the CPU ceilings depend on it."""
     parts = [cpu_model_name(), str(available_cpus()), _machine_id(), socket.gethostname()]
+    parts.append(settings.cpu_target() or "native")
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
 
 
@@ -76,6 +79,8 @@ def load_cpu_spec(measure_if_missing: bool = True) -> HardwareSpec | None:
     """This machine's cached spec; when there is none (or it is corrupt), measure and cache it,
     or return None if ``measure_if_missing`` is False."""
     spec = read_spec(cpu_spec_path())
+    if spec is not None and not spec.isa:  # cached by an accelopt that did not detect the ISA
+        spec = None
     if spec is None and measure_if_missing:
         return measure_and_cache()
     return spec

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import platform
+from dataclasses import dataclass
 from pathlib import Path
 
 CPUINFO = Path("/proc/cpuinfo")
@@ -53,3 +54,43 @@ def llc_level_and_bytes(root: Path = CACHE_SYSFS) -> tuple[int, int] | None:
         if kind == "Unified" and (best is None or level > best[0]):
             best = (level, size)
     return best
+
+
+@dataclass(frozen=True)
+class CacheLevel:
+    level: int
+    kind: str  # "Data", "Instruction", "Unified"
+    size_bytes: int
+    shared_by: int  # CPUs that share one instance (1: private to a core)
+
+
+def _count_cpus(cpu_list: str) -> int:
+    """CPUs in a sysfs list such as ``0-3,8``."""
+    count = 0
+    for part in cpu_list.strip().split(","):
+        if not part:
+            continue
+        lo, _, hi = part.partition("-")
+        count += int(hi) - int(lo) + 1 if hi else 1
+    return max(count, 1)
+
+
+def cache_levels(root: Path = CACHE_SYSFS) -> list[CacheLevel]:
+    """CPU 0's caches as sysfs lists them (``cache/index*``), by level; [] when unreadable."""
+    levels = []
+    for index in sorted(root.glob("index*")):
+        try:
+            kind = (index / "type").read_text().strip()
+            level = int((index / "level").read_text())
+            size = parse_cache_size((index / "size").read_text())
+            shared_path = index / "shared_cpu_list"
+            shared = shared_path.read_text() if shared_path.exists() else "0"
+            levels.append(CacheLevel(level, kind, size, _count_cpus(shared)))
+        except (OSError, ValueError):
+            continue
+    return sorted(levels, key=lambda c: (c.level, c.kind))
+
+
+def data_cache(levels: list[CacheLevel], level: int) -> CacheLevel | None:
+    """The data (or unified) cache of ``level``."""
+    return next((c for c in levels if c.level == level and c.kind in ("Data", "Unified")), None)

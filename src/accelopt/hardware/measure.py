@@ -25,15 +25,25 @@ from pathlib import Path
 from accelopt import settings
 from accelopt.hardware.cpuinfo import (
     CACHE_SYSFS,
+    CacheLevel,
     available_cpus,
+    cache_levels,
     cpu_model_name,
+    data_cache,
     llc_level_and_bytes,
 )
+from accelopt.hardware.isa import Isa, describe_isa, detect_isa
 from accelopt.hardware.spec import HardwareSpec
-from accelopt.hardware.toolchain import Compiler, find_compiler, first_line, no_compiler
+from accelopt.hardware.toolchain import (
+    Compiler,
+    find_compiler,
+    first_line,
+    no_compiler,
+    target_flags,
+)
 
 MICROBENCH_DIR = Path(__file__).parent / "microbench"
-BASE_FLAGS = ("-O3", "-march=native", "-fopenmp")  # DESIGN.md: the flags kernels are built with
+OPT_FLAGS = ("-O3", "-fopenmp")
 
 FLOPS_ITERATIONS = 20_000_000  # per thread and repeat: about 40 ms at 4 GHz
 FLOPS_REPEATS = 5
@@ -57,10 +67,15 @@ VECTOR = Microbench("vector", "flops.c", ("-ffp-contract=off",))
 TRIAD = Microbench("triad", "triad.c", ())
 
 
+def base_flags(compiler: Compiler) -> tuple[str, ...]:
+    """The flags kernels are built with (DESIGN.md), less those only a shared object needs."""
+    return (OPT_FLAGS[0], *target_flags(compiler), *OPT_FLAGS[1:])
+
+
 def build(bench: Microbench, compiler: Compiler) -> Path:
     """The executable of ``bench``, compiled once and kept under ``cache_dir()/microbench``."""
     source = MICROBENCH_DIR / bench.source
-    flags = (*BASE_FLAGS, *bench.flags)
+    flags = (*base_flags(compiler), *bench.flags)
     identity = "\n".join([*compiler.command, compiler.version, *flags, cpu_model_name()])
     digest = hashlib.sha256(source.read_bytes() + identity.encode()).hexdigest()[:16]
     exe = settings.cache_dir() / "microbench" / f"{bench.name}-{digest}"
@@ -115,6 +130,7 @@ def measure_cpu(threads: int | None = None) -> HardwareSpec:
     if threads < 1:
         raise ValueError(f"threads must be at least 1, got {threads}")
     compiler = find_compiler()
+    isa = machine_isa(compiler)
     llc = llc_level_and_bytes()
     llc_bytes = llc[1] if llc else None
     fma = run(build(FMA, compiler), threads, FLOPS_ITERATIONS, FLOPS_REPEATS)
@@ -129,8 +145,55 @@ def measure_cpu(threads: int | None = None) -> HardwareSpec:
         bandwidth=triad["bandwidth"],
         cores=threads,
         llc_bytes=llc_bytes,
-        provenance=_provenance(fma, vector, triad, n, threads, llc),
+        **machine_facts(isa),
+        provenance={
+            **_provenance(fma, vector, triad, n, threads, llc),
+            **facts_provenance(isa, compiler),
+        },
     )
+
+
+def machine_isa(compiler: Compiler) -> Isa:
+    """The ISA kernels are compiled for; a target the compiler rejects is the user's to fix."""
+    try:
+        return detect_isa(compiler)
+    except ValueError as exc:
+        hint = "; check ACCELOPT_CPU_TARGET" if settings.cpu_target() else ""
+        raise no_compiler(f"{exc}{hint}") from exc
+
+
+def _sharing(cache: CacheLevel) -> str:
+    return "one per core" if cache.shared_by <= 1 else f"shared by {cache.shared_by} CPUs"
+
+
+def machine_facts(isa: Isa, levels: list[CacheLevel] | None = None) -> dict[str, object]:
+    """The HardwareSpec fields that describe the machine rather than measure it."""
+    levels = cache_levels() if levels is None else levels
+    l1d, l2 = data_cache(levels, 1), data_cache(levels, 2)
+    return {
+        "arch": isa.arch,
+        "isa": isa.features,
+        "vector_bits": isa.vector_bits or None,
+        "l1d_bytes": l1d.size_bytes if l1d else None,
+        "l2_bytes": l2.size_bytes if l2 else None,
+    }
+
+
+def facts_provenance(
+    isa: Isa, compiler: Compiler, levels: list[CacheLevel] | None = None
+) -> dict[str, str]:
+    levels = cache_levels() if levels is None else levels
+    flags = " ".join(isa.flags) or "its default target"
+    provenance = {
+        "isa": f"{compiler.command[0]} predefined macros under {flags}: {describe_isa(isa)}",
+    }
+    for field, level in (("l1d_bytes", 1), ("l2_bytes", 2)):
+        cache = data_cache(levels, level)
+        if cache is not None:
+            provenance[field] = (
+                f"sysfs: {CACHE_SYSFS}, level-{level} {cache.kind.lower()} cache, {_sharing(cache)}"
+            )
+    return provenance
 
 
 def _provenance(
@@ -157,5 +220,8 @@ def _provenance(
         "cores": f"OpenMP threads used ({available_cpus()} CPUs in the affinity mask)",
     }
     if llc is not None:
-        provenance["llc_bytes"] = f"sysfs: {CACHE_SYSFS}, level-{llc[0]} unified cache"
+        levels = cache_levels()
+        shared = next((c for c in levels if c.level == llc[0] and c.kind == "Unified"), None)
+        sharing = f", {_sharing(shared)}" if shared else ""
+        provenance["llc_bytes"] = f"sysfs: {CACHE_SYSFS}, level-{llc[0]} unified cache{sharing}"
     return provenance

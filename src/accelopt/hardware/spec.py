@@ -28,10 +28,25 @@ class HardwareSpec(BaseModel):
     bandwidth: float = Field(gt=0)
     cores: int = Field(gt=0, description="cores, SMs or NeuronCores used by one kernel")
     llc_bytes: int | None = Field(default=None, description="last-level cache, when known")
+    arch: str | None = Field(default=None, description="CPU architecture: x86_64, aarch64")
+    isa: tuple[str, ...] = Field(
+        default=(), description="vector ISA features kernels are compiled for: avx2, fma, neon"
+    )
+    vector_bits: int | None = Field(default=None, description="widest float vector, in bits")
+    l1d_bytes: int | None = Field(default=None, description="L1 data cache of one core")
+    l2_bytes: int | None = Field(default=None, description="L2 cache of one instance")
+    provisional: bool = Field(
+        default=False,
+        description="measured while the machine was busy: re-measured when it is quiet",
+    )
+    spread: dict[str, float] = Field(
+        default_factory=dict,
+        description="per ceiling: (best - worst) / best over the micro-benchmark's repeats",
+    )
     provenance: dict[str, str] = Field(default_factory=dict)
 
     def key(self) -> str:
-        """A short identity for caches: changes whenever a ceiling changes."""
-        payload: dict[str, Any] = self.model_dump(exclude={"provenance"})
+        """A short identity for caches: changes whenever a ceiling or the ISA changes."""
+        payload: dict[str, Any] = self.model_dump(exclude={"provenance", "provisional", "spread"})
         digest = hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
         return f"{self.name}-{digest[:12]}"

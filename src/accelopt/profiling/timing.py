@@ -8,10 +8,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from accelopt.backends.buffers import COLD_SPAN_BYTES
+
 MAX_ROTATION_SETS = 64
 MIN_ROTATION_SETS = 2
 LLC_SPAN = 4  # the sets together span at least this many last-level caches
-COLD_SPAN_BYTES = 512 << 20  # ... and at least this much memory
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,15 @@ from accelopt.backends.base import BuildResult, KernelLoadError
 from accelopt.backends.buffers import BUFFER_ALIGNMENT
 from accelopt.backends.cpu import checks, symbols
 from accelopt.backends.cpu.checks import check_source
-from accelopt.backends.cpu.compiler import FLAGS, LIBS, compile_kernel, compiler_for, prototype
+from accelopt.backends.cpu.compiler import (
+    LIBS,
+    OPT_FLAGS,
+    OTHER_FLAGS,
+    compile_kernel,
+    compiler_for,
+    kernel_flags,
+    prototype,
+)
 from accelopt.backends.cpu.remarks import vectorization_remarks
 from accelopt.backends.cpu.symbols import disallowed_symbols
 from accelopt.backends.device import HostDevice
@@ -121,8 +129,10 @@ class CpuBackend:
         try:
             cc = compiler_for(settings.c_compiler())
             command, version = " ".join(cc.command), f", compiled by {cc.version}"
+            flags = kernel_flags(cc)
         except CompilerNotFoundError:
             command, version = settings.c_compiler(), ""
+            flags = (*OPT_FLAGS, "-march=native", *OTHER_FLAGS)
         contract = "\n".join(
             [
                 "One C11 translation unit (GNU dialect, -std=gnu11) that defines",
@@ -166,7 +176,7 @@ class CpuBackend:
             compile_command=" ".join(
                 [
                     command,
-                    *FLAGS,
+                    *flags,
                     "-include <prototype>",
                     "-D<size>=<value> ...",
                     "-o kernel.so",

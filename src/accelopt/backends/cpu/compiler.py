@@ -15,11 +15,12 @@ from pathlib import Path
 from accelopt.backends.base import BuildResult
 from accelopt.backends.status import Status
 from accelopt.hardware.cpuinfo import cpu_model_name
-from accelopt.hardware.toolchain import Compiler, find_compiler
+from accelopt.hardware.toolchain import Compiler, find_compiler, target_flags
 
-# The kernel contract's flags (DESIGN.md): -O3 -march=native -fopenmp -shared -fPIC; gnu11 keeps
-# C11 with the GNU spellings intrinsics headers and `M_PI` rely on.
-FLAGS: tuple[str, ...] = ("-O3", "-march=native", "-fopenmp", "-shared", "-fPIC", "-std=gnu11")
+# The kernel contract's flags (DESIGN.md): -O3 -march=native (-mcpu=native on aarch64) -fopenmp
+# -shared -fPIC; gnu11 keeps C11 with the GNU spellings intrinsics headers and `M_PI` rely on.
+OPT_FLAGS: tuple[str, ...] = ("-O3",)
+OTHER_FLAGS: tuple[str, ...] = ("-fopenmp", "-shared", "-fPIC", "-std=gnu11")
 LIBS: tuple[str, ...] = ("-lm",)
 MAX_ERROR_LINES = 20
 
@@ -32,6 +33,12 @@ def compiler_for(cc: str) -> Compiler:
     return find_compiler()
 
 
+def kernel_flags(cc: Compiler) -> tuple[str, ...]:
+    """The flags every kernel is compiled with by ``cc`` (the target flag from
+    ``toolchain.target_flags``)."""
+    return (*OPT_FLAGS, *target_flags(cc), *OTHER_FLAGS)
+
+
 def prototype(n_inputs: int, n_outputs: int) -> str:
     """The contract's signature, force-included: a kernel with other arguments fails to build."""
     args = ["const float *"] * n_inputs + ["float *"] * n_outputs
@@ -39,7 +46,7 @@ def prototype(n_inputs: int, n_outputs: int) -> str:
 
 
 def cache_key(source: str, defines: Mapping[str, int], signature: str, cc: Compiler) -> str:
-    parts = [source, " ".join(FLAGS + LIBS), repr(sorted(defines.items())), signature]
+    parts = [source, " ".join(kernel_flags(cc) + LIBS), repr(sorted(defines.items())), signature]
     parts += [*cc.command, cc.version, cpu_model_name()]  # -march=native depends on the CPU
     return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:24]
 
@@ -92,7 +99,7 @@ def compile_kernel(
     header = work_dir / "accelopt_contract.h"
     header.write_text(signature)
     tmp = cache_dir / f".{key}.{os.getpid()}.tmp"
-    cmd = [*cc.command, *FLAGS, "-include", str(header)]
+    cmd = [*cc.command, *kernel_flags(cc), "-include", str(header)]
     cmd += [f"-D{k}={v}" for k, v in defines.items()]
     cmd += ["-o", str(tmp), str(src), *LIBS]
     try:

@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from accelopt.backends.cpu.compiler import FLAGS, run_compiler
+from accelopt.backends.cpu.compiler import kernel_flags, run_compiler
 from accelopt.hardware.toolchain import Compiler
 
 REPORT_FLAGS = ("-fopt-info-vec-optimized", "-fopt-info-vec-missed")
@@ -143,7 +143,7 @@ def vectorization_remarks(
     sizes, in a fresh temporary directory. A compile error or a timeout gives ``[]``: the
     evaluation reports those. At most ``max_lines`` lines, then one ``(N more)`` line.
     """
-    flags = [flag for flag in FLAGS if flag != "-shared"]
+    flags = [flag for flag in kernel_flags(compiler) if flag != "-shared"]
     with tempfile.TemporaryDirectory(prefix="accelopt-remarks-") as tmp:
         work = Path(tmp)
         src = work / SOURCE_NAME
