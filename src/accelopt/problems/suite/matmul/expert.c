@@ -1,7 +1,14 @@
-/* matmul expert: out[M, N] = lhs[M, K] @ rhs[K, N], float32 row-major
- * (AVX-512, tuned on Zen 5: 2 cores, 48 KiB L1d and 1 MiB L2 per core, 32 MiB L3).
+/* matmul expert: out[M, N] = lhs[M, K] @ rhs[K, N], float32 row-major.
+ * Three code paths, chosen by the compiler's target:
+ *  - AVX-512 (__AVX512F__): tuned on Zen 5 (2 cores, 48 KiB L1d and 1 MiB L2 per core, 32 MiB
+ *    L3), described below;
+ *  - AVX2 + FMA (__AVX2__ and __FMA__, e.g. Zen 3, Haswell): the same design on ymm registers
+ *    with a 4 x 24 register tile;
+ *  - portable (anything else, aarch64 included): GCC vector extensions (4-wide) with an 8 x 12
+ *    (aarch64) or 4 x 12 tile, the same blocking.
+ * All three share the driver (kernel() at the end): blocking, packing, prefetching and threads.
  *
- * Micro-kernel: an 8 x 48 register tile, 24 zmm accumulators; per k one row of the 48-wide B
+ * AVX-512 micro-kernel: an 8 x 48 register tile, 24 zmm accumulators; per k one row of the 48-wide B
  * micro-panel (3 zmm) and 8 broadcasts of A, 24 FMAs.  A is read in place through 8 row
  * pointers (no packing: an 8 x KC strip of A stays in L1 while it meets every micro-panel of
  * the current B block).
@@ -18,12 +25,15 @@
  * Edges: rows past M reuse the last row's pointer (their results are dropped), columns past N
  * are masked.
  */
+#if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
+#endif
 #include <stdlib.h>
 #include <string.h>
 #include <stdint.h>
 #include <omp.h>
 
+#if defined(__AVX512F__)
 #define MR 8
 #define NR 48
 #ifndef KCMAX
@@ -155,6 +165,250 @@ static inline __attribute__((always_inline)) void ukr(int kc, const float *restr
         }
     }
 }
+#define PREFETCH(p) _mm_prefetch((p), PFHINT)
+#define SFENCE() _mm_sfence()
+
+#elif defined(__AVX2__) && defined(__FMA__)
+/* ---------------------------------------------------------------------------------------------
+ * AVX2 + FMA path: the same design on 16 ymm registers.  Micro-kernel: an MR x NR = 4 x 24
+ * register tile, 12 ymm accumulators; per k 3 ymm of the B micro-panel and 4 broadcasts of A,
+ * 12 FMAs (as fast as 6 x 16 here, with fewer loads and no wasted rows when 4 divides M).
+ * Blocking, packing, prefetching and threads as in the header, with 24-wide micro-panels (8 per
+ * 192-column block).
+ * Edges: columns past N go through _mm256_maskload_ps / _mm256_maskstore_ps.
+ * --------------------------------------------------------------------------------------------- */
+#ifndef MR
+#define MR 4
+#endif
+#ifndef NV
+#define NV 3 /* ymm per row of the tile */
+#endif
+#define NR (8 * NV)
+#ifndef KCMAX
+#define KCMAX 640
+#endif
+#ifndef NCB
+#define NCB 192 /* columns of B packed per block (multiple of NR) */
+#endif
+
+#ifndef PFHINT
+#define PFHINT _MM_HINT_T2
+#endif
+#ifndef PFFRAC
+#define PFFRAC 4
+#endif
+#ifndef KSTEP
+#define KSTEP 32
+#endif
+#define PQMAX 1024
+#define DIVUP(a, b) (((a) + (b)-1) / (b))
+
+static const int32_t mask_tab[16] = {-1, -1, -1, -1, -1, -1, -1, -1, 0, 0, 0, 0, 0, 0, 0, 0};
+
+/* lanes of vector v of an nr-wide tile row that hold columns < nr */
+static inline __m256i colmask(int nr, int v) {
+    int n = nr - 8 * v;
+    n = n < 0 ? 0 : n > 8 ? 8 : n;
+    return _mm256_loadu_si256((const __m256i *)(mask_tab + 8 - n));
+}
+
+/* C[mr x nr] (+)= A[MR rows, kc] * B[kc x NR]; with src, B is read from src (row stride N, nr
+ * valid columns) and packed into Bp on the way, otherwise read from Bp */
+static inline __attribute__((always_inline)) void ukr(int kc, const float *restrict A, int lda,
+                                                      float *restrict Bp, float *restrict C,
+                                                      int mr, int nr, int acc, int nt,
+                                                      const float *restrict src,
+                                                      const char *const *pq, int npq) {
+    const float *a[MR];
+#pragma GCC unroll 8
+    for (int r = 0; r < MR; r++) a[r] = A + (size_t)(r < mr ? r : mr - 1) * lda;
+    __m256 c[MR][NV];
+#pragma GCC unroll 8
+    for (int r = 0; r < MR; r++)
+#pragma GCC unroll 4
+        for (int v = 0; v < NV; v++) c[r][v] = _mm256_setzero_ps();
+    const int per = DIVUP(npq, DIVUP(kc, KSTEP));
+    int qi = 0;
+    if (src) { /* first use of this panel: read B in place, keep a packed copy */
+        __m256i m[NV];
+#pragma GCC unroll 4
+        for (int v = 0; v < NV; v++) m[v] = colmask(nr, v);
+        for (int k = 0; k < kc; k++) {
+            __m256 b[NV];
+#pragma GCC unroll 4
+            for (int v = 0; v < NV; v++) {
+                b[v] = nr == NR ? _mm256_loadu_ps(src + 8 * v) : _mm256_maskload_ps(src + 8 * v, m[v]);
+                _mm256_store_ps(Bp + 8 * v, b[v]);
+            }
+#pragma GCC unroll 8
+            for (int r = 0; r < MR; r++) {
+                __m256 av = _mm256_broadcast_ss(a[r] + k);
+#pragma GCC unroll 4
+                for (int v = 0; v < NV; v++) c[r][v] = _mm256_fmadd_ps(av, b[v], c[r][v]);
+            }
+            Bp += NR;
+            src += N;
+            if ((k & (KSTEP - 1)) == KSTEP - 1)
+                for (int e = 0; e < per && qi < npq; e++, qi++) _mm_prefetch(pq[qi], PFHINT);
+        }
+    } else {
+        for (int k = 0; k < kc; k++) {
+            __m256 b[NV];
+#pragma GCC unroll 4
+            for (int v = 0; v < NV; v++) b[v] = _mm256_load_ps(Bp + 8 * v);
+#pragma GCC unroll 8
+            for (int r = 0; r < MR; r++) {
+                __m256 av = _mm256_broadcast_ss(a[r] + k);
+#pragma GCC unroll 4
+                for (int v = 0; v < NV; v++) c[r][v] = _mm256_fmadd_ps(av, b[v], c[r][v]);
+            }
+            Bp += NR;
+            if ((k & (KSTEP - 1)) == KSTEP - 1)
+                for (int e = 0; e < per && qi < npq; e++, qi++) _mm_prefetch(pq[qi], PFHINT);
+        }
+    }
+    while (qi < npq) _mm_prefetch(pq[qi++], PFHINT);
+    if (mr == MR && nr == NR) {
+#pragma GCC unroll 8
+        for (int r = 0; r < MR; r++) {
+            float *cp = C + (size_t)r * N;
+#pragma GCC unroll 4
+            for (int v = 0; v < NV; v++) {
+                if (acc) c[r][v] = _mm256_add_ps(c[r][v], _mm256_loadu_ps(cp + 8 * v));
+                if (nt)
+                    _mm256_stream_ps(cp + 8 * v, c[r][v]);
+                else
+                    _mm256_storeu_ps(cp + 8 * v, c[r][v]);
+            }
+        }
+    } else {
+        __m256i m[NV];
+#pragma GCC unroll 4
+        for (int v = 0; v < NV; v++) m[v] = colmask(nr, v);
+#pragma GCC unroll 8
+        for (int r = 0; r < MR; r++) {
+            if (r < mr) {
+                float *cp = C + (size_t)r * N;
+#pragma GCC unroll 4
+                for (int v = 0; v < NV; v++) {
+                    if (acc) c[r][v] = _mm256_add_ps(c[r][v], _mm256_maskload_ps(cp + 8 * v, m[v]));
+                    _mm256_maskstore_ps(cp + 8 * v, m[v], c[r][v]);
+                }
+            }
+        }
+    }
+}
+#define PREFETCH(p) _mm_prefetch((p), PFHINT)
+#define SFENCE() _mm_sfence()
+
+#else
+/* ---------------------------------------------------------------------------------------------
+ * Portable path (no intrinsics; aarch64, x86 without AVX2, ...): GCC vector extensions, 4-wide
+ * float vectors the compiler maps onto NEON or SSE (FMA where the target has it).  Same blocking,
+ * threads and prefetches (__builtin_prefetch); micro-kernel MR x NR with NR = 4 * NV: 8 x 12
+ * where there are 32 vector registers (aarch64), 4 x 12 elsewhere (16 registers).  The panel is
+ * packed before its first use instead of during it; C edges go through a small buffer.
+ * --------------------------------------------------------------------------------------------- */
+typedef float v4 __attribute__((vector_size(16)));
+#ifndef MR
+#if defined(__aarch64__)
+#define MR 8
+#define NV 3
+#else
+#define MR 4
+#define NV 3
+#endif
+#endif
+#define NR (4 * NV)
+#ifndef KCMAX
+#define KCMAX 640
+#endif
+#ifndef NCB
+#define NCB 192 /* columns of B packed per block (multiple of NR) */
+#endif
+#ifndef PFFRAC
+#define PFFRAC 4
+#endif
+#ifndef KSTEP
+#define KSTEP 32
+#endif
+#define PQMAX 1024
+#define DIVUP(a, b) (((a) + (b)-1) / (b))
+#define PREFETCH(p) __builtin_prefetch((p), 0, 1)
+#define SFENCE() ((void)0)
+
+static inline v4 loadu4(const float *p) {
+    v4 r;
+    memcpy(&r, p, sizeof r);
+    return r;
+}
+
+static inline void storeu4(float *p, v4 x) { memcpy(p, &x, sizeof x); }
+
+/* C[mr x nr] (+)= A[MR rows, kc] * B[kc x NR]; with src, B (row stride N, nr valid columns)
+ * is first packed into Bp, zero padded */
+static inline __attribute__((always_inline)) void ukr(int kc, const float *restrict A, int lda,
+                                                      float *restrict Bp, float *restrict C,
+                                                      int mr, int nr, int acc, int nt,
+                                                      const float *restrict src,
+                                                      const char *const *pq, int npq) {
+    (void)nt;
+    if (src) {
+        float *d = Bp;
+        for (int k = 0; k < kc; k++, d += NR, src += N) {
+            for (int j = 0; j < nr; j++) d[j] = src[j];
+            for (int j = nr; j < NR; j++) d[j] = 0.0f;
+        }
+    }
+    const float *a[MR];
+#pragma GCC unroll 8
+    for (int r = 0; r < MR; r++) a[r] = A + (size_t)(r < mr ? r : mr - 1) * lda;
+    v4 c[MR][NV];
+#pragma GCC unroll 8
+    for (int r = 0; r < MR; r++)
+#pragma GCC unroll 4
+        for (int v = 0; v < NV; v++) c[r][v] = (v4){0.0f, 0.0f, 0.0f, 0.0f};
+    const int per = DIVUP(npq, DIVUP(kc, KSTEP));
+    int qi = 0;
+    for (int k0 = 0; k0 < kc; k0 += KSTEP) {
+        const int k1 = k0 + KSTEP < kc ? k0 + KSTEP : kc;
+        for (int k = k0; k < k1; k++) {
+            v4 b[NV];
+#pragma GCC unroll 4
+            for (int v = 0; v < NV; v++) b[v] = *(const v4 *)(Bp + 4 * v);
+#pragma GCC unroll 8
+            for (int r = 0; r < MR; r++) {
+                const float x = a[r][k];
+                const v4 av = {x, x, x, x};
+#pragma GCC unroll 4
+                for (int v = 0; v < NV; v++) c[r][v] += av * b[v];
+            }
+            Bp += NR;
+        }
+        for (int e = 0; e < per && qi < npq; e++, qi++) PREFETCH(pq[qi]);
+    }
+    while (qi < npq) PREFETCH(pq[qi++]);
+    if (nr == NR) {
+#pragma GCC unroll 8
+        for (int r = 0; r < MR; r++) {
+            if (r < mr) {
+                float *cp = C + (size_t)r * N;
+#pragma GCC unroll 4
+                for (int v = 0; v < NV; v++)
+                    storeu4(cp + 4 * v, acc ? c[r][v] + loadu4(cp + 4 * v) : c[r][v]);
+            }
+        }
+    } else {
+        for (int r = 0; r < mr; r++) {
+            float t[NR];
+            float *cp = C + (size_t)r * N;
+            for (int v = 0; v < NV; v++) storeu4(t + 4 * v, c[r][v]);
+            for (int j = 0; j < nr; j++) cp[j] = acc ? cp[j] + t[j] : t[j];
+        }
+    }
+}
+
+#endif
 
 void kernel(const float *restrict lhs, const float *restrict rhs, float *restrict out) {
     const int nkb = DIVUP(K, KCMAX);
@@ -208,7 +462,7 @@ void kernel(const float *restrict lhs, const float *restrict rhs, float *restric
                                 if (npq < PQMAX)
                                     pq[npq++] = src + 64 * l;
                                 else
-                                    _mm_prefetch(src + 64 * l, PFHINT);
+                                    PREFETCH(src + 64 * l);
                             }
                         }
                     const int npan_c = DIVUP(nc, NR), qper = DIVUP(npq, npan_c);
@@ -227,7 +481,7 @@ void kernel(const float *restrict lhs, const float *restrict rhs, float *restric
             }
             ch = chn;
         }
-        _mm_sfence();
+        SFENCE();
     }
     free(buf);
 }
