@@ -6,7 +6,13 @@ from __future__ import annotations
 import pytest
 
 from accelopt.backends.cpu.backend import CpuBackend
-from accelopt.backends.cpu.checks import ALLOWED_HEADERS, check_source
+from accelopt.backends.cpu.checks import (
+    ACCEPTED_HEADERS,
+    COMMON_HEADERS,
+    allowed_headers,
+    check_source,
+    intrinsics_headers,
+)
 from accelopt.backends.cpu.compiler import compile_kernel, prototype
 from accelopt.backends.kernel import Kernel
 from accelopt.backends.status import Status
@@ -23,14 +29,107 @@ def body(code: str, prelude: str = "") -> str:
 # -- what passes ---------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("header", sorted(ALLOWED_HEADERS))
-def test_each_allowed_header_passes(header):
-    assert check_source(body("", f"#include <{header}>")) is None
+@pytest.mark.parametrize("arch", ["x86_64", "aarch64"])
+def test_each_allowed_header_passes(arch):
+    for header in allowed_headers(arch):
+        assert check_source(body("", f"#include <{header}>"), arch) is None
 
 
 def test_all_allowed_headers_together_pass():
-    includes = "\n".join(f"#  include <{h}>  // ok" for h in sorted(ALLOWED_HEADERS))
+    includes = "\n".join(f"#  include <{h}>  // ok" for h in sorted(ACCEPTED_HEADERS))
     assert check_source(body("", includes)) is None
+
+
+@pytest.mark.parametrize(
+    ("arch", "mine", "other"),
+    [("x86_64", "immintrin.h", "arm_neon.h"), ("aarch64", "arm_neon.h", "immintrin.h")],
+)
+def test_allowed_headers_are_the_common_ones_and_the_targets_intrinsics(arch, mine, other):
+    assert set(allowed_headers(arch)) == COMMON_HEADERS | set(intrinsics_headers(arch))
+    assert mine in allowed_headers(arch) and other not in allowed_headers(arch)
+    assert (
+        intrinsics_headers("arm64")
+        == intrinsics_headers("aarch64")
+        == (
+            "arm_neon.h",
+            "arm_sve.h",
+        )
+    )
+    assert intrinsics_headers("AMD64") == ("immintrin.h",)
+    assert intrinsics_headers("riscv64") == ()
+
+
+GUARDED = """
+#if defined(__x86_64__) && defined(__AVX2__)
+#include <immintrin.h>
+#define LANES 8
+#elif defined(__aarch64__) && defined(__ARM_FEATURE_SVE)
+#include <arm_sve.h>
+#define LANES 4
+#elif defined(__aarch64__)
+#include <arm_neon.h>
+#define LANES 4
+#else
+#define LANES 1
+#endif
+#include <stddef.h>
+void kernel(const float *restrict x, float *restrict y) {
+    for (size_t i = 0; i < (size_t)M * N; i++) y[i] = x[i] * (float)LANES / (float)LANES;
+}
+"""
+
+
+@pytest.mark.parametrize("arch", ["x86_64", "aarch64", "riscv64"])
+def test_a_guarded_path_per_architecture_passes_on_every_target(arch):
+    assert check_source(GUARDED, arch) is None
+
+
+def test_a_guarded_path_per_architecture_compiles_here(cc, tmp_path):
+    built = compile_kernel(
+        GUARDED, {"M": 4, "N": 4}, prototype(1, 1), tmp_path, tmp_path / "so", 60, cc
+    )
+    assert built.ok, built.error
+
+
+def test_another_architectures_header_outside_a_guard_does_not_compile(cc, tmp_path):
+    """Why the checks may accept every architecture's intrinsics headers: the target's compiler
+    does not build another's, so an unguarded include fails at the build, not in a worker."""
+    foreign = sorted(set(ACCEPTED_HEADERS) - COMMON_HEADERS - set(intrinsics_headers(cc.arch)))
+    for header in foreign:
+        source = body("", f"#include <{header}>")
+        assert check_source(source) is None
+        built = compile_kernel(
+            source, {"M": 4, "N": 4}, prototype(1, 1), tmp_path, tmp_path / "so", 60, cc
+        )
+        assert built.status is Status.COMPILE_ERROR, header
+
+
+@pytest.mark.parametrize(
+    ("arch", "listed", "unlisted"),
+    [("x86_64", "<immintrin.h>", "<arm_neon.h>"), ("aarch64", "<arm_sve.h>", "<immintrin.h>")],
+)
+def test_a_disallowed_include_lists_the_targets_headers(arch, listed, unlisted):
+    reason = check_source(body("", "#include <stdio.h>"), arch)
+    assert reason is not None and f"allowed headers ({arch})" in reason
+    assert listed in reason and "<math.h>" in reason and unlisted not in reason
+
+
+@pytest.mark.parametrize(
+    ("arch", "advice"),
+    [
+        ("x86_64", "use the intrinsics of <immintrin.h>"),
+        ("aarch64", "use the intrinsics of <arm_neon.h>/<arm_sve.h>"),
+        ("riscv64", "write portable C"),
+    ],
+)
+def test_inline_assembly_is_rejected_with_the_targets_intrinsics(arch, advice):
+    reason = check_source(body('__asm__ volatile("nop");'), arch)
+    assert reason is not None and "inline assembly" in reason and advice in reason
+
+
+def test_messages_default_to_the_compilers_architecture(cc):
+    reason = check_source(body('asm("nop");'))
+    assert reason == check_source(body('asm("nop");'), cc.arch)
 
 
 @pytest.mark.parametrize("name", list_problems())

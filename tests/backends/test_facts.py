@@ -6,9 +6,11 @@ import pytest
 
 from accelopt import settings
 from accelopt.backends.base import get_backend
+from accelopt.backends.cpu import backend as cpu_backend
 from accelopt.backends.cpu import checks, compiler, symbols
 from accelopt.backends.facts import BackendFacts, describe_ceilings
 from accelopt.hardware.spec import HardwareSpec
+from accelopt.hardware.toolchain import Compiler
 
 MEASURED = HardwareSpec(
     name="cpu:Test CPU",
@@ -54,11 +56,11 @@ def test_cpu_facts_state_the_signature_rule(cpu_facts):
 def test_cpu_facts_list_every_allowed_header_and_the_compile_command(cpu_facts):
     assert cpu_facts.backend == "cpu" and cpu_facts.toolchain.startswith("C11 + OpenMP")
     assert cpu_facts.language == "c"
-    assert set(cpu_facts.allowed_headers) == set(checks.ALLOWED_HEADERS)
-    text = cpu_facts.render()
-    for header in checks.ALLOWED_HEADERS:
-        assert f"<{header}>" in text
     cc = compiler.compiler_for(settings.c_compiler())
+    assert set(cpu_facts.allowed_headers) == set(checks.allowed_headers(cc.arch))
+    text = cpu_facts.render()
+    for header in checks.allowed_headers(cc.arch):
+        assert f"<{header}>" in text
     assert " ".join(compiler.kernel_flags(cc)) in cpu_facts.compile_command
     assert all(lib in cpu_facts.compile_command for lib in compiler.LIBS)
     assert cpu_facts.compile_command in text
@@ -114,6 +116,26 @@ def test_cpu_facts_name_the_vector_isa_and_the_caches(cpu_facts):
 def test_the_isa_is_said_in_a_kernel_engineers_words(arch, isa, bits, words):
     spec = MEASURED.model_copy(update={"arch": arch, "isa": isa, "vector_bits": bits})
     assert words in describe_ceilings(spec)
+
+
+@pytest.mark.parametrize(
+    ("machine", "mine", "other", "advice"),
+    [
+        ("x86_64-linux-gnu", "immintrin.h", "arm_neon.h", "<immintrin.h>"),
+        ("aarch64-linux-gnu", "arm_neon.h", "immintrin.h", "<arm_neon.h>/<arm_sve.h>"),
+    ],
+)
+def test_cpu_facts_list_the_target_architectures_headers(monkeypatch, machine, mine, other, advice):
+    """What the agents are told follows the compiler's target, not the machine accelopt runs on."""
+    target = Compiler(command=("gcc",), version="gcc 12", machine=machine)
+    monkeypatch.setattr(cpu_backend, "compiler_for", lambda _: target)
+    facts = get_backend("cpu").facts(MEASURED)
+    assert mine in facts.allowed_headers and other not in facts.allowed_headers
+    assert set(facts.allowed_headers) == set(checks.allowed_headers(target.arch))
+    assert f"inline assembly (asm, __asm__): use the intrinsics of {advice}" in facts.forbidden
+    assert f"Target architecture: {target.arch}; use the intrinsics of {advice}" in facts.contract
+    assert f"<{other}>" in facts.contract  # how a guarded path for the other one is written
+    assert ("__ARM_FEATURE_SVE" in facts.contract) == (target.arch == "aarch64")
 
 
 def test_cpu_facts_without_a_compiler(monkeypatch):

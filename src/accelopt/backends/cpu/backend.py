@@ -18,8 +18,6 @@ from accelopt.backends.cpu import checks, symbols
 from accelopt.backends.cpu.checks import check_source
 from accelopt.backends.cpu.compiler import (
     LIBS,
-    OPT_FLAGS,
-    OTHER_FLAGS,
     compile_kernel,
     compiler_for,
     kernel_flags,
@@ -33,6 +31,7 @@ from accelopt.backends.kernel import Kernel
 from accelopt.backends.status import Status
 from accelopt.errors import CompilerNotFoundError
 from accelopt.hardware import devicelock
+from accelopt.hardware.toolchain import Compiler
 from accelopt.problems.records import Problem, Sizes
 
 if TYPE_CHECKING:  # annotations only: keeps pydantic out of worker processes
@@ -129,10 +128,10 @@ class CpuBackend:
         try:
             cc = compiler_for(settings.c_compiler())
             command, version = " ".join(cc.command), f", compiled by {cc.version}"
-            flags = kernel_flags(cc)
-        except CompilerNotFoundError:
+        except CompilerNotFoundError:  # this machine's flags, as if CC were there
+            cc = Compiler(command=(settings.c_compiler(),), version="")
             command, version = settings.c_compiler(), ""
-            flags = (*OPT_FLAGS, "-march=native", *OTHER_FLAGS)
+        flags, arch = kernel_flags(cc), cc.arch
         contract = "\n".join(
             [
                 "One C11 translation unit (GNU dialect, -std=gnu11) that defines",
@@ -152,13 +151,14 @@ class CpuBackend:
                 "OpenMP is available; the harness sets the thread count (by default "
                 f"{hardware.cores}, the device's cores). "
                 "Scratch memory from malloc/aligned_alloc must be freed before returning.",
+                self._intrinsics_rule(arch),
             ]
         )
         libc = ", ".join(sorted(name for name in symbols.ALLOWED if not name.startswith("_")))
         prefixes = ", ".join(f"{prefix}*" for prefix in symbols.ALLOWED_PREFIXES)
         forbidden = [
             "#include of any header not in the allowed list; #include_next, #import and #line",
-            "inline assembly (asm, __asm__): use the intrinsics of <immintrin.h>",
+            f"inline assembly (asm, __asm__): {checks.intrinsics_advice(arch)}",
             *self._banned_calls(),
             "token pasting (##): it can hide names from the checks",
             "#pragma redefine_extname and #pragma weak: they rename symbols",
@@ -184,9 +184,24 @@ class CpuBackend:
                     *LIBS,
                 ]
             ),
-            allowed_headers=tuple(sorted(checks.ALLOWED_HEADERS)),
+            allowed_headers=checks.allowed_headers(arch),
             forbidden=tuple(forbidden),
             ceilings=describe_ceilings(hardware, matmul="matmul (FMA)", cores="cores/threads"),
+        )
+
+    @staticmethod
+    def _intrinsics_rule(arch: str) -> str:
+        """Which intrinsics the target has, and how a source carries another architecture's."""
+        headers = set(checks.intrinsics_headers(arch))
+        others = ", ".join(
+            f"<{h}>" for h in sorted(checks.ACCEPTED_HEADERS - checks.COMMON_HEADERS - headers)
+        )
+        sve = " (SVE only where the vector ISA below has it: guard with #ifdef __ARM_FEATURE_SVE)"
+        return (
+            f"Target architecture: {arch}; {checks.intrinsics_advice(arch)}"
+            f"{sve if 'arm_sve.h' in headers else ''}. Another architecture's intrinsics "
+            f"({others}) belong only in a branch for it (#if defined(__x86_64__) / #elif "
+            "defined(__aarch64__) / #else portable C), which is not compiled here."
         )
 
     @staticmethod

@@ -3,15 +3,31 @@
 These are a first fence, not the sandbox: the worker process (limits, scratch directory, no
 network) is what contains a kernel. They catch what a kernel has no business doing, with a reason
 an agent can act on.
+
+Headers. A kernel may include the common headers (``COMMON_HEADERS``) and the vector intrinsics
+headers of its target architecture (``INTRINSICS_HEADERS``: ``<immintrin.h>`` on x86-64,
+``<arm_neon.h>`` and ``<arm_sve.h>`` on aarch64); the target is the architecture of the compiler
+accelopt builds kernels with (``CC``, ``-dumpmachine``), and that list is what the agents are told
+(``allowed_headers``). The check itself accepts the intrinsics headers of every architecture
+accelopt knows (``ACCEPTED_HEADERS``), so that one source can carry a fast path per architecture
+behind ``#if defined(__x86_64__)`` / ``#elif defined(__aarch64__)``: the preprocessor never reads an
+include in a branch that is not taken, and another architecture's header outside such a branch
+does not compile (the target's compiler does not ship it, or it stops with an #error). Accepting
+it opens nothing: these headers only declare intrinsics, and the symbols of the built object are
+checked anyway (``symbols.py``). The target only changes what the rejection messages advise.
 """
 
 from __future__ import annotations
 
 import re
 
-ALLOWED_HEADERS = frozenset(
+from accelopt import settings
+from accelopt.backends.cpu.compiler import compiler_for
+from accelopt.errors import CompilerNotFoundError
+from accelopt.hardware.toolchain import host_arch
+
+COMMON_HEADERS = frozenset(
     {
-        "immintrin.h",
         "math.h",
         "string.h",
         "stdlib.h",
@@ -24,6 +40,12 @@ ALLOWED_HEADERS = frozenset(
         "stdalign.h",
     }
 )
+INTRINSICS_HEADERS: dict[str, tuple[str, ...]] = {
+    "x86_64": ("immintrin.h",),
+    "aarch64": ("arm_neon.h", "arm_sve.h"),
+}
+ACCEPTED_HEADERS = COMMON_HEADERS.union(*INTRINSICS_HEADERS.values())
+_ARCH_ALIASES = {"amd64": "x86_64", "x64": "x86_64", "arm64": "aarch64"}
 
 _PROCESS = {
     "system", "popen", "pclose", "fork", "vfork", "clone", "posix_spawn", "posix_spawnp",
@@ -74,6 +96,32 @@ _IDENTIFIER_ONLY = re.compile(r"\b[A-Za-z_]\w*\b")
 FORBIDDEN_ATTRIBUTES = {"constructor", "destructor", "ifunc", "alias", "weakref", "section"}
 
 
+def intrinsics_headers(arch: str) -> tuple[str, ...]:
+    """The vector intrinsics headers of ``arch`` (``x86_64``, ``aarch64``, ...); () if unknown."""
+    return INTRINSICS_HEADERS.get(_ARCH_ALIASES.get(arch.lower(), arch.lower()), ())
+
+
+def allowed_headers(arch: str) -> tuple[str, ...]:
+    """What a kernel for ``arch`` may include, sorted: the common and the intrinsics headers."""
+    return tuple(sorted(COMMON_HEADERS.union(intrinsics_headers(arch))))
+
+
+def intrinsics_advice(arch: str) -> str:
+    """What to use instead of inline assembly on ``arch``: "use the intrinsics of <...>"."""
+    headers = "/".join(f"<{h}>" for h in intrinsics_headers(arch))
+    if not headers:
+        return f"write portable C (accelopt knows no intrinsics header for {arch})"
+    return f"use the intrinsics of {headers}"
+
+
+def target_arch() -> str:
+    """The architecture kernels are compiled for: that of ``CC`` (this machine's without one)."""
+    try:
+        return compiler_for(settings.c_compiler()).arch
+    except CompilerNotFoundError:
+        return host_arch()
+
+
 def _strip(source: str) -> str:
     """Remove comments and string/char literals, keeping `#include <...>` lines intact."""
 
@@ -84,20 +132,25 @@ def _strip(source: str) -> str:
     return _COMMENT_OR_LITERAL.sub(blank, source)
 
 
-def _check_includes(source: str) -> str | None:
+def _check_includes(source: str, arch: str | None) -> str | None:
     for match in _INCLUDE.finditer(source):
         header = match.group(1) or match.group(2) or match.group(3) or ""
-        if header not in ALLOWED_HEADERS:
-            allowed = ", ".join(f"<{h}>" for h in sorted(ALLOWED_HEADERS))
-            return f"#include of {header or 'a macro'!r} is not allowed; allowed headers: {allowed}"
+        if header not in ACCEPTED_HEADERS:
+            target = arch or target_arch()
+            allowed = ", ".join(f"<{h}>" for h in allowed_headers(target))
+            return (
+                f"#include of {header or 'a macro'!r} is not allowed; allowed headers "
+                f"({target}): {allowed}"
+            )
     return None
 
 
-def _check_identifiers(code: str) -> str | None:
+def _check_identifiers(code: str, arch: str | None) -> str | None:
     for spelled, call in _IDENTIFIER.findall(code):
         name = spelled.removeprefix("__builtin_")  # __builtin_fork is fork
         if name in _ASM:
-            return f"inline assembly ({name}) is not allowed; use intrinsics from <immintrin.h>"
+            advice = intrinsics_advice(arch or target_arch())
+            return f"inline assembly ({name}) is not allowed; {advice}"
         if name in BANNED and (call or name in _DISTINCTIVE):
             return f"call to {name}() is not allowed in a kernel ({BANNED[name]})"
         if (
@@ -122,11 +175,12 @@ def _translate(source: str) -> str:
     return re.sub(r"\\\r?\n", "", source).replace("%:", "#")
 
 
-def check_source(source: str) -> str | None:
+def check_source(source: str, arch: str | None = None) -> str | None:
     """Return why the kernel must be rejected, or None when it may be compiled.
 
-    The built object is checked again (``symbols.py``): whatever spelling reaches a function, the
-    shared object has to import it by name.
+    ``arch`` is the target architecture the messages advise for (default: ``target_arch()``,
+    looked up only to word a rejection). The built object is checked again (``symbols.py``):
+    whatever spelling reaches a function, the shared object has to import it by name.
     """
     if not source.strip():
         return "the kernel source is empty"
@@ -135,7 +189,7 @@ def check_source(source: str) -> str | None:
     source = _translate(source)
     # Includes are read from the source with comments removed but quoted names kept.
     without_comments = re.sub(r"/\*.*?\*/|//[^\n]*", " ", source, flags=re.DOTALL)
-    reason = _check_includes(without_comments)
+    reason = _check_includes(without_comments, arch)
     if reason:
         return reason
     code = _strip(source)
@@ -147,4 +201,4 @@ def check_source(source: str) -> str | None:
         return "#pragma redefine_extname and #pragma weak are not allowed: they rename symbols"
     if "[[" in code:
         return "[[...]] attributes are not allowed; use __attribute__ for what is permitted"
-    return _check_identifiers(code) or _check_attributes(code)
+    return _check_identifiers(code, arch) or _check_attributes(code)
