@@ -1,9 +1,21 @@
+import datetime
+import fcntl
 import json
+import os
 
 import pytest
 
-from accelopt.hardware import HardwareSpec, load_cpu_spec, measure_and_cache, save_cpu_spec
+from accelopt.hardware import (
+    HardwareSpec,
+    devicelock,
+    load_cpu_spec,
+    measure_and_cache,
+    save_cpu_spec,
+)
 from accelopt.hardware import cache as hw_cache
+from accelopt.hardware.load import Load
+from accelopt.hardware.measure import CEILINGS, Figure, Measurement
+from accelopt.hardware.roofline import BOUNDS
 
 SPEC = HardwareSpec(
     name="cpu:test",
@@ -94,3 +106,184 @@ def test_machine_key_is_short_and_follows_the_host(monkeypatch):
     assert key == hw_cache.machine_key()
     monkeypatch.setattr(hw_cache.socket, "gethostname", lambda: "another-host")
     assert hw_cache.machine_key() != key
+
+
+# -- provisional specs and re-measured ceilings ----------------------------------------------------
+
+MEASURED = SPEC.model_copy(
+    update={
+        "provenance": {
+            "matmul_rate": "measured: FMA micro-benchmark flops.c, 2 threads, 2026-01-01",
+            "vector_rate": "measured: multiply+add micro-benchmark flops.c, 2 threads, 2026-01-01",
+            "bandwidth": "measured: best of 10 read:write mixes in triad.c, 2 threads, 2026-01-01",
+        },
+        "spread": {"matmul_rate": 0.01, "vector_rate": 0.02, "bandwidth": 0.05},
+    }
+)
+BUSY = MEASURED.model_copy(
+    update={
+        "provisional": True,
+        "bandwidth": 2.0e10,  # low: measured while the machine was busy
+        "matmul_rate": 6.0e11,  # higher than the quiet re-measurement below: kept
+        "spread": {"matmul_rate": 0.3, "vector_rate": 0.3, "bandwidth": 0.4},
+        "provenance": {**MEASURED.provenance, "load": "provisional, measured while busy"},
+    }
+)
+QUIET = MEASURED.model_copy(
+    update={"provenance": {**MEASURED.provenance, "load": "quiet during the measurement"}}
+)
+
+
+def _load(busy: bool) -> Load:
+    return Load(loadavg=5.0 if busy else 0.1, running=1, cpus=2, steal=0.0)
+
+
+@pytest.fixture
+def machine(monkeypatch):
+    """The machine's load as load_cpu_spec sees it: quiet unless a test says busy."""
+    state = {"busy": False}
+    monkeypatch.setattr(hw_cache, "machine_load", lambda: _load(state["busy"]))
+    return state
+
+
+@pytest.fixture
+def quiet_measure(monkeypatch):
+    calls = []
+
+    def measure(threads=None):
+        calls.append(threads)
+        return QUIET
+
+    monkeypatch.setattr(hw_cache, "measure_cpu", measure)
+    return calls
+
+
+def test_a_provisional_spec_is_remeasured_when_quiet_keeping_the_higher_figures(
+    machine, quiet_measure
+):
+    save_cpu_spec(BUSY)
+    spec = load_cpu_spec(measure_if_missing=False)
+    assert quiet_measure == [None]
+    assert spec is not None and not spec.provisional
+    assert spec.bandwidth == QUIET.bandwidth  # the quiet figure is higher
+    assert spec.provenance["bandwidth"] == QUIET.provenance["bandwidth"]
+    assert spec.spread["bandwidth"] == QUIET.spread["bandwidth"]
+    assert spec.matmul_rate == BUSY.matmul_rate  # the busy figure was higher: kept, and said so
+    assert spec.provenance["matmul_rate"].startswith(hw_cache.KEPT)
+    assert spec.provenance["matmul_rate"].endswith(BUSY.provenance["matmul_rate"])
+    assert spec.spread["matmul_rate"] == BUSY.spread["matmul_rate"]
+    assert spec.provenance["load"] == "quiet during the measurement"
+    assert load_cpu_spec() == spec  # cached: not measured again
+    assert quiet_measure == [None]
+
+
+def test_a_provisional_spec_is_kept_while_the_machine_is_busy(machine, quiet_measure):
+    machine["busy"] = True
+    save_cpu_spec(BUSY)
+    assert load_cpu_spec() == BUSY
+    assert load_cpu_spec(measure_if_missing=False) == BUSY
+    assert quiet_measure == []
+
+
+def test_refreshing_a_provisional_spec_can_be_declined(machine, quiet_measure):
+    save_cpu_spec(BUSY)
+    assert load_cpu_spec(refresh_provisional=False) == BUSY
+    assert quiet_measure == []
+
+
+def test_a_quiet_spec_is_not_remeasured(machine, quiet_measure):
+    save_cpu_spec(QUIET)
+    assert load_cpu_spec() == QUIET
+    assert quiet_measure == []
+
+
+def test_keep_higher_takes_only_higher_figures():
+    figures = {
+        "bandwidth": Figure(9e10, 0.07, "measured: again"),
+        "matmul_rate": Figure(1e11, 0.01, "measured: lower"),
+    }
+    raised = hw_cache.keep_higher(MEASURED, figures, note="raised by a re-measurement")
+    assert raised.bandwidth == 9e10 and raised.spread["bandwidth"] == 0.07
+    assert raised.provenance["bandwidth"] == "raised by a re-measurement: measured: again"
+    assert raised.matmul_rate == MEASURED.matmul_rate
+    assert raised.provenance["matmul_rate"] == MEASURED.provenance["matmul_rate"]
+    assert hw_cache.keep_higher(MEASURED, {"bandwidth": Figure(1.0, 0, "x")}) is MEASURED
+
+
+def test_a_note_replaces_the_previous_one():
+    once = hw_cache.keep_higher(MEASURED, {"bandwidth": Figure(9e10, 0, "measured: a")}, "note 1")
+    twice = hw_cache.keep_higher(once, {"bandwidth": Figure(1e11, 0, "measured: a")}, "note 2")
+    assert twice.provenance["bandwidth"] == "note 2: measured: a"
+
+
+@pytest.fixture
+def fake_figures(monkeypatch):
+    """measure_figures returning a fixed bandwidth; records its calls and whether the device lock
+    was held (exclusive: a non-blocking shared lock must fail) while it measured."""
+    calls = []
+
+    def measure(ceilings, threads=None, repeat_factor=1):
+        fd = os.open(devicelock.lock_path("cpu"), os.O_RDWR | os.O_CREAT)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            locked = False
+        except BlockingIOError:
+            locked = True
+        finally:
+            os.close(fd)
+        calls.append((tuple(ceilings), threads, repeat_factor, locked))
+        figure = Figure(calls_value["bandwidth"], 0.04, "measured: triad.c again")
+        return Measurement({"bandwidth": figure}, _load(False))
+
+    calls_value = {"bandwidth": 9e10}
+    monkeypatch.setattr(hw_cache, "measure_figures", measure)
+    return calls, calls_value
+
+
+def test_raise_ceiling_remeasures_under_the_lock_and_keeps_the_higher(fake_figures):
+    calls, _ = fake_figures
+    save_cpu_spec(MEASURED)
+    raised = hw_cache.raise_ceiling(MEASURED, "bandwidth", "silu kernel reached 117% of peak")
+    assert calls == [(("bandwidth",), MEASURED.cores, hw_cache.REMEASURE_REPEAT_FACTOR, True)]
+    assert raised.bandwidth == 9e10
+    assert raised.matmul_rate == MEASURED.matmul_rate
+    today = datetime.date.today().isoformat()
+    assert raised.provenance["bandwidth"] == (
+        f"raised by a re-measurement on {today} (silu kernel reached 117% of peak): "
+        "measured: triad.c again"
+    )
+    assert raised.spread["bandwidth"] == 0.04
+    assert raised.key() != MEASURED.key()
+    assert load_cpu_spec(measure_if_missing=False) == raised
+
+
+def test_raise_ceiling_never_lowers_one(fake_figures):
+    _, value = fake_figures
+    value["bandwidth"] = 1e9
+    save_cpu_spec(MEASURED)
+    assert hw_cache.raise_ceiling(MEASURED, "bandwidth", "why") == MEASURED
+    assert load_cpu_spec(measure_if_missing=False) == MEASURED
+
+
+def test_raise_ceiling_keeps_what_the_cache_got_meanwhile(fake_figures):
+    higher = MEASURED.model_copy(update={"matmul_rate": 9e11})  # raised by another process
+    save_cpu_spec(higher)
+    raised = hw_cache.raise_ceiling(MEASURED, "bandwidth", "why")
+    assert (raised.matmul_rate, raised.bandwidth) == (9e11, 9e10)
+
+
+def test_only_this_machines_measured_spec_is_remeasured():
+    assert hw_cache.remeasurer_for(MEASURED) is None  # not cached here
+    save_cpu_spec(MEASURED)
+    assert hw_cache.remeasurer_for(MEASURED) is hw_cache.raise_ceiling
+    assert hw_cache.remeasurer_for(MEASURED.model_copy(update={"bandwidth": 1e9})) is None
+    save_cpu_spec(SPEC)  # ceilings not measured (fixed by hand)
+    assert hw_cache.remeasurer_for(SPEC) is None
+    gpu = MEASURED.model_copy(update={"backend": "triton"})
+    save_cpu_spec(gpu)
+    assert hw_cache.remeasurer_for(gpu) is None
+
+
+def test_bound_ceilings_cover_every_roofline_bound():
+    assert set(hw_cache.BOUND_CEILINGS) == set(BOUNDS)
+    assert set(hw_cache.BOUND_CEILINGS.values()) == set(CEILINGS)

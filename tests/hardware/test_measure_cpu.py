@@ -1,4 +1,5 @@
 import platform
+import shutil
 import stat
 import subprocess
 from pathlib import Path
@@ -8,19 +9,28 @@ import pytest
 from accelopt.errors import CompilerNotFoundError
 from accelopt.hardware import HardwareSpec, measure_cpu
 from accelopt.hardware.cpuinfo import available_cpus
+from accelopt.hardware.load import Load
 from accelopt.hardware.measure import (
     FMA,
     MICROBENCH_DIR,
+    PATTERNS,
     VECTOR,
     Compiler,
+    Figure,
+    Measurement,
     Microbench,
+    bandwidth_provenance,
     base_flags,
     build,
     find_compiler,
+    run,
+    run_triad,
+    spread,
     triad_elements,
 )
 
 X86 = platform.machine().lower() in ("x86_64", "amd64")
+ARM_CC = "aarch64-linux-gnu-gcc"
 
 
 @pytest.fixture(scope="module")
@@ -115,3 +125,95 @@ def test_compiler_that_cannot_build(monkeypatch, tmp_path):
     monkeypatch.setenv("CC", str(fake))
     with pytest.raises(CompilerNotFoundError, match=r"failed.*cannot compile"):
         measure_cpu()
+
+
+def test_measured_spread_and_load(measured):
+    assert set(measured.spread) == {"matmul_rate", "vector_rate", "bandwidth"}
+    assert all(0 <= s < 1 for s in measured.spread.values())
+    load = measured.provenance["load"]
+    assert load.startswith("provisional") == measured.provisional
+    assert measured.provisional or load.startswith("quiet during the measurement")
+    text = measured.provenance["bandwidth"]
+    assert all(name in text for name in PATTERNS)  # every pattern's figure is kept
+
+
+def test_the_triad_json_has_every_pattern(tmp_path, monkeypatch):
+    monkeypatch.setenv("ACCELOPT_CACHE_DIR", str(tmp_path))
+    out = run_triad(find_compiler(), threads=1, n=1 << 15, repeats=3)
+    assert list(out["patterns"]) == list(PATTERNS)
+    for name, pattern in out["patterns"].items():
+        assert pattern["best"] >= pattern["median"] >= pattern["worst"] > 0, name
+        assert pattern["writes"] == (0 if name == "read" else 1)
+    assert out["pattern"] in PATTERNS
+    assert out["bandwidth"] == max(p["best"] for p in out["patterns"].values())
+    assert out["bandwidth"] == out["patterns"][out["pattern"]]["best"]
+    assert out["repeats"] == 3 and out["n"] == 1 << 15
+
+
+def test_the_flops_json_has_best_median_and_worst(tmp_path, monkeypatch):
+    monkeypatch.setenv("ACCELOPT_CACHE_DIR", str(tmp_path))
+    out = run(build(FMA, find_compiler()), 1, 10_000, 3)
+    assert out["rate"] >= out["median"] >= out["worst"] > 0
+    assert out["repeats"] == 3
+
+
+@pytest.mark.parametrize(
+    "flags",
+    [("-march=x86-64",), ("-march=x86-64-v3",), ("-march=x86-64-v4",)],
+    ids=["sse", "avx2", "avx512"],
+)
+@pytest.mark.skipif(not X86, reason="x86 targets")
+def test_triad_builds_on_every_x86_path(tmp_path, flags):
+    command = [*find_compiler().command, "-O3", *flags, "-fopenmp", "-Wall", "-Werror", "-c"]
+    source = MICROBENCH_DIR / "triad.c"
+    subprocess.run([*command, str(source), "-o", str(tmp_path / "t.o")], check=True)
+
+
+@pytest.mark.skipif(shutil.which(ARM_CC) is None, reason=f"{ARM_CC} is not installed")
+@pytest.mark.parametrize("source", ["triad.c", "flops.c"])
+def test_microbenchmarks_build_for_aarch64(tmp_path, source):
+    command = [ARM_CC, "-O3", "-mcpu=neoverse-n1", "-fopenmp", "-Wall", "-Werror", "-c"]
+    subprocess.run(
+        [*command, str(MICROBENCH_DIR / source), "-o", str(tmp_path / "t.o")], check=True
+    )
+
+
+def test_spread():
+    assert spread(100.0, 90.0) == pytest.approx(0.1)  # best, median
+    assert spread(100.0, 100.0) == 0.0
+    assert spread(0.0, 0.0) == 0.0
+
+
+def _figures(**spreads: float) -> dict[str, Figure]:
+    return {name: Figure(1e10, value, "measured: test") for name, value in spreads.items()}
+
+
+def test_a_wide_spread_makes_a_measurement_provisional():
+    quiet = Load(loadavg=0.1, running=1, cpus=2, steal=0.0)
+    calm = Measurement(_figures(matmul_rate=0.02, bandwidth=0.1), quiet)
+    assert not calm.provisional
+    assert calm.describe().startswith("quiet during the measurement (load average 0.10")
+    noisy = Measurement(_figures(matmul_rate=0.3, bandwidth=0.1), quiet)
+    assert noisy.provisional
+    assert noisy.reasons == ("matmul_rate repeats spread 30% (a quiet machine: under 10%)",)
+    assert noisy.describe().startswith("provisional, measured while the machine was busy: ")
+
+
+def test_a_busy_machine_makes_a_measurement_provisional():
+    busy = Load(loadavg=0.1, running=1, cpus=2, steal=0.2)  # the hypervisor took a fifth
+    measured = Measurement(_figures(bandwidth=0.01), busy)
+    assert measured.reasons == ("the hypervisor stole 20% of the CPU time",)
+
+
+def test_bandwidth_provenance_names_the_winner_and_every_pattern():
+    patterns = {
+        name: {"best": (i + 1) * 1e9, "median": i * 1e9, "worst": i * 0.5e9}
+        for i, name in enumerate(PATTERNS)
+    }
+    out = {"bandwidth": 10e9, "pattern": "sum4_nt", "patterns": patterns, "repeats": 6}
+    text = bandwidth_provenance(out, 32 << 20, "2 threads, 2026-01-01")
+    assert text.startswith(
+        "measured: best of 10 read:write mixes in triad.c over arrays of 128 MiB"
+    )
+    assert "sum4_nt (4:1 non-temporal stores), best of 6 (spread 10%)" in text
+    assert "read 1.0, copy 2.0" in text and "sum4_nt 10.0" in text

@@ -93,3 +93,44 @@ def test_a_repeated_call_faster_than_the_roofline_is_suspicious():
     assert judged.pct_of_peak == pytest.approx(0.25)  # the median's, as measured
     fine = verdict(None, "", latency_s=4e-3, peak_s=1e-3, repeat_s=0.8e-3)  # 125 %: noise
     assert fine.status is Status.PASSED
+
+
+def test_beating_the_roofline_alone_blames_the_ceiling():
+    from accelopt.profiling.scoring import blames_the_ceiling
+
+    judged = verdict(None, "", latency_s=1.0, peak_s=1.2)
+    assert blames_the_ceiling(judged.status, judged.pct_of_peak, 1.0, 1.2, repeat_s=None)
+    assert blames_the_ceiling(judged.status, judged.pct_of_peak, 1.0, 1.2, repeat_s=0.95)
+
+
+def test_against_a_ceiling_far_too_low_an_honest_kernel_is_no_replayer():
+    from accelopt.profiling.scoring import blames_the_ceiling, replays
+
+    # the ceiling is half the truth: median and repeats both at 200 % of the cached peak
+    assert not replays(latency_s=1.0, peak_s=2.0, repeat_s=1.0)
+    judged = verdict(None, "", latency_s=1.0, peak_s=2.0, repeat_s=1.0)
+    assert blames_the_ceiling(judged.status, judged.pct_of_peak, 1.0, 2.0, repeat_s=1.0)
+
+
+def test_a_replaying_kernel_does_not_blame_the_ceiling():
+    from accelopt.profiling.scoring import blames_the_ceiling, replays
+
+    assert replays(latency_s=1.0, peak_s=1.2, repeat_s=0.1)  # 1200 % of peak, 10x its median
+    assert not replays(latency_s=1.0, peak_s=1.2, repeat_s=1.0)
+    assert not replays(latency_s=1.0, peak_s=1.2, repeat_s=None)
+    assert not replays(latency_s=1.0, peak_s=0.1, repeat_s=0.1)  # within the roofline
+    # every timed call replayed too (the rotation came round): no ceiling is 20x too low
+    assert replays(latency_s=0.05, peak_s=1.0, repeat_s=0.05)
+    judged = verdict(None, "", latency_s=1.0, peak_s=1.2, repeat_s=0.1)
+    assert judged.status is Status.SUSPICIOUS
+    assert not blames_the_ceiling(judged.status, judged.pct_of_peak, 1.0, 1.2, repeat_s=0.1)
+
+
+@pytest.mark.parametrize(
+    ("status", "pct"),
+    [(Status.PASSED, 0.9), (Status.INCORRECT, None), (Status.SUSPICIOUS, float("inf"))],
+)
+def test_other_verdicts_do_not_blame_the_ceiling(status, pct):
+    from accelopt.profiling.scoring import blames_the_ceiling
+
+    assert not blames_the_ceiling(status, pct, 0.0, 1e-3, None)

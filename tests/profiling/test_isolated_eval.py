@@ -201,8 +201,11 @@ def test_replaying_a_saved_output_is_suspicious(evaluator, kernel_file):
     # than the matmul roofline allows.
     matmul = load_problem("matmul")
     evaluation = evaluator.evaluate(kernel_file("replays_output"), matmul, "cpu")
+    # Timed until its median is precise, it meets its sets again within the timed loop too: the
+    # median or the repeat calls (or both) outrun the roofline, either way SUSPICIOUS.
     assert evaluation.status is Status.SUSPICIOUS
-    assert "of peak" in evaluation.error and "replays results" in evaluation.error
+    assert "of peak" in evaluation.error
+    assert "replays results" in evaluation.error or "skips work" in evaluation.error
 
 
 # -- refused before compiling ----------------------------------------------------------------------

@@ -101,6 +101,7 @@ def test_worker_env_keeps_what_tools_need_and_drops_secrets():
         "HOME": "/root",
         "OPENBLAS_CORETYPE": "Haswell",
         "ACCELOPT_CACHE_DIR": "/c",
+        "ACCELOPT_CPU_TARGET": "x86-64-v3",
         "OMP_PROC_BIND": "close",
         "OPENAI_API_KEY": "sk-secret",
         "ACCELOPT_TEST_CANARY": "x",
@@ -111,6 +112,7 @@ def test_worker_env_keeps_what_tools_need_and_drops_secrets():
     assert env["PATH"] == "/usr/bin" and env["OPENBLAS_CORETYPE"] == "Haswell"
     assert env["ACCELOPT_CACHE_DIR"] == "/c" and env["OMP_PROC_BIND"] == "close"
     assert env["OMP_NUM_THREADS"] == "2"
+    assert env["ACCELOPT_CPU_TARGET"] == "x86-64-v3"  # workers compile for the same target
     for secret in ("OPENAI_API_KEY", "ACCELOPT_TEST_CANARY", "PYTHONUNBUFFERED"):
         assert secret not in env
 

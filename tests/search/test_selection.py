@@ -39,6 +39,23 @@ def test_compare_uses_the_noise():
     assert compare(ev(0.97, noise=0.10), parent) is Comparison.NOT_FASTER  # the larger noise
 
 
+def test_compare_believes_the_medians_interval_over_the_spread_of_calls():
+    def precise(latency: float, noise: float, ci: float) -> Evaluation:
+        half = ci * latency
+        return ev(latency, noise=noise).model_copy(
+            update={"ci_low_s": latency - half, "ci_high_s": latency + half}
+        )
+
+    parent = precise(1.0, noise=0.10, ci=0.005)  # noisy calls, but a well-known median
+    assert compare(precise(0.95, noise=0.10, ci=0.005), parent) is Comparison.FASTER
+    assert compare(ev(0.95, noise=0.10), parent) is Comparison.NOT_FASTER  # no interval
+    # a precise interval is never believed below the spread between separate evaluations
+    assert compare(precise(0.985, noise=0.0, ci=0.001), precise(1.0, 0.0, 0.001)) is (
+        Comparison.NOT_FASTER
+    )
+    assert compare(precise(0.97, 0.0, 0.001), precise(1.0, 0.0, 0.001)) is Comparison.UNSURE
+
+
 def test_a_child_within_the_noise_gets_no_credit():
     parent = cand("p", 1.0)
     assert effective_latency(cand("c", 0.99, "p"), parent) == 1.0

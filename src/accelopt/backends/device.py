@@ -9,13 +9,15 @@ backend, so the same correctness and timing rules hold on every device.
 from __future__ import annotations
 
 import time
+import weakref
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 import numpy as np
 
-from accelopt.backends.buffers import aligned_copy, aligned_empty
+from accelopt.backends.buffers import FENCE_BYTES, allocate
 from accelopt.backends.canary import Canaries
+from accelopt.backends.guards import Guards, arm
 
 Buffer = Any  # a numpy array on the host, a torch tensor on a GPU
 
@@ -27,8 +29,11 @@ class CanarySet(Protocol):
 
 
 class Device(Protocol):
-    def empty(self, shape: tuple[int, ...], fill: float | None = None) -> Buffer:
-        """A new float32 buffer, filled with ``fill`` when given."""
+    def empty(
+        self, shape: tuple[int, ...], fill: float | None = None, fenced: bool = False
+    ) -> Buffer:
+        """A new float32 buffer, filled with ``fill`` when given; ``fenced``: for the correctness
+        calls, with inaccessible memory beyond its guard regions where the device can."""
         ...
 
     def upload(self, host: np.ndarray, into: Buffer | None = None) -> Buffer:
@@ -39,6 +44,11 @@ class Device(Protocol):
 
     def to_host(self, buffer: Buffer) -> np.ndarray:
         """The buffer's contents as a host array (no copy where the buffer is on the host)."""
+        ...
+
+    def guards(self, buffer: Buffer) -> Guards | None:
+        """The guard regions written around ``buffer`` when it was made (``guards.py``), or None
+        where this device keeps none."""
         ...
 
     def canaries(self, outputs_per_set: Sequence[Sequence[Buffer]], seed: int) -> CanarySet: ...
@@ -56,14 +66,28 @@ def wall_time(call: Callable[[], None]) -> float:
 
 
 class HostDevice:
-    """Buffers in host memory, 64-byte aligned; a call is timed by the wall clock around it."""
+    """Buffers in host memory, 64-byte aligned, each between guard regions of seeded random
+    signalling NaNs (fenced ones between inaccessible pages too); a call is timed by the wall
+    clock around it. ``seed`` None: patterns no kernel can know in advance."""
 
-    def empty(self, shape: tuple[int, ...], fill: float | None = None) -> np.ndarray:
-        return aligned_empty(shape, fill)
+    def __init__(self, seed: int | None = None) -> None:
+        self._rng = np.random.default_rng(seed)
+        self._guards: dict[int, Guards] = {}  # by id() of a live buffer
+
+    def empty(
+        self, shape: tuple[int, ...], fill: float | None = None, fenced: bool = False
+    ) -> np.ndarray:
+        block = allocate(shape, fence_bytes=FENCE_BYTES if fenced else 0)
+        array = block.array
+        self._guards[id(array)] = arm(block.before, block.after, self._rng)
+        weakref.finalize(array, self._guards.pop, id(array), None)
+        if fill is not None:
+            array.fill(fill)
+        return array
 
     def upload(self, host: np.ndarray, into: np.ndarray | None = None) -> np.ndarray:
         if into is None:
-            return aligned_copy(host)
+            into = self.empty(host.shape)
         np.copyto(into, host)
         return into
 
@@ -72,6 +96,9 @@ class HostDevice:
 
     def to_host(self, buffer: np.ndarray) -> np.ndarray:
         return buffer
+
+    def guards(self, buffer: np.ndarray) -> Guards | None:
+        return self._guards.get(id(buffer))
 
     def canaries(self, outputs_per_set: Sequence[Sequence[np.ndarray]], seed: int) -> Canaries:
         return Canaries(outputs_per_set, seed)

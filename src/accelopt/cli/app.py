@@ -20,6 +20,7 @@ from accelopt.cli.output import (
     evaluation_json,
     evaluations_table,
     shows_table,
+    timing_warnings,
     write_json,
 )
 from accelopt.errors import UserError
@@ -77,6 +78,8 @@ def eval_command(
         if evaluation.log:
             console.print("[bold]kernel output:[/bold]")
             console.print(evaluation.log[:2000], markup=False, highlight=False)
+    for line in timing_warnings([evaluation]):
+        err_console.print(line, style="yellow", highlight=False, markup=False)
     write_json(json_path, evaluation_json(evaluation))
 
 

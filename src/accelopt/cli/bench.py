@@ -18,6 +18,7 @@ from accelopt.cli.output import (
     evaluation_json,
     shows_table,
     suite_table,
+    timing_warnings,
     write_json,
 )
 from accelopt.errors import UserError
@@ -150,6 +151,8 @@ def run_command(
                 )
         for note in blas:
             console.print(note, highlight=False)
+    for line in timing_warnings(evaluations):
+        err_console.print(line, style="yellow", highlight=False, markup=False)
     write_json(json_path, [evaluation_json(e) for e in evaluations])
 
 

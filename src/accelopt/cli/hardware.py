@@ -1,4 +1,5 @@
-"""``accelopt hardware``: the ceilings, each with where it came from."""
+"""``accelopt hardware``: the ceilings, each with where it came from, and for measured ones how
+much the micro-benchmark's repeats varied and whether the machine was quiet meanwhile."""
 
 from __future__ import annotations
 
@@ -28,6 +29,21 @@ def _table(specs: list[tuple[str, HardwareSpec]]) -> Table:
             str(s.cores),
         )
     return table
+
+
+def measurement_quality(spec: HardwareSpec) -> str | None:
+    """How far a measured spec's figures can be trusted: the spread of each ceiling's repeats and
+    whether the machine was quiet; None for a spec that was not measured (a datasheet)."""
+    if not spec.spread and not spec.provisional:
+        return None
+    spreads = ", ".join(f"{name} {value:.0%}" for name, value in spec.spread.items())
+    spread = f"repeats spread {spreads}" if spreads else "repeats spread unknown"
+    if spec.provisional:
+        return (
+            f"[bold yellow]provisional[/bold yellow]: measured while the machine was busy (see "
+            f"load below; {spread}); measured again, keeping the higher figures, once it is quiet"
+        )
+    return f"quiet while measured; {spread}"
 
 
 def _local_specs(
@@ -72,6 +88,9 @@ def show_hardware(measure: bool, json_path: str | None, backend: str = "cpu") ->
         for label, spec in specs:
             llc = f", LLC {spec.llc_bytes / 2**20:g} MiB" if spec.llc_bytes else ""
             console.print(f"[bold]{label}[/bold]: {spec.name}{llc}", highlight=False)
+            quality = measurement_quality(spec)
+            if quality:
+                console.print(f"  {quality}", highlight=False)
             for field, source in spec.provenance.items():
                 console.print(f"  {field}: {source}", highlight=False)
     write_json(json_path, [{"label": label, **s.model_dump(mode="json")} for label, s in specs])

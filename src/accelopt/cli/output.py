@@ -61,7 +61,8 @@ def evaluation_json(evaluation: Evaluation) -> dict[str, Any]:
 def evaluations_table(evaluations: Sequence[Evaluation], title: str) -> Table:
     table = Table(title=title, title_justify="left")
     for name, justify in [
-        ("problem", "left"), ("status", "left"), ("ms", "right"), ("peak ms", "right"),
+        ("problem", "left"), ("status", "left"), ("ms", "right"), ("± 95%", "right"),
+        ("peak ms", "right"),
         ("% peak", "right"), ("bound", "left"), ("noise", "right"), ("rel err", "right"),
     ]:  # fmt: skip
         table.add_column(name, justify=justify, no_wrap=True)  # type: ignore[arg-type]
@@ -71,6 +72,7 @@ def evaluations_table(evaluations: Sequence[Evaluation], title: str) -> Table:
             e.problem,
             status_text(e.status),
             fmt_ms(e.latency_s),
+            fmt_pct(e.ci),
             fmt_ms(e.peak_s),
             fmt_pct(e.pct_of_peak),
             e.bound,
@@ -79,6 +81,38 @@ def evaluations_table(evaluations: Sequence[Evaluation], title: str) -> Table:
             e.error[:120],
         )
     return table
+
+
+NOISY = 0.05  # IQR / median above which a timing is called noisy
+IMPRECISE = 0.02  # the median's 95 % interval half-width above which it is called imprecise
+
+
+def timing_warnings(evaluations: Sequence[Evaluation]) -> list[str]:
+    """Lines warning that figures were taken on a busy machine or are noisy (a pure function):
+    such kernels still pass; their figures are just less comparable."""
+    lines = []
+    for e in evaluations:
+        if e.latency_s is None:
+            continue
+        why = []
+        if e.loaded:
+            why.append(
+                f"other work used {fmt_pct(e.load_others)} of the CPUs"
+                + (f", steal {fmt_pct(e.load_steal)}" if (e.load_steal or 0) > 0.005 else "")
+            )
+        if (e.noise or 0.0) > NOISY:
+            why.append(f"noise (IQR/median) {fmt_pct(e.noise)}")
+        if (e.ci or 0.0) > IMPRECISE:
+            why.append(f"median known to ±{fmt_pct(e.ci)}")
+        if why:
+            lines.append(f"{e.problem} / {e.kernel}: {'; '.join(why)}")
+    if lines:
+        lines.insert(
+            0,
+            "warning: some timings were taken on a busy machine or are noisy; the kernels are "
+            "judged all the same, but re-run on a quiet machine before comparing these figures:",
+        )
+    return lines
 
 
 def _cell(e: Evaluation | None) -> tuple[str, str]:

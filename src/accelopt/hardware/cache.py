@@ -4,20 +4,46 @@ The machine key is a short sha256 of the CPU model, the number of CPUs in the af
 /etc/machine-id (when readable), the hostname and the CPU target kernels are built for
 (``ACCELOPT_CPU_TARGET``). A corrupt cache file, or one written before the spec held the ISA, is
 ignored and re-measured.
+
+Ceilings are ceilings: an honest kernel must never beat one. So a cached figure only ever goes up,
+except by an explicit ``measure_and_cache`` (``accelopt hardware --measure``):
+
+- a ``provisional`` spec (measured while the machine was busy) is measured again by
+  ``load_cpu_spec`` once the machine is quiet, keeping the higher of the old and new figure of each
+  ceiling;
+- ``raise_ceiling`` re-measures one ceiling when a kernel beat it (the profiling service calls it
+  before calling the kernel SUSPICIOUS) and keeps the higher figure.
+
+Each figure's provenance says which measurement it came from.
 """
 
 from __future__ import annotations
 
+import datetime
 import hashlib
 import os
 import socket
+from collections.abc import Callable
 from pathlib import Path
 
 from accelopt import settings
 from accelopt.hardware import devicelock
 from accelopt.hardware.cpuinfo import available_cpus, cpu_model_name
-from accelopt.hardware.measure import measure_cpu
+from accelopt.hardware.load import machine_load
+from accelopt.hardware.measure import CEILINGS, Figure, measure_cpu, measure_figures
 from accelopt.hardware.spec import HardwareSpec
+
+# What the profiling service calls to re-measure a ceiling: (spec, ceiling, why) -> the spec with
+# that ceiling re-measured (the higher figure kept), saved as this machine's.
+Remeasure = Callable[[HardwareSpec, str, str], HardwareSpec]
+
+# The ceiling that bounds a problem of each roofline bound (``hardware.roofline.BOUNDS``).
+BOUND_CEILINGS = {"matmul": "matmul_rate", "vector": "vector_rate", "memory": "bandwidth"}
+KEPT = "kept from an earlier measurement, higher than the re-measurement"
+# A re-measurement before accusing a kernel repeats each micro-benchmark this many times as often
+# as a first measurement: a ceiling on a shared machine moves from one second to the next, and
+# the kernel may have run in a good one (a few seconds, at most once per ceiling per evaluator).
+REMEASURE_REPEAT_FACTOR = 2
 
 MACHINE_ID = Path("/etc/machine-id")
 
@@ -64,23 +90,123 @@ def save_cpu_spec(spec: HardwareSpec) -> Path:
 
 
 def measure_and_cache(threads: int | None = None) -> HardwareSpec:
-    """Measure this CPU (see ``measure_cpu``) and cache the result for this machine.
+    """Measure this CPU (see ``measure_cpu``) and cache the result for this machine, replacing
+    what was cached.
 
     The device lock is held exclusively meanwhile: no evaluation of ours runs beside the
-    micro-benchmarks (other programs on the machine still can; measure on a quiet machine).
+    micro-benchmarks (other programs on the machine still can: then the spec is provisional).
     """
     with devicelock.exclusive(devicelock.lock_path("cpu")):
         spec = measure_cpu(threads)
-    save_cpu_spec(spec)
+        save_cpu_spec(spec)
     return spec
 
 
-def load_cpu_spec(measure_if_missing: bool = True) -> HardwareSpec | None:
+def load_cpu_spec(
+    measure_if_missing: bool = True, refresh_provisional: bool = True
+) -> HardwareSpec | None:
     """This machine's cached spec; when there is none (or it is corrupt), measure and cache it,
-    or return None if ``measure_if_missing`` is False."""
+    or return None if ``measure_if_missing`` is False. A provisional spec is measured again when
+    the machine is quiet now (unless ``refresh_provisional`` is False), each ceiling keeping the
+    higher of its old and new figure."""
     spec = read_spec(cpu_spec_path())
     if spec is not None and not spec.isa:  # cached by an accelopt that did not detect the ISA
         spec = None
-    if spec is None and measure_if_missing:
-        return measure_and_cache()
+    if spec is None:
+        return measure_and_cache() if measure_if_missing else None
+    if spec.provisional and refresh_provisional and not machine_load().busy:
+        return refresh(spec)
     return spec
+
+
+def refresh(old: HardwareSpec) -> HardwareSpec:
+    """Measure again (under the device lock), keep the higher figure of each ceiling, cache."""
+    with devicelock.exclusive(devicelock.lock_path("cpu")):
+        cached = read_spec(cpu_spec_path())
+        if cached is not None and cached.isa and not cached.provisional:
+            return cached  # another process refreshed it while this one waited for the lock
+        new = measure_cpu()
+        spec = keep_higher(new, figures_of(old), note=f"{KEPT} of {_today()}")
+        save_cpu_spec(spec)
+    return spec
+
+
+def raise_ceiling(spec: HardwareSpec, ceiling: str, why: str) -> HardwareSpec:
+    """Re-measure ``ceiling`` of this machine now (under the device lock, exclusive) and return
+    ``spec`` with the higher of its figure and the new one, cached as this machine's spec (with
+    whatever higher figures the cache got meanwhile). ``why``: the reason, for the provenance."""
+    with devicelock.exclusive(devicelock.lock_path("cpu")):
+        factor = REMEASURE_REPEAT_FACTOR
+        measured = measure_figures([ceiling], spec.cores, repeat_factor=factor).figures
+        note = f"raised by a re-measurement on {_today()} ({why})"
+        raised = keep_higher(spec, measured, note=note)
+        cached = read_spec(cpu_spec_path())
+        if cached is not None and same_device(cached, raised):
+            raised = keep_higher(raised, figures_of(cached))
+        save_cpu_spec(raised)
+    return raised
+
+
+def describe_figure(ceiling: str, value: float) -> str:
+    """A ceiling in the units people read: GB/s or GFLOP/s."""
+    unit = "GB/s" if ceiling == "bandwidth" else "GFLOP/s"
+    return f"{value / 1e9:,.1f} {unit}"
+
+
+def _today() -> str:
+    return datetime.date.today().isoformat()
+
+
+def figures_of(spec: HardwareSpec) -> dict[str, Figure]:
+    """The ceilings of ``spec`` as figures (value, spread, provenance)."""
+    return {
+        name: Figure(getattr(spec, name), spec.spread.get(name, 0.0), spec.provenance.get(name, ""))
+        for name in CEILINGS
+    }
+
+
+def keep_higher(
+    spec: HardwareSpec, figures: dict[str, Figure], note: str | None = None
+) -> HardwareSpec:
+    """``spec`` with each ceiling in ``figures`` that is higher than its own taken from there
+    (its value, spread and provenance, the provenance prefixed with ``note``)."""
+    update: dict[str, object] = {}
+    spread, provenance = dict(spec.spread), dict(spec.provenance)
+    for name, figure in figures.items():
+        if figure.value <= getattr(spec, name):
+            continue
+        update[name] = figure.value
+        spread[name] = figure.spread
+        provenance[name] = _noted(note, figure.provenance)
+    if not update:
+        return spec
+    return spec.model_copy(update={**update, "spread": spread, "provenance": provenance})
+
+
+def _noted(note: str | None, provenance: str) -> str:
+    if note is None:
+        return provenance
+    start = provenance.find("measured: ")  # one note at a time, the latest
+    return f"{note}: {provenance[max(start, 0) :]}"
+
+
+def same_device(a: HardwareSpec, b: HardwareSpec) -> bool:
+    """Whether two specs describe the same device (their ceilings aside)."""
+    ignore = {*CEILINGS, "provenance", "provisional", "spread"}
+    return a.model_dump(exclude=ignore) == b.model_dump(exclude=ignore)
+
+
+def is_measured_here(spec: HardwareSpec) -> bool:
+    """Whether ``spec`` is this machine's measured and cached CPU spec (what ``load_cpu_spec``
+    returns): not a datasheet, not a GPU's, not ceilings fixed by hand (as tests do)."""
+    if spec.backend != "cpu":
+        return False
+    if not all("measured: " in spec.provenance.get(name, "") for name in CEILINGS):
+        return False
+    cached = read_spec(cpu_spec_path())
+    return cached is not None and cached.key() == spec.key()
+
+
+def remeasurer_for(spec: HardwareSpec) -> Remeasure | None:
+    """``raise_ceiling`` for this machine's measured spec; None for any other spec."""
+    return raise_ceiling if is_measured_here(spec) else None

@@ -43,7 +43,7 @@ AARCH64_FEATURES = (
     ("__ARM_FEATURE_SVE2", "sve2"),
 )
 SVE_DEFAULT_VL = Path("/proc/sys/abi/sve_default_vector_length")  # bytes, on an aarch64 Linux
-_DEFINE = re.compile(r"^#define\s+(\w+)(?:\s+(.*))?$", re.MULTILINE)
+_DEFINE = re.compile(r"^#define[ \t]+(\w+)(?:[ \t]+(.*))?$", re.MULTILINE)
 
 
 @dataclass(frozen=True)
@@ -105,8 +105,9 @@ def _macros(command: tuple[str, ...], flags: tuple[str, ...]) -> dict[str, str]:
         check=False,
     )
     if proc.returncode != 0:
-        detail = proc.stderr.strip().splitlines()[-1:] or ["no output"]
-        raise ValueError(f"{' '.join([*command, *flags])} failed: {detail[0]}")
+        lines = [line.strip() for line in proc.stderr.splitlines() if line.strip()]
+        errors = [line for line in lines if "error" in line] or lines or ["no output"]
+        raise ValueError(f"{' '.join([*command, *flags])} failed: {errors[0]}")
     return parse_macros(proc.stdout)
 
 

@@ -41,7 +41,7 @@ class HardwareSpec(BaseModel):
     )
     spread: dict[str, float] = Field(
         default_factory=dict,
-        description="per ceiling: (best - worst) / best over the micro-benchmark's repeats",
+        description="per ceiling: (best - median) / best over the micro-benchmark's repeats",
     )
     provenance: dict[str, str] = Field(default_factory=dict)
 

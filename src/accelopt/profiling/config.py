@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import hashlib
+from pathlib import Path
+
 from pydantic import BaseModel, ConfigDict, Field
 
-# Bumped whenever a change to the harness can change a verdict or a timing: it is part of the
-# evaluation cache key, so results measured by an older harness are not reused.
-HARNESS_VERSION = "1"
+PACKAGE = Path(__file__).resolve().parents[1]  # src/accelopt
+# The code a verdict or a timing depends on: the harness, the backends and their checks, the
+# ceilings and the roofline, the problems with their references and kernels.
+HARNESS_PARTS = ("profiling", "backends", "hardware", "problems")
+HARNESS_SUFFIXES = (".py", ".c", ".h")
 
 
 class EvalConfig(BaseModel):
@@ -21,17 +26,36 @@ class EvalConfig(BaseModel):
     max_time_s: float = Field(
         30.0, gt=0, description="stop timing after this long, even short of min_calls"
     )
+    ci_target: float = Field(
+        0.01,
+        ge=0,
+        description="keep timing until the median's 95 % interval is within ± this fraction...",
+    )
+    ci_time_cap_s: float = Field(
+        2.0, ge=0, description="... or timing has taken this long (min_calls, min_time first)"
+    )
     threads: int | None = Field(
         None, ge=1, description="OpenMP threads; None = cores of the device"
     )
     compile_timeout_s: float = Field(120.0, gt=0)
     call_timeout_floor_s: float = Field(10.0, gt=0, description="a call may always take this long")
-    call_timeout_factor: float = Field(2000.0, gt=0, description="... or this many roofline times")
+    call_timeout_factor: float = Field(
+        2000.0, gt=0, description="... or this many roofline times (the correctness calls)"
+    )
+    timing_call_factor: float = Field(
+        50.0, gt=0, description="a timed call may take this many times the slowest checked call"
+    )
     memory_cap_bytes: int = Field(
         2 << 30, gt=0, description="memory a kernel may map beyond its buffers"
     )
     rotation_budget_bytes: int = Field(
         1 << 30, gt=0, description="memory for rotated input/output sets"
+    )
+    reference_memory_bytes: int = Field(
+        1 << 30, ge=0, description="inputs and references a worker keeps in memory"
+    )
+    reference_disk_bytes: int = Field(
+        4 << 30, ge=0, description="inputs and references kept on disk (0: none)"
     )
     output_cap_bytes: int = Field(
         16 << 10, gt=0, description="kernel stdout/stderr kept in the log"
@@ -40,5 +64,28 @@ class EvalConfig(BaseModel):
     recycle_after: int = Field(50, ge=1, description="replace a worker after this many evaluations")
 
     def call_timeout_s(self, peak_s: float) -> float:
-        """A kernel call's deadline: scaled from the roofline time, never under the floor."""
+        """A kernel call's deadline before it has run: scaled from the roofline time, never under
+        the floor."""
         return max(self.call_timeout_floor_s, self.call_timeout_factor * peak_s)
+
+    def timing_timeout_s(self, slowest_call_s: float) -> float:
+        """A timed call's deadline: a generous multiple of the kernel's own slowest call in the
+        correctness check (a slow honest kernel on a busy machine is not killed), never under the
+        floor."""
+        return max(self.call_timeout_floor_s, self.timing_call_factor * slowest_call_s)
+
+
+def harness_digest(root: Path = PACKAGE, parts: tuple[str, ...] = HARNESS_PARTS) -> str:
+    """A short hash of the harness's own sources and default settings: it changes by itself
+    whenever the code that can change a verdict or a timing changes (no hand-bumped version)."""
+    digest = hashlib.sha256(EvalConfig().model_dump_json().encode())
+    for part in parts:
+        for path in sorted((root / part).rglob("*")):
+            if path.suffix in HARNESS_SUFFIXES and "__pycache__" not in path.parts:
+                digest.update(str(path.relative_to(root)).encode() + b"\0")
+                digest.update(path.read_bytes() + b"\0")
+    return digest.hexdigest()[:16]
+
+
+# Part of the evaluation cache key, so results measured by another harness are never reused.
+HARNESS_VERSION = harness_digest()

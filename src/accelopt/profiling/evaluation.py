@@ -22,6 +22,10 @@ class Evaluation(BaseModel):
     min_s: float | None = None
     noise: float | None = None  # IQR / median of the timed calls
     calls: int = 0  # timed calls
+    ci_low_s: float | None = None  # 95 % confidence interval of the median latency
+    ci_high_s: float | None = None
+    load_others: float | None = None  # share of the machine's CPUs others used while timed
+    load_steal: float | None = None  # share of CPU time the hypervisor stole while timed
     peak_s: float  # roofline time on this hardware
     pct_of_peak: float | None = None  # peak_s / latency_s, a fraction (1.0 = 100 %)
     bound: str  # matmul | vector | memory
@@ -41,3 +45,15 @@ class Evaluation(BaseModel):
     @property
     def passed(self) -> bool:
         return self.status is Status.PASSED
+
+    @property
+    def ci(self) -> float | None:
+        """The median's 95 % interval as a fraction of it, ± (0.01: known to within 1 %)."""
+        if self.latency_s is None or self.ci_low_s is None or self.ci_high_s is None:
+            return None
+        return (self.ci_high_s - self.ci_low_s) / (2 * self.latency_s)
+
+    @property
+    def loaded(self) -> bool:
+        """Whether others used enough of the machine during the timing to move it."""
+        return (self.load_others or 0.0) > 0.1 or (self.load_steal or 0.0) > 0.05

@@ -15,6 +15,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,27 +34,58 @@ _PHASES = {
     "reference": "the reference computation",
     "call": "the kernel call",
     "lock": "waiting for the device",
+    "verify": "checking the timed outputs",
 }
+TIMING = "timing"  # the detail of the timed calls' phase
 
 
 @dataclass(frozen=True)
 class Deadlines:
-    """Seconds each phase may take before the worker is killed (None: no limit)."""
+    """Seconds each phase may take before the worker is killed (None: no limit).
+
+    A timed call's deadline follows the kernel's own slowest correctness call, as the parent saw
+    it (``timing_factor`` times it, at least ``timing_floor_s``); before any call has been seen,
+    ``call_s`` (scaled from the roofline) applies.
+    """
 
     compile_s: float
     call_s: float
     reference_s: float
     start_s: float = 60.0
+    timing_factor: float = 50.0
+    timing_floor_s: float = 10.0
 
-    def for_phase(self, phase: str) -> float | None:
+    def for_phase(
+        self, phase: str, detail: str = "", slowest_call_s: float | None = None
+    ) -> float | None:
+        if phase == "call" and detail == TIMING and slowest_call_s is not None:
+            return max(self.timing_floor_s, self.timing_factor * slowest_call_s)
         return {
             "start": self.start_s,
             "compile": self.compile_s,
             "load": self.call_s,
             "reference": self.reference_s,
+            "verify": self.reference_s,
             "call": self.call_s,
             "lock": None,  # other timings hold it, each under its own deadline
         }.get(phase, self.start_s)
+
+
+class CallClock:
+    """The slowest correctness call of an evaluation, timed by the parent from the worker's phase
+    messages (a call lasts from its ``call`` message to the next message)."""
+
+    def __init__(self) -> None:
+        self.slowest_s: float | None = None
+        self._started: float | None = None
+
+    def saw(self, phase: str, detail: str, now: float | None = None) -> None:
+        now = time.monotonic() if now is None else now
+        if self._started is not None:
+            took = now - self._started
+            self.slowest_s = took if self.slowest_s is None else max(self.slowest_s, took)
+        checking = phase == "call" and detail != TIMING
+        self._started = now if checking else None
 
 
 class WorkerStartError(RuntimeError):
@@ -76,6 +108,22 @@ def describe_exit(returncode: int | None) -> str:
         except ValueError:
             return f"died from signal {-returncode}"
     return f"exited with status {returncode}"
+
+
+# Signals that kill a process touching memory it may not: in a kernel call, most likely an access
+# outside its buffers (the correctness calls' buffers are fenced by inaccessible pages).
+_MEMORY_FAULTS = {
+    signal.SIGSEGV: "a memory access outside its buffers?",
+    signal.SIGBUS: "a memory access outside its buffers, or a misaligned one?",
+}
+
+
+def describe_death(returncode: int, phase: str) -> str:
+    """Who died and how: the kernel when a memory fault killed it during a call, else the worker."""
+    if phase == "call" and returncode < 0 and -returncode in _MEMORY_FAULTS:
+        sig = signal.Signals(-returncode)
+        return f"the kernel was killed by {sig.name} ({_MEMORY_FAULTS[sig]})"
+    return f"the worker {describe_exit(returncode)}"
 
 
 class WorkerProcess:
@@ -119,21 +167,23 @@ class WorkerProcess:
         """Run one request; raises WorkerFailed (and leaves the worker dead) on crash or timeout."""
         self.evaluations += 1
         phase, detail = "start", ""
+        calls = CallClock()
         try:
             self.channel.send(request)
             while True:
-                limit = deadlines.for_phase(phase)
+                limit = deadlines.for_phase(phase, detail, calls.slowest_s)
                 message = self.channel.recv(limit)
                 if message is None:
                     raise WorkerFailed(Status.TIMEOUT, self._timeout_error(phase, detail, limit))
                 if message.get("type") == "result":
                     return message
                 phase, detail = str(message.get("phase", phase)), str(message.get("detail", ""))
+                calls.saw(phase, detail)
         except (EOFError, ProtocolError, OSError) as exc:
             returncode = self._wait_exit()
             where = _PHASES.get(phase, phase) + (f" ({detail})" if detail else "")
-            reason = describe_exit(returncode) if returncode is not None else str(exc)
-            raise WorkerFailed(Status.CRASH, f"the worker {reason} during {where}") from None
+            who = f"the worker {exc}" if returncode is None else describe_death(returncode, phase)
+            raise WorkerFailed(Status.CRASH, f"{who} during {where}") from None
 
     def _timeout_error(self, phase: str, detail: str, limit: float | None) -> str:
         where = _PHASES.get(phase, phase) + (f" ({detail})" if detail else "")

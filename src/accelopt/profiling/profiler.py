@@ -136,6 +136,11 @@ class LocalRunner:
             # phase deadlines), so that no worker is left busy behind a closed pool.
             executor.shutdown(wait=True, cancel_futures=True)
 
+    @property
+    def hardware(self) -> HardwareSpec:
+        """The spec evaluations are scored against now (a ceiling may have been raised)."""
+        return self.evaluator.hardware
+
     def close(self) -> None:
         self.evaluator.close()
 
@@ -222,6 +227,8 @@ class CachedProfiler:
                 evaluation = outcome.evaluation
                 if outcome.measured:
                     self.measured += 1
+                    # a raised ceiling changes the key later evaluations are cached under
+                    self.hardware = getattr(self.runner, "hardware", self.hardware)
                     if self._caching:
                         assert self.store is not None
                         self.store.put_evaluation(evaluation)

@@ -16,20 +16,39 @@ from typing import Any
 
 import numpy as np
 
+from accelopt import settings
 from accelopt.backends.base import KernelError, KernelLoadError, LoadedKernel, get_backend
 from accelopt.backends.device import Buffer, CanarySet, Device, HostDevice
+from accelopt.backends.guards import describe, find_overruns
 from accelopt.backends.kernel import Kernel
 from accelopt.backends.status import Status
 from accelopt.hardware import devicelock
 from accelopt.problems.loader import load_problem
-from accelopt.profiling import sandbox
-from accelopt.profiling.config import EvalConfig
+from accelopt.profiling import contention, references, sandbox
+from accelopt.profiling.config import HARNESS_VERSION, EvalConfig
 from accelopt.profiling.correctness import check_outputs, modified_input
 from accelopt.profiling.protocol import Channel
-from accelopt.profiling.timing import rotation_sets, summarize
+from accelopt.profiling.timing import ci_half_width, rotation_sets, summarize
 
 TICK_S = 0.25  # a timing loop tells the parent it is alive this often
 REPEAT_CALLS = 3  # extra timed calls on seen sets, to catch kernels that replay results
+
+
+class _Precision:
+    """Whether the median of the timed calls is known to within ``target`` (its 95 % interval's
+    relative half-width); checked every CHECK_EVERY_S of timing, as sorting costs time."""
+
+    CHECK_EVERY_S = 0.05
+
+    def __init__(self, target: float) -> None:
+        self.target = target
+        self.next_check_s = 0.0
+
+    def __call__(self, samples: list[float], elapsed_s: float) -> bool:
+        if elapsed_s < self.next_check_s:
+            return False
+        self.next_check_s = elapsed_s + self.CHECK_EVERY_S
+        return ci_half_width(samples) <= self.target
 
 
 class Failed(Exception):
@@ -50,7 +69,8 @@ class EvaluationRun:
         self.channel = channel
         self.config = EvalConfig(**request["config"])
         self.problem = load_problem(request["problem"])
-        self.sizes = self.problem.workload(request["workload"]).sizes
+        self.workload: str = request["workload"]
+        self.sizes = self.problem.workload(self.workload).sizes
         self.backend = get_backend(request["backend"])
         self.device: Device = HostDevice()  # the backend's, once execute holds the device lock
         self.kernel = Kernel(request["source"], request["backend"], request["kernel_name"])
@@ -69,7 +89,9 @@ class EvaluationRun:
         try:
             # Everything that loads the machine (compiling, references, copying the rotation sets,
             # checking outputs) holds the device lock shared, so it never runs beside a timing.
+            self.phase("lock")  # no deadline while another worker times a kernel
             with devicelock.shared(self.lock_path):
+                self.phase("start")
                 self.device = self.backend.device()  # may import torch, start CUDA
                 self.build()
                 self.check()
@@ -127,8 +149,23 @@ class EvaluationRun:
         self.result["compile_s"] = self.result.get("compile_s", 0.0) + time.perf_counter() - start
 
     # -- correctness -------------------------------------------------------------------------
-    def _empty_outputs(self) -> list[Buffer]:
-        return [self.device.empty(s, np.nan) for s in self.problem.output_shapes(self.sizes)]
+    def _empty_outputs(self, fenced: bool = False) -> list[Buffer]:
+        shapes = self.problem.output_shapes(self.sizes)
+        return [self.device.empty(s, np.nan, fenced=fenced) for s in shapes]
+
+    def _labels(self) -> list[str]:
+        """How the kernel's arguments are named in errors, in call order."""
+        return [f"input {t.name!r}" for t in self.problem.inputs] + [
+            f"output {t.name!r}" for t in self.problem.outputs
+        ]
+
+    def _check_guards(self, arrays: list[Buffer], detail: str) -> None:
+        """The guard regions around every argument must be as they were made (guards.py)."""
+        for label, buffer in zip(self._labels(), arrays, strict=True):
+            guards = self.device.guards(buffer)
+            overruns = find_overruns(guards) if guards is not None else []
+            if overruns:
+                raise Failed(Status.INCORRECT, f"the kernel {describe(label, overruns)} ({detail})")
 
     def _reference(self, inputs: tuple[np.ndarray, ...], detail: str) -> tuple[np.ndarray, ...]:
         self.phase("reference", detail)
@@ -140,10 +177,22 @@ class EvaluationRun:
         self.result["kernel_ran"] = True
         with sandbox.memory_cap(self.config.memory_cap_bytes):
             self.loaded(arrays)
+        self._check_guards(arrays, detail)
 
     def _prepare(self, seed: int) -> tuple[tuple[np.ndarray, ...], tuple[np.ndarray, ...]]:
-        fresh = self.problem.generate(self.sizes, seed)
-        return fresh, self.problem.reference(*(x.astype(np.float64) for x in fresh))
+        """The seed's inputs and float64 references: computed once, then reused (references.py)."""
+
+        def compute() -> tuple[tuple[np.ndarray, ...], tuple[np.ndarray, ...]]:
+            fresh = self.problem.generate(self.sizes, seed)
+            return fresh, self.problem.reference(*(x.astype(np.float64) for x in fresh))
+
+        store = references.worker_store(
+            settings.cache_dir(),
+            HARNESS_VERSION,
+            self.config.reference_memory_bytes,
+            self.config.reference_disk_bytes,
+        )
+        return store.get(self.problem.name, self.workload, seed, compute)
 
     def _prepared(self) -> Iterator[tuple[str, tuple[np.ndarray, ...], tuple[np.ndarray, ...]]]:
         """Inputs and float64 references per seed, two seeds at a time on two threads (NumPy
@@ -163,8 +212,9 @@ class EvaluationRun:
         in_names = [t.name for t in self.problem.inputs]
         out_names = [t.name for t in self.problem.outputs]
         device = self.device
-        inputs = [device.empty(t.dims(self.sizes)) for t in self.problem.inputs]
-        outputs = self._empty_outputs()
+        # Fenced: an access beyond a buffer's guard regions faults (buffers.py).
+        inputs = [device.empty(t.dims(self.sizes), fenced=True) for t in self.problem.inputs]
+        outputs = self._empty_outputs(fenced=True)
         worst = 0.0
         for detail, fresh, refs in self._prepared():
             for buf, x in zip(inputs, fresh, strict=True):
@@ -207,16 +257,21 @@ class EvaluationRun:
             start = time.perf_counter()
             self.phase("call", "timing")
             self.result["kernel_ran"] = True
+            before = contention.snapshot()
             with sandbox.memory_cap(self.config.memory_cap_bytes):
                 canaries = self.device.canaries([o for _, o in sets], self.seeds[0])
                 samples = self._timed_loop(calls, canaries)
                 self.result["repeat_s"] = self._repeat_calls(calls, canaries)
             self.result["time_s"] = time.perf_counter() - start
+            self._record_contention(before, contention.snapshot())
         stats = summarize(samples)
         self.result.update(
-            latency_s=stats.latency_s, min_s=stats.min_s, noise=stats.noise, calls=stats.calls
-        )
+            latency_s=stats.latency_s, min_s=stats.min_s, noise=stats.noise, calls=stats.calls,
+            ci_low_s=stats.ci_low_s, ci_high_s=stats.ci_high_s,
+        )  # fmt: skip
+        self.phase("lock")  # the other worker may be timing: waiting is not this kernel's time
         with devicelock.shared(self.lock_path):
+            self.phase("verify")
             self._verify(sets[(len(samples) + self._warmup_count(len(sets)) - 1) % len(sets)])
 
     def _warmup_count(self, n_sets: int) -> int:
@@ -242,10 +297,14 @@ class EvaluationRun:
         samples: list[float] = []
         clock, time_call = time.perf_counter, self.device.time_call
         begin = clock()
+        precise = _Precision(cfg.ci_target)
         while True:
             elapsed = clock() - begin
             enough = len(samples) >= cfg.min_calls and elapsed >= cfg.min_time_s
-            if enough or (samples and elapsed >= cfg.max_time_s):
+            capped = elapsed >= max(cfg.ci_time_cap_s, cfg.min_time_s)
+            if enough and (capped or precise(samples, elapsed)):
+                return samples
+            if samples and elapsed >= cfg.max_time_s:
                 return samples
             index = (warm + len(samples)) % n
             canaries.arm(index)
@@ -257,6 +316,15 @@ class EvaluationRun:
                     "when called again on buffers it has seen",
                 )
             last = self._tick(last)
+
+    def _record_contention(
+        self, before: contention.CpuSnapshot | None, after: contention.CpuSnapshot | None
+    ) -> None:
+        """What other processes and the hypervisor took of the machine while this kernel was
+        timed (reported with the evaluation; never a reason to reject it)."""
+        if before is not None and after is not None:
+            seen = contention.contention(before, after)
+            self.result.update(load_others=seen.others, load_steal=seen.steal)
 
     def _repeat_calls(self, calls: list[Any], canaries: CanarySet) -> float:
         """REPEAT_CALLS more timed calls on sets whose buffers and contents the kernel has seen
@@ -277,7 +345,9 @@ class EvaluationRun:
         return float(np.median(times))
 
     def _verify(self, last_set: tuple[tuple[Buffer, ...], list[Buffer]]) -> None:
-        """The outputs of the last timed call must still be right: repeated calls did the work."""
+        """The outputs of the last timed call must still be right: repeated calls did the work;
+        and the guard regions of its buffers untouched."""
+        self._check_guards([*last_set[0], *last_set[1]], "in the timed calls")
         inputs = [self.device.to_host(b) for b in last_set[0]]
         outputs = [self.device.to_host(b) for b in last_set[1]]
         changed = modified_input([t.name for t in self.problem.inputs], inputs, self.last_seed[0])

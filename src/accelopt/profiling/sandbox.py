@@ -26,6 +26,7 @@ MAX_FILE_BYTES = 256 << 20  # no file a worker or its compiler writes may grow p
 _ENV_NAMES = {
     "PATH", "HOME", "USER", "LANG", "TMPDIR", "TEMP", "TMP", "CC", "PYTHONPATH", "PYTHONHOME",
     "VIRTUAL_ENV", "LD_LIBRARY_PATH", "XDG_CACHE_HOME", "TZ", "ACCELOPT_CACHE_DIR",
+    "ACCELOPT_CPU_TARGET",
 }  # fmt: skip
 _ENV_PREFIXES = ("LC_", "OMP_", "GOMP_", "KMP_", "OPENBLAS_", "MKL_", "CUDA_", "NVIDIA_", "TRITON_")
 

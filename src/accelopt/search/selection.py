@@ -2,8 +2,10 @@
 
 Correctness is a hard filter (only PASSED kernels compete). A child counts as faster than its
 parent only beyond the measured noise: with ``d = 1 - child / parent`` (the fraction of time
-saved) and ``noise`` the larger IQR/median of the two, ``d > 2 noise`` is a win, ``d <= noise`` is
-not, and in between the two are re-timed in one session before deciding.
+saved) and ``noise`` the larger uncertainty of the two medians — the relative half-width of a
+median's 95 % confidence interval (IQR/median for evaluations that have none), never below
+MIN_NOISE — ``d > 2 noise`` is a win, ``d <= noise`` is not, and in between the two are re-timed
+in one session before deciding.
 """
 
 from __future__ import annotations
@@ -15,7 +17,9 @@ from enum import StrEnum
 from accelopt.profiling.evaluation import Evaluation
 from accelopt.store.records import KernelRecord
 
-MIN_NOISE = 0.01  # below 1 % the timer and the clock are the limit, whatever the IQR says
+# Medians of separate evaluations of one kernel differ by up to ~2 % on a quiet machine (thread
+# placement, page placement), however precise each one is: below that, no interval is believed.
+MIN_NOISE = 0.02
 
 
 class Comparison(StrEnum):
@@ -40,8 +44,14 @@ class Candidate:
         return e.latency_s if e.passed and e.latency_s else None
 
 
+def uncertainty(evaluation: Evaluation) -> float:
+    """How well an evaluation knows its median: its 95 % interval, else its IQR/median."""
+    ci = evaluation.ci
+    return ci if ci is not None else evaluation.noise or 0.0
+
+
 def noise_of(*evaluations: Evaluation) -> float:
-    return max([MIN_NOISE, *(e.noise or 0.0 for e in evaluations)])
+    return max([MIN_NOISE, *(uncertainty(e) for e in evaluations)])
 
 
 def compare(child: Evaluation, parent: Evaluation) -> Comparison:

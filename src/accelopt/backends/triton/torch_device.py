@@ -72,7 +72,10 @@ class TorchDevice:
     def on_gpu(self) -> bool:
         return self.device.type == "cuda"
 
-    def empty(self, shape: tuple[int, ...], fill: float | None = None) -> torch.Tensor:
+    def empty(
+        self, shape: tuple[int, ...], fill: float | None = None, fenced: bool = False
+    ) -> torch.Tensor:
+        """``fenced`` is ignored: tensors get no guard regions or fences yet."""
         tensor = torch.empty(shape, dtype=torch.float32, device=self.device)
         if fill is not None:
             tensor.fill_(fill)
@@ -89,6 +92,10 @@ class TorchDevice:
 
     def to_host(self, buffer: torch.Tensor) -> np.ndarray:
         return buffer.cpu().numpy()  # waits for the GPU; on the CPU, a view
+
+    def guards(self, buffer: torch.Tensor) -> None:
+        """No guard regions around tensors yet: out-of-bounds writes are not checked here."""
+        return None
 
     def canaries(
         self, outputs_per_set: Sequence[Sequence[torch.Tensor]], seed: int

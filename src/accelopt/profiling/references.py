@@ -1,0 +1,179 @@
+"""Inputs and reference outputs, computed once per (problem, workload, seed, harness) and reused.
+
+Generating a workload's inputs and its float64 reference costs far more than the kernel call it
+checks (a float64 matmul, NumPy temporaries), so a worker keeps them: in memory (least recently
+used first out, up to a byte budget) and on disk under ``cache_dir()/references/<harness>/`` (npz
+files written atomically, least recently used evicted past a byte budget). The harness version
+(a hash of its sources, ``config.HARNESS_VERSION``) is in the path, so a change to a problem's
+generator or reference never serves stale data.
+
+Seeds: an evaluation's default seeds come from a per-machine pool (``seed_pool``): a random salt
+kept in the cache, hashed with the problem and workload. Kernels are then all checked on the same
+inputs on one machine, which is what makes the references reusable; the salt is never shown to
+an agent, and deleting it draws new seeds.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import secrets
+import threading
+import zipfile
+from collections import OrderedDict
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+Arrays = tuple[np.ndarray, ...]
+Prepared = tuple[Arrays, Arrays]  # (inputs in float32, references in float64)
+SALT_NAME = "salt"
+
+
+def _nbytes(prepared: Prepared) -> int:
+    return sum(a.nbytes for group in prepared for a in group)
+
+
+def _frozen(prepared: Prepared) -> Prepared:
+    for group in prepared:
+        for array in group:
+            array.flags.writeable = False
+    return prepared
+
+
+def seed_pool(cache: Path, problem: str, workload: str, count: int) -> list[int]:
+    """``count`` seeds for ``problem`` on ``workload``, the same every time on this machine."""
+    salt_path = cache / SALT_NAME
+    try:
+        salt = salt_path.read_text().strip()
+    except OSError:
+        salt = ""
+    if not salt:
+        salt = secrets.token_hex(16)
+        cache.mkdir(parents=True, exist_ok=True)
+        tmp = salt_path.with_name(f"{SALT_NAME}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+        tmp.write_text(salt)
+        try:
+            os.link(tmp, salt_path)  # atomic, and only if no salt exists: the first one wins
+        except FileExistsError:
+            pass
+        finally:
+            tmp.unlink()
+        salt = salt_path.read_text().strip()
+    seeds = []
+    for i in range(count):
+        digest = hashlib.sha256(f"{salt}\0{problem}\0{workload}\0{i}".encode()).digest()
+        seeds.append(int.from_bytes(digest[:4], "little") & 0x7FFFFFFF)
+    return seeds
+
+
+class DiskCache:
+    """npz files of prepared seeds, least recently used evicted past ``budget_bytes``."""
+
+    def __init__(self, root: Path, budget_bytes: int) -> None:
+        self.root = root
+        self.budget_bytes = budget_bytes
+
+    def path(self, key: tuple[str, str, int]) -> Path:
+        problem, workload, seed = key
+        return self.root / f"{problem}--{workload}" / f"{seed}.npz"
+
+    def load(self, key: tuple[str, str, int]) -> Prepared | None:
+        path = self.path(key)
+        try:
+            with np.load(path, allow_pickle=False) as data:
+                n_in = int(data["n_inputs"])
+                n_out = int(data["n_outputs"])
+                inputs = tuple(data[f"in{i}"] for i in range(n_in))
+                refs = tuple(data[f"ref{i}"] for i in range(n_out))
+            os.utime(path)  # recently used
+        except (OSError, KeyError, ValueError, zipfile.BadZipFile):
+            return None
+        return inputs, refs
+
+    def save(self, key: tuple[str, str, int], prepared: Prepared) -> None:
+        if _nbytes(prepared) > self.budget_bytes:
+            return
+        path = self.path(key)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_name(f".{path.stem}.{os.getpid()}.tmp.npz")
+            inputs, refs = prepared
+            arrays = {f"in{i}": a for i, a in enumerate(inputs)}
+            arrays |= {f"ref{i}": a for i, a in enumerate(refs)}
+            np.savez(tmp, n_inputs=len(inputs), n_outputs=len(refs), **arrays)
+            os.replace(tmp, path)
+            self._evict()
+        except OSError:  # a full disk or a capped file size: the cache is an optimisation
+            return
+
+    def _evict(self) -> None:
+        files = []
+        for path in self.root.glob("*/*.npz"):
+            if path.name.startswith("."):  # being written
+                continue
+            try:
+                stat = path.stat()
+            except OSError:
+                continue
+            files.append((stat.st_mtime, stat.st_size, path))
+        total = sum(size for _, size, _ in files)
+        for _, size, path in sorted(files):
+            if total <= self.budget_bytes:
+                return
+            path.unlink(missing_ok=True)
+            total -= size
+
+
+class ReferenceStore:
+    """Prepared seeds in memory (LRU up to ``memory_bytes``), backed by a ``DiskCache``."""
+
+    def __init__(self, disk: DiskCache | None, memory_bytes: int) -> None:
+        self.disk = disk
+        self.memory_bytes = memory_bytes
+        self._memory: OrderedDict[tuple[str, str, int], Prepared] = OrderedDict()
+        self._lock = threading.Lock()  # seeds are prepared two at a time
+        self.hits = self.misses = 0
+
+    def get(
+        self, problem: str, workload: str, seed: int, compute: Callable[[], Prepared]
+    ) -> Prepared:
+        key = (problem, workload, seed)
+        with self._lock:
+            if key in self._memory:
+                self._memory.move_to_end(key)
+                self.hits += 1
+                return self._memory[key]
+        prepared = self.disk.load(key) if self.disk is not None else None
+        if prepared is None:
+            self.misses += 1
+            prepared = compute()
+            if self.disk is not None:
+                self.disk.save(key, prepared)
+        else:
+            self.hits += 1
+        self._remember(key, _frozen(prepared))
+        return prepared
+
+    def _remember(self, key: tuple[str, str, int], prepared: Prepared) -> None:
+        if _nbytes(prepared) > self.memory_bytes:
+            return
+        with self._lock:
+            self._memory[key] = prepared
+            while sum(_nbytes(p) for p in self._memory.values()) > self.memory_bytes:
+                self._memory.popitem(last=False)
+
+
+_STORES: dict[tuple[Path, int, int], ReferenceStore] = {}
+
+
+def worker_store(
+    cache_dir: Path, harness: str, memory_bytes: int, disk_bytes: int
+) -> ReferenceStore:
+    """The reference store of this (worker) process: one per cache location and budgets."""
+    key = (cache_dir, memory_bytes, disk_bytes)
+    if key not in _STORES:
+        disk = DiskCache(cache_dir / "references" / harness, disk_bytes) if disk_bytes else None
+        _STORES[key] = ReferenceStore(disk, memory_bytes)
+    return _STORES[key]

@@ -1,0 +1,38 @@
+"""The CLI warns about figures taken on a busy machine or noisy ones, and never for quiet ones."""
+
+from __future__ import annotations
+
+from accelopt.backends.status import Status
+from accelopt.cli.output import timing_warnings
+from accelopt.profiling.evaluation import Evaluation
+
+QUIET = Evaluation(
+    problem="silu", workload="cpu", backend="cpu", kernel="baseline", kernel_hash="h",
+    hardware="hw", status=Status.PASSED, latency_s=1e-3, noise=0.01, ci_low_s=0.995e-3,
+    ci_high_s=1.005e-3, load_others=0.01, load_steal=0.0, peak_s=5e-4, bound="memory",
+    tolerance=1e-5,
+)  # fmt: skip
+
+
+def test_a_quiet_precise_timing_gets_no_warning():
+    assert timing_warnings([QUIET]) == []
+
+
+def test_a_check_only_result_gets_no_warning():
+    assert timing_warnings([QUIET.model_copy(update={"latency_s": None, "load_others": 0.9})]) == []
+
+
+def test_a_busy_machine_is_named_with_what_others_took():
+    busy = QUIET.model_copy(update={"load_others": 0.45, "load_steal": 0.02})
+    lines = timing_warnings([busy])
+    assert lines[0].startswith("warning: some timings were taken on a busy machine")
+    assert lines[1] == "silu / baseline: other work used 45.0% of the CPUs, steal 2.0%"
+
+
+def test_noise_and_an_imprecise_median_are_named():
+    noisy = QUIET.model_copy(
+        update={"kernel": "expert", "noise": 0.12, "ci_low_s": 0.96e-3, "ci_high_s": 1.04e-3}
+    )
+    lines = timing_warnings([QUIET, noisy])
+    assert len(lines) == 2
+    assert lines[1] == "silu / expert: noise (IQR/median) 12.0%; median known to ±4.0%"

@@ -1,0 +1,130 @@
+"""Load is reported, not punished: deadlines follow the kernel's own calls, waiting for the device
+is nobody's deadline, the median's confidence interval decides how long to time, and what others
+took of the machine is measured."""
+
+from __future__ import annotations
+
+import math
+import os
+import threading
+import time
+
+import pytest
+
+from accelopt.backends.kernel import Kernel
+from accelopt.backends.status import Status
+from accelopt.hardware import devicelock
+from accelopt.problems import load_problem
+from accelopt.profiling.config import EvalConfig
+from accelopt.profiling.contention import Contention, CpuSnapshot, contention, parse_cpu_line
+from accelopt.profiling.pool import TIMING, CallClock, Deadlines, WorkerProcess
+from accelopt.profiling.run import _Precision
+from accelopt.profiling.service import Evaluator
+from accelopt.profiling.timing import ci_half_width, median_ci, median_ci_ranks, summarize
+
+DEADLINES = Deadlines(compile_s=150.0, call_s=3.0, reference_s=120.0, timing_floor_s=10.0)
+
+
+def test_a_timed_call_gets_a_multiple_of_the_slowest_checked_call():
+    assert DEADLINES.for_phase("call", TIMING, slowest_call_s=0.5) == 25.0  # 50 x 0.5 s
+    assert DEADLINES.for_phase("call", TIMING, slowest_call_s=0.01) == 10.0  # the floor
+    assert DEADLINES.for_phase("call", TIMING, slowest_call_s=None) == 3.0  # none seen yet
+    assert DEADLINES.for_phase("call", "seed 1 of 5", slowest_call_s=0.5) == 3.0
+
+
+def test_the_parent_times_the_correctness_calls_from_phase_messages():
+    clock = CallClock()
+    clock.saw("reference", "seeds 1-2 of 5", now=0.0)
+    clock.saw("call", "seed 1 of 5", now=1.0)
+    clock.saw("call", "seed 2 of 5", now=1.4)  # seed 1 took 0.4 s
+    clock.saw("reference", "seeds 3-4 of 5", now=2.1)  # seed 2 took 0.7 s
+    clock.saw("lock", "", now=9.0)  # references are not calls
+    clock.saw("call", TIMING, now=30.0)  # nor is waiting for the device
+    clock.saw("call", TIMING, now=31.0)  # timed calls do not raise their own deadline
+    assert clock.slowest_s == pytest.approx(0.7)
+
+
+def test_waiting_for_the_device_has_no_deadline_even_the_verification():
+    assert DEADLINES.for_phase("lock") is None
+    assert DEADLINES.for_phase("verify") == 120.0
+
+
+def test_median_interval_ranks_follow_the_binomial_rule():
+    assert median_ci_ranks(100) == (39, 60)  # the textbook 95 % ranks 40 and 61, 1-based
+    assert median_ci_ranks(5) == (0, 4)  # too few samples: the extremes
+    low, high = median_ci(list(range(1, 101)))
+    assert (low, high) == (40.0, 61.0)
+
+
+def test_the_interval_is_unknown_below_six_samples_and_narrows_with_more():
+    assert math.isinf(ci_half_width([1.0, 1.1, 0.9, 1.0, 1.0]))
+    wide = [1.0 + 0.1 * ((i * 7) % 11 - 5) / 5 for i in range(30)]
+    assert ci_half_width(wide * 20) < ci_half_width(wide)
+    stats = summarize(wide)
+    assert stats.ci_low_s <= stats.latency_s <= stats.ci_high_s
+    assert stats.ci == pytest.approx(ci_half_width(wide))
+
+
+def test_precision_is_checked_at_intervals():
+    precise = _Precision(0.01)
+    steady = [1e-3] * 40
+    assert precise(steady, 0.0) is True
+    assert precise(steady, 0.01) is False  # too soon after the last check
+    noisy = [1e-3 * (1 + (i % 2)) for i in range(40)]
+    assert precise(noisy, 0.2) is False
+
+
+def test_others_share_is_the_machines_cpu_time_less_our_own():
+    line = "cpu  100 0 50 800 0 0 0 10 0 0\ncpu0 50 0 25 400 0 0 0 5 0 0\n"
+    assert parse_cpu_line(line, 100.0) == (1.5, 8.0, 0.1)
+    before = CpuSnapshot(busy_s=10.0, idle_s=100.0, steal_s=0.0, own_s=5.0)
+    # 2 CPUs for 1 s: 2 CPU-seconds; we used 1.0, somebody else 0.6, the rest idle
+    after = CpuSnapshot(busy_s=11.6, idle_s=100.4, steal_s=0.0, own_s=6.0)
+    seen = contention(before, after)
+    assert seen.others == pytest.approx(0.3) and seen.steal == 0.0 and seen.busy
+    quiet = contention(before, CpuSnapshot(12.0, 100.0, 0.0, 7.0))
+    assert quiet == Contention(0.0, 0.0) and not quiet.busy
+    stolen = contention(before, CpuSnapshot(11.0, 100.8, 0.2, 6.0))
+    assert stolen.steal == pytest.approx(0.1) and stolen.busy
+
+
+@pytest.mark.timeout(120)
+def test_a_worker_waiting_for_the_device_is_not_timed_out(accelopt_cache, hw):
+    """Before a kernel runs, and before its timed outputs are verified, the worker waits for
+    whoever times a kernel now; a short start deadline must not kill it meanwhile."""
+    problem = load_problem("silu")
+    kernel = Kernel(problem.kernel_path("baseline").read_text())
+    evaluator = Evaluator(hw, EvalConfig(workers=1, seed=3, seeds=1, min_calls=3, min_time_s=0))
+    request = evaluator._request(kernel, problem, "small", [3])
+    evaluator.close()
+    worker = WorkerProcess(dict(os.environ), lock_path=evaluator.lock_path)
+    deadlines = Deadlines(compile_s=150.0, call_s=30.0, reference_s=120.0, start_s=1.0)
+    held = threading.Event()
+
+    def hold_the_device() -> None:
+        with devicelock.exclusive(evaluator.lock_path):
+            held.set()
+            time.sleep(3.0)
+
+    holder = threading.Thread(target=hold_the_device)
+    holder.start()
+    held.wait(10)
+    try:
+        result = worker.evaluate(request, deadlines)
+    finally:
+        holder.join()
+        worker.shutdown()
+    assert result["status"] is None, result
+    assert result["ci_low_s"] <= result["latency_s"] <= result["ci_high_s"]
+
+
+@pytest.mark.timeout(120)
+def test_an_evaluation_reports_its_interval_and_the_load(accelopt_cache, hw):
+    problem = load_problem("silu")
+    kernel = Kernel(problem.kernel_path("baseline").read_text())
+    with Evaluator(hw, EvalConfig(workers=1, seeds=1, min_calls=5, min_time_s=0)) as evaluator:
+        evaluation = evaluator.evaluate(kernel, problem, "small")
+    assert evaluation.status is Status.PASSED, evaluation.error
+    assert evaluation.ci is not None and evaluation.ci >= 0
+    assert evaluation.load_others is not None and 0.0 <= evaluation.load_others <= 1.0
+    assert evaluation.load_steal is not None and evaluation.load_steal >= 0.0
