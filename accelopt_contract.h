@@ -1,0 +1,1 @@
+void kernel(const float *, const float *, const float *, const float *, float *);
