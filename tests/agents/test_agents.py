@@ -228,3 +228,26 @@ def test_executor_writes_triton_kernels_from_the_triton_backends_facts(server, c
     system, user = (m["content"] for m in server.requests[0].messages[:2])
     assert "triton" in system and "```python" in user and "@triton.jit" in user
     assert 'input_precision="ieee"' in user and "4,800.0 GB/s" in user
+
+
+def test_planner_and_executor_are_told_the_vector_isa_and_the_caches(server, client, hw):
+    avx2 = hw.model_copy(
+        update={
+            "arch": "x86_64", "isa": ("sse4_2", "avx", "avx2", "fma"), "vector_bits": 256,
+            "l1d_bytes": 32 << 10, "l2_bytes": 512 << 10,
+            "provenance": {"l2_bytes": "sysfs: level-2 unified cache, one per core",
+                           "llc_bytes": "sysfs: level-3 unified cache, shared by 2 CPUs"},
+        }
+    )  # fmt: skip
+    server.script("planner", Reply("TITLE: Use AVX2\n1. 8-wide FMAs.\n"))
+    server.script("executor", Reply(f"```c\n{NEW_KERNEL}\n```\n"))
+    run(client, propose(client, planner_input(avx2)))
+    client = LLMClient(client.config)
+    run(client, execute(client, executor_input(avx2), sample_index=0))
+    for agent in ("planner", "executor"):
+        (request,) = server.requests_for(agent)
+        prompt = request.messages[1]["content"]
+        assert "vector ISA: AVX2 + FMA, 256-bit (8 floats); no AVX-512" in prompt, agent
+        assert "L1d 32 KiB" in prompt and "L2 512 KiB (one per core)" in prompt, agent
+        assert "last-level 32 MiB (shared by 2 CPUs)" in prompt, agent
+        assert "inputs are cold" in prompt, agent

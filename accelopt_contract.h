@@ -1,1 +1,0 @@
-void kernel(const float *, const float *, const float *, const float *, float *);
