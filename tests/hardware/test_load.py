@@ -45,13 +45,14 @@ def test_parse_loadavg_rejects_other_text(text):
 def test_parse_stat_reads_the_all_cpu_line_and_running_tasks():
     times, running = parse_stat(STAT)
     # user nice system idle iowait irq softirq steal; guest (10) is inside user already
-    assert times == CpuTimes(total=18783 + 5854 + 54175 + 331 + 44 + 74, steal=74)
+    total = 18783 + 5854 + 54175 + 331 + 44 + 74
+    assert times == CpuTimes(total=total, steal=74, idle=54175 + 331)  # idle and I/O wait
     assert running == 4
 
 
 def test_parse_stat_of_an_old_kernel_without_steal():
     times, running = parse_stat("cpu  100 0 50 850\n")
-    assert times == CpuTimes(total=1000, steal=0)
+    assert times == CpuTimes(total=1000, steal=0, idle=850)
     assert running is None
 
 

@@ -14,9 +14,10 @@ import pytest
 from accelopt.backends.kernel import Kernel
 from accelopt.backends.status import Status
 from accelopt.hardware import devicelock
+from accelopt.hardware.load import CpuTimes
 from accelopt.problems import load_problem
 from accelopt.profiling.config import EvalConfig
-from accelopt.profiling.contention import Contention, CpuSnapshot, contention, parse_cpu_line
+from accelopt.profiling.contention import Contention, CpuSnapshot, contention, snapshot
 from accelopt.profiling.pool import TIMING, CallClock, Deadlines, WorkerProcess
 from accelopt.profiling.run import _Precision
 from accelopt.profiling.service import Evaluator
@@ -75,17 +76,20 @@ def test_precision_is_checked_at_intervals():
 
 
 def test_others_share_is_the_machines_cpu_time_less_our_own():
-    line = "cpu  100 0 50 800 0 0 0 10 0 0\ncpu0 50 0 25 400 0 0 0 5 0 0\n"
-    assert parse_cpu_line(line, 100.0) == (1.5, 8.0, 0.1)
-    before = CpuSnapshot(busy_s=10.0, idle_s=100.0, steal_s=0.0, own_s=5.0)
-    # 2 CPUs for 1 s: 2 CPU-seconds; we used 1.0, somebody else 0.6, the rest idle
-    after = CpuSnapshot(busy_s=11.6, idle_s=100.4, steal_s=0.0, own_s=6.0)
-    seen = contention(before, after)
+    before = CpuSnapshot(CpuTimes(total=1000, steal=0, idle=900), own=50)
+    # 200 ticks on the CPUs: we used 100, somebody else 60, 40 idle
+    seen = contention(before, CpuSnapshot(CpuTimes(1200, 0, 940), own=150))
     assert seen.others == pytest.approx(0.3) and seen.steal == 0.0 and seen.busy
-    quiet = contention(before, CpuSnapshot(12.0, 100.0, 0.0, 7.0))
+    quiet = contention(before, CpuSnapshot(CpuTimes(1200, 0, 900), own=250))
     assert quiet == Contention(0.0, 0.0) and not quiet.busy
-    stolen = contention(before, CpuSnapshot(11.0, 100.8, 0.2, 6.0))
+    stolen = contention(before, CpuSnapshot(CpuTimes(1200, 20, 980), own=150))
     assert stolen.steal == pytest.approx(0.1) and stolen.busy
+    assert contention(before, before) == Contention(0.0, 0.0)  # no time passed
+
+
+def test_a_snapshot_reads_this_machine():
+    now = snapshot()
+    assert now is None or (now.machine.total > 0 and now.own >= 0)
 
 
 @pytest.mark.timeout(120)

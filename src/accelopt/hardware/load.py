@@ -26,10 +26,12 @@ STEAL_SAMPLE_S = 0.1
 
 @dataclass(frozen=True)
 class CpuTimes:
-    """The all-CPU line of /proc/stat: total and stolen time, in clock ticks since boot."""
+    """The all-CPU line of /proc/stat: total, stolen and idle (with I/O wait) time, in clock ticks
+    since boot."""
 
     total: int
     steal: int
+    idle: int = 0
 
 
 @dataclass(frozen=True)
@@ -78,7 +80,8 @@ def parse_stat(text: str) -> tuple[CpuTimes, int | None]:
         fields = line.split()
         if fields and fields[0] == "cpu":
             ticks = [int(f) for f in fields[1:9]]
-            times = CpuTimes(total=sum(ticks), steal=ticks[7] if len(ticks) > 7 else 0)
+            steal = ticks[7] if len(ticks) > 7 else 0
+            times = CpuTimes(total=sum(ticks), steal=steal, idle=sum(ticks[3:5]))
         elif fields[:1] == ["procs_running"] and len(fields) > 1:
             running = int(fields[1])
     if times is None:
