@@ -69,6 +69,7 @@ def test_a_spec_cached_before_the_isa_was_detected_is_remeasured(fake_measure):
 
 
 def test_the_cpu_target_has_its_own_cached_spec(monkeypatch):
+    monkeypatch.delenv("ACCELOPT_CPU_TARGET", raising=False)
     native = hw_cache.cpu_spec_path()
     monkeypatch.setenv("ACCELOPT_CPU_TARGET", "x86-64-v3")
     assert hw_cache.cpu_spec_path() != native

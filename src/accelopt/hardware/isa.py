@@ -111,12 +111,17 @@ def _macros(command: tuple[str, ...], flags: tuple[str, ...]) -> dict[str, str]:
     return parse_macros(proc.stdout)
 
 
+def isa_from_compiler(compiler: Compiler, flags: tuple[str, ...]) -> Isa:
+    """What ``compiler`` targets under ``flags``; raises ValueError (with the compiler's message)
+    when it fails."""
+    macros = _macros(compiler.command, flags)
+    return isa_from_macros(macros, compiler.arch, flags, compiler.cross)
+
+
 def detect_isa(compiler: Compiler) -> Isa:
     """What ``compiler`` targets under the kernels' target flags; raises ValueError (with the
     compiler's message) when it rejects them, e.g. an unknown ``ACCELOPT_CPU_TARGET``."""
-    flags = target_flags(compiler)
-    macros = _macros(compiler.command, flags)
-    return isa_from_macros(macros, compiler.arch, flags, compiler.cross)
+    return isa_from_compiler(compiler, target_flags(compiler))
 
 
 def describe_isa(isa: Isa) -> str:

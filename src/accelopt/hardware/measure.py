@@ -39,7 +39,7 @@ from accelopt.hardware.cpuinfo import (
     data_cache,
     llc_level_and_bytes,
 )
-from accelopt.hardware.isa import Isa, describe_isa, detect_isa
+from accelopt.hardware.isa import Isa, describe_isa, detect_isa, isa_from_compiler
 from accelopt.hardware.load import Load, machine_load, read_cpu_times, steal_fraction
 from accelopt.hardware.spec import HardwareSpec
 from accelopt.hardware.toolchain import (
@@ -333,12 +333,21 @@ def machine_isa(compiler: Compiler) -> Isa:
         return detect_isa(compiler)
     except ValueError as exc:
         target = settings.cpu_target()
-        if target is None:
+        if target is None or not _preprocesses(compiler):  # the compiler, not the target
             raise no_compiler(str(exc)) from exc
         raise UserError(
             f"the C compiler rejects ACCELOPT_CPU_TARGET={target!r} ({exc}): set it to a CPU "
             "the compiler knows (e.g. x86-64-v3, neoverse-n1) or unset it"
         ) from exc
+
+
+def _preprocesses(compiler: Compiler) -> bool:
+    """Whether the compiler works at all without a CPU target."""
+    try:
+        isa_from_compiler(compiler, ())
+    except ValueError:
+        return False
+    return True
 
 
 def _sharing(cache: CacheLevel) -> str:
