@@ -144,6 +144,7 @@ def machine(monkeypatch):
     """The machine's load as load_cpu_spec sees it: quiet unless a test says busy."""
     state = {"busy": False}
     monkeypatch.setattr(hw_cache, "machine_load", lambda: _load(state["busy"]))
+    monkeypatch.setattr(hw_cache, "REFRESH_AFTER_S", 0)  # any provisional spec is due
     return state
 
 
@@ -183,6 +184,15 @@ def test_a_provisional_spec_is_kept_while_the_machine_is_busy(machine, quiet_mea
     save_cpu_spec(BUSY)
     assert load_cpu_spec() == BUSY
     assert load_cpu_spec(measure_if_missing=False) == BUSY
+    assert quiet_measure == []
+
+
+def test_a_spec_that_stays_provisional_is_not_remeasured_by_every_command(
+    machine, quiet_measure, monkeypatch
+):
+    monkeypatch.setattr(hw_cache, "REFRESH_AFTER_S", 600)
+    save_cpu_spec(BUSY)  # just written: a noisy VM measured it a moment ago
+    assert load_cpu_spec() == BUSY
     assert quiet_measure == []
 
 

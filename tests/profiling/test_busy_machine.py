@@ -17,7 +17,13 @@ from accelopt.hardware import devicelock
 from accelopt.hardware.load import CpuTimes
 from accelopt.problems import load_problem
 from accelopt.profiling.config import EvalConfig
-from accelopt.profiling.contention import Contention, CpuSnapshot, contention, snapshot
+from accelopt.profiling.contention import (
+    Contention,
+    CpuSnapshot,
+    contention,
+    is_busy,
+    snapshot,
+)
 from accelopt.profiling.pool import TIMING, CallClock, Deadlines, WorkerProcess
 from accelopt.profiling.run import _Precision
 from accelopt.profiling.service import Evaluator
@@ -79,11 +85,13 @@ def test_others_share_is_the_machines_cpu_time_less_our_own():
     before = CpuSnapshot(CpuTimes(total=1000, steal=0, idle=900), own=50)
     # 200 ticks on the CPUs: we used 100, somebody else 60, 40 idle
     seen = contention(before, CpuSnapshot(CpuTimes(1200, 0, 940), own=150))
-    assert seen.others == pytest.approx(0.3) and seen.steal == 0.0 and seen.busy
+    assert (
+        seen.others == pytest.approx(0.3) and seen.steal == 0.0 and is_busy(seen.others, seen.steal)
+    )
     quiet = contention(before, CpuSnapshot(CpuTimes(1200, 0, 900), own=250))
-    assert quiet == Contention(0.0, 0.0) and not quiet.busy
+    assert quiet == Contention(0.0, 0.0) and not is_busy(quiet.others, quiet.steal)
     stolen = contention(before, CpuSnapshot(CpuTimes(1200, 20, 980), own=150))
-    assert stolen.steal == pytest.approx(0.1) and stolen.busy
+    assert stolen.steal == pytest.approx(0.1) and is_busy(0.0, stolen.steal)
     assert contention(before, before) == Contention(0.0, 0.0)  # no time passed
 
 

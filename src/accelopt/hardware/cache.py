@@ -9,8 +9,8 @@ Ceilings are ceilings: an honest kernel must never beat one. So a cached figure 
 except by an explicit ``measure_and_cache`` (``accelopt hardware --measure``):
 
 - a ``provisional`` spec (measured while the machine was busy) is measured again by
-  ``load_cpu_spec`` once the machine is quiet, keeping the higher of the old and new figure of each
-  ceiling;
+  ``load_cpu_spec`` once the machine is quiet (at most every REFRESH_AFTER_S), keeping the
+  higher of the old and new figure of each ceiling;
 - ``raise_ceiling`` re-measures one ceiling when a kernel beat it (the profiling service calls it
   before calling the kernel SUSPICIOUS) and keeps the higher figure.
 
@@ -23,6 +23,7 @@ import datetime
 import hashlib
 import os
 import socket
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -44,6 +45,9 @@ KEPT = "kept from an earlier measurement, higher than the re-measurement"
 # as a first measurement: a ceiling on a shared machine moves from one second to the next, and
 # the kernel may have run in a good one (a few seconds, at most once per ceiling per evaluator).
 REMEASURE_REPEAT_FACTOR = 2
+
+# A provisional spec is measured again at most this often (seconds since it was written).
+REFRESH_AFTER_S = 600
 
 MACHINE_ID = Path("/etc/machine-id")
 
@@ -114,9 +118,19 @@ def load_cpu_spec(
         spec = None
     if spec is None:
         return measure_and_cache() if measure_if_missing else None
-    if spec.provisional and refresh_provisional and not machine_load().busy:
+    if spec.provisional and refresh_provisional and _due() and not machine_load().busy:
         return refresh(spec)
     return spec
+
+
+def _due(path: Path | None = None) -> bool:
+    """Whether the cached spec is old enough to measure again: a machine whose measurements stay
+    provisional (a noisy VM) is re-measured every REFRESH_AFTER_S, not by every command."""
+    try:
+        age = time.time() - (path or cpu_spec_path()).stat().st_mtime
+    except OSError:
+        return True
+    return age >= REFRESH_AFTER_S
 
 
 def refresh(old: HardwareSpec) -> HardwareSpec:

@@ -43,17 +43,14 @@ def parse_cache_size(text: str) -> int:
 
 def llc_level_and_bytes(root: Path = CACHE_SYSFS) -> tuple[int, int] | None:
     """The level and size of CPU 0's highest unified cache, from sysfs ``cache/index*``."""
-    best: tuple[int, int] | None = None
-    for index in sorted(root.glob("index*")):
-        try:
-            kind = (index / "type").read_text().strip()
-            level = int((index / "level").read_text())
-            size = parse_cache_size((index / "size").read_text())
-        except (OSError, ValueError):
-            continue
-        if kind == "Unified" and (best is None or level > best[0]):
-            best = (level, size)
-    return best
+    return last_level(cache_levels(root))
+
+
+def last_level(levels: list[CacheLevel]) -> tuple[int, int] | None:
+    """The level and size of the highest unified cache among ``levels``."""
+    unified = [c for c in levels if c.kind == "Unified"]
+    top = max(unified, key=lambda c: c.level, default=None)
+    return (top.level, top.size_bytes) if top else None
 
 
 @dataclass(frozen=True)

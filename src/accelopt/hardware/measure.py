@@ -37,6 +37,7 @@ from accelopt.hardware.cpuinfo import (
     cache_levels,
     cpu_model_name,
     data_cache,
+    last_level,
     llc_level_and_bytes,
 )
 from accelopt.hardware.isa import Isa, describe_isa, detect_isa, isa_from_compiler
@@ -303,26 +304,26 @@ def measure_cpu(threads: int | None = None) -> HardwareSpec:
         raise ValueError(f"threads must be at least 1, got {threads}")
     compiler = find_compiler()
     isa = machine_isa(compiler)
-    llc = llc_level_and_bytes()
+    levels = cache_levels()
+    llc = last_level(levels)
     measured = measure_figures(CEILINGS, threads, compiler)
     figures = measured.figures
     return HardwareSpec(
         name=f"cpu:{cpu_model_name()}",
         backend="cpu",
-        # Without FMA a matmul is multiplies and adds: its ceiling is the vector rate's, at least.
-        matmul_rate=max(figures["matmul_rate"].value, figures["vector_rate"].value),
+        matmul_rate=figures["matmul_rate"].value,
         vector_rate=figures["vector_rate"].value,
         bandwidth=figures["bandwidth"].value,
         cores=threads,
         llc_bytes=llc[1] if llc else None,
-        **machine_facts(isa),
+        **machine_facts(isa, levels),
         provisional=measured.provisional,
         spread={name: figure.spread for name, figure in figures.items()},
         provenance={
             **{name: figure.provenance for name, figure in figures.items()},
-            **_provenance(llc),
+            **_provenance(levels),
             "load": measured.describe(),
-            **facts_provenance(isa, compiler),
+            **facts_provenance(isa, compiler, levels),
         },
     )
 
@@ -354,9 +355,8 @@ def _sharing(cache: CacheLevel) -> str:
     return "one per core" if cache.shared_by <= 1 else f"shared by {cache.shared_by} CPUs"
 
 
-def machine_facts(isa: Isa, levels: list[CacheLevel] | None = None) -> dict[str, object]:
+def machine_facts(isa: Isa, levels: list[CacheLevel]) -> dict[str, object]:
     """The HardwareSpec fields that describe the machine rather than measure it."""
-    levels = cache_levels() if levels is None else levels
     l1d, l2 = data_cache(levels, 1), data_cache(levels, 2)
     return {
         "arch": isa.arch,
@@ -367,10 +367,7 @@ def machine_facts(isa: Isa, levels: list[CacheLevel] | None = None) -> dict[str,
     }
 
 
-def facts_provenance(
-    isa: Isa, compiler: Compiler, levels: list[CacheLevel] | None = None
-) -> dict[str, str]:
-    levels = cache_levels() if levels is None else levels
+def facts_provenance(isa: Isa, compiler: Compiler, levels: list[CacheLevel]) -> dict[str, str]:
     flags = " ".join(isa.flags) or "its default target"
     provenance = {
         "isa": f"{compiler.command[0]} predefined macros under {flags}: {describe_isa(isa)}",
@@ -384,11 +381,11 @@ def facts_provenance(
     return provenance
 
 
-def _provenance(llc: tuple[int, int] | None) -> dict[str, str]:
+def _provenance(levels: list[CacheLevel]) -> dict[str, str]:
     provenance = {"cores": f"OpenMP threads used ({available_cpus()} CPUs in the affinity mask)"}
+    llc = last_level(levels)
     if llc is not None:
-        levels = cache_levels()
-        shared = next((c for c in levels if c.level == llc[0] and c.kind == "Unified"), None)
+        shared = data_cache(levels, llc[0])
         sharing = f", {_sharing(shared)}" if shared else ""
         provenance["llc_bytes"] = f"sysfs: {CACHE_SYSFS}, level-{llc[0]} unified cache{sharing}"
     return provenance

@@ -29,10 +29,15 @@ class Contention:
     others: float  # CPU time of other processes / CPU time the machine had
     steal: float  # time the hypervisor gave the CPUs to other guests / all CPU time
 
-    @property
-    def busy(self) -> bool:
-        """Enough to move a timing: another process used a tenth of a CPU, or steal did."""
-        return self.others > 0.1 or self.steal > 0.05
+
+# Enough to move a timing: other processes took a tenth of the CPUs, or steal a twentieth.
+BUSY_OTHERS = 0.1
+BUSY_STEAL = 0.05
+
+
+def is_busy(others: float | None, steal: float | None) -> bool:
+    """Whether what others took of the machine (unknown: None) was enough to move a timing."""
+    return (others or 0.0) > BUSY_OTHERS or (steal or 0.0) > BUSY_STEAL
 
 
 def snapshot() -> CpuSnapshot | None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict
 
 from accelopt.backends.status import Status
+from accelopt.profiling.contention import is_busy
 
 
 class Evaluation(BaseModel):
@@ -56,4 +57,4 @@ class Evaluation(BaseModel):
     @property
     def loaded(self) -> bool:
         """Whether others used enough of the machine during the timing to move it."""
-        return (self.load_others or 0.0) > 0.1 or (self.load_steal or 0.0) > 0.05
+        return is_busy(self.load_others, self.load_steal)
