@@ -35,15 +35,16 @@ class Compiler:
     @property
     def cross(self) -> bool:
         """Whether it builds for another architecture than this machine's."""
-        return _normal(self.arch) != _normal(host_arch())
+        return normal_arch(self.arch) != normal_arch(host_arch())
 
 
 def host_arch() -> str:
     return platform.machine() or "unknown"
 
 
-def _normal(arch: str) -> str:
-    return {"amd64": "x86_64", "arm64": "aarch64"}.get(arch.lower(), arch.lower())
+def normal_arch(arch: str) -> str:
+    """One spelling per architecture: ``amd64`` is ``x86_64``, ``arm64`` is ``aarch64``."""
+    return {"amd64": "x86_64", "x64": "x86_64", "arm64": "aarch64"}.get(arch.lower(), arch.lower())
 
 
 def target_flags(compiler: Compiler) -> tuple[str, ...]:
@@ -54,7 +55,7 @@ def target_flags(compiler: Compiler) -> tuple[str, ...]:
     if target is None and compiler.cross:
         return ()
     target = target or "native"
-    uses_mcpu = _normal(compiler.arch).startswith(MCPU_ARCHES) and not target.startswith("armv")
+    uses_mcpu = normal_arch(compiler.arch).startswith(MCPU_ARCHES) and not target.startswith("armv")
     return (f"-mcpu={target}",) if uses_mcpu else (f"-march={target}",)
 
 

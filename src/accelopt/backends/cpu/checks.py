@@ -24,7 +24,7 @@ import re
 from accelopt import settings
 from accelopt.backends.cpu.compiler import compiler_for
 from accelopt.errors import CompilerNotFoundError
-from accelopt.hardware.toolchain import host_arch
+from accelopt.hardware.toolchain import host_arch, normal_arch
 
 COMMON_HEADERS = frozenset(
     {
@@ -45,7 +45,6 @@ INTRINSICS_HEADERS: dict[str, tuple[str, ...]] = {
     "aarch64": ("arm_neon.h", "arm_sve.h"),
 }
 ACCEPTED_HEADERS = COMMON_HEADERS.union(*INTRINSICS_HEADERS.values())
-_ARCH_ALIASES = {"amd64": "x86_64", "x64": "x86_64", "arm64": "aarch64"}
 
 _PROCESS = {
     "system", "popen", "pclose", "fork", "vfork", "clone", "posix_spawn", "posix_spawnp",
@@ -98,7 +97,7 @@ FORBIDDEN_ATTRIBUTES = {"constructor", "destructor", "ifunc", "alias", "weakref"
 
 def intrinsics_headers(arch: str) -> tuple[str, ...]:
     """The vector intrinsics headers of ``arch`` (``x86_64``, ``aarch64``, ...); () if unknown."""
-    return INTRINSICS_HEADERS.get(_ARCH_ALIASES.get(arch.lower(), arch.lower()), ())
+    return INTRINSICS_HEADERS.get(normal_arch(arch), ())
 
 
 def allowed_headers(arch: str) -> tuple[str, ...]:
