@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from accelopt.errors import UserError
+
 
 def cache_dir() -> Path:
     """Where compiled kernels, measured hardware ceilings and device locks live.
@@ -17,7 +19,15 @@ def cache_dir() -> Path:
     else:
         base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
         path = Path(base) / "accelopt"
-    path.mkdir(parents=True, exist_ok=True)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        why = "it is a file" if path.is_file() else exc.strerror or str(exc)
+        origin = "ACCELOPT_CACHE_DIR" if explicit else "the cache directory"
+        raise UserError(
+            f"{origin} {str(path)!r} cannot be used ({why}): set ACCELOPT_CACHE_DIR to a "
+            "directory you can write"
+        ) from None
     return path
 
 
@@ -32,6 +42,12 @@ def cpu_target() -> str | None:
     (``native``)."""
     value = (os.environ.get("ACCELOPT_CPU_TARGET") or "").strip()
     return value or None
+
+
+def sandbox_required() -> bool:
+    """Whether a C kernel may run only under the system call filter (the default): set
+    ``ACCELOPT_UNSANDBOXED=1`` to run kernels where the system cannot install it (unsafe)."""
+    return os.environ.get("ACCELOPT_UNSANDBOXED", "").strip().lower() not in {"1", "yes", "true"}
 
 
 def env(name: str) -> str | None:
@@ -54,3 +70,16 @@ def workspace_dir(explicit: Path | None = None) -> Path:
     if explicit is not None:
         return explicit
     return Path(os.environ.get("ACCELOPT_WORKSPACE") or ".accelopt")
+
+
+def workspace_origin(explicit: Path | None = None) -> str:
+    """Where the workspace came from, for messages: --workspace, ACCELOPT_WORKSPACE or the
+    default."""
+    if explicit is not None:
+        return "--workspace"
+    return "ACCELOPT_WORKSPACE" if os.environ.get("ACCELOPT_WORKSPACE") else "the workspace"
+
+
+def environment() -> dict[str, str]:
+    """A copy of the whole environment (``redaction.secrets_to_redact`` looks through it)."""
+    return dict(os.environ)

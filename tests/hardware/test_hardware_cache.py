@@ -2,6 +2,8 @@ import datetime
 import fcntl
 import json
 import os
+import subprocess
+import sys
 
 import pytest
 
@@ -298,3 +300,74 @@ def test_only_this_machines_measured_spec_is_remeasured():
 def test_bound_ceilings_cover_every_roofline_bound():
     assert set(hw_cache.BOUND_CEILINGS) == set(BOUNDS)
     assert set(hw_cache.BOUND_CEILINGS.values()) == set(CEILINGS)
+
+
+# -- two first runs at once measure once --------------------------------------------------------
+
+FIRST_RUN = """
+import sys, time
+from pathlib import Path
+from accelopt.hardware import cache
+from accelopt.hardware.spec import HardwareSpec
+
+calls, me, other = Path(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[3])
+spec = HardwareSpec.model_validate_json(sys.argv[4])
+
+def measure(threads=None):  # slow enough for the other process to arrive meanwhile
+    with calls.open("a") as f:
+        f.write("measured\\n")
+    time.sleep(1.0)
+    return spec
+
+cache.measure_cpu = measure
+me.touch()
+deadline = time.time() + 30
+while not other.exists() and time.time() < deadline:  # both start together
+    time.sleep(0.005)
+print(cache.{entry}().model_dump_json())
+"""
+
+
+def _first_run(script: str, calls, me, other, cache_dir) -> subprocess.Popen[str]:
+    """A process that finds no cached spec (the fake measurement counts itself into ``calls``)
+    and starts asking for it once the ``other`` one is ready too."""
+    args = [sys.executable, "-c", script, str(calls), str(me), str(other), SPEC.model_dump_json()]
+    env = {**os.environ, "ACCELOPT_CACHE_DIR": str(cache_dir)}
+    return subprocess.Popen(
+        args, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+
+
+@pytest.mark.parametrize("entry", ["load_cpu_spec", "ensure_cpu_spec"])
+def test_two_first_runs_at_once_measure_once(tmp_path, cache_dir, entry):
+    calls = tmp_path / "calls.txt"
+    a, b = tmp_path / "ready-a", tmp_path / "ready-b"
+    script = FIRST_RUN.replace("{entry}", entry)
+    procs = [_first_run(script, calls, a, b, cache_dir), _first_run(script, calls, b, a, cache_dir)]
+    outputs = [p.communicate(timeout=120) for p in procs]
+    for proc, (_, err) in zip(procs, outputs, strict=True):
+        assert proc.returncode == 0, err
+    assert calls.read_text().splitlines() == ["measured"]  # the second waited, then read
+    assert [HardwareSpec.model_validate_json(out) for out, _ in outputs] == [SPEC, SPEC]
+    assert load_cpu_spec(measure_if_missing=False) == SPEC
+    assert hw_cache.spec_lock_path().parent == hw_cache.cpu_spec_path().parent
+
+
+def test_the_spec_lock_is_held_while_measuring(fake_measure, monkeypatch):
+    held = []
+
+    def measure(threads=None):
+        fd = os.open(hw_cache.spec_lock_path(), os.O_RDWR)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            held.append(False)
+        except BlockingIOError:
+            held.append(True)
+        finally:
+            os.close(fd)
+        return OTHER
+
+    monkeypatch.setattr(hw_cache, "measure_cpu", measure)
+    assert load_cpu_spec() == OTHER
+    assert measure_and_cache() == OTHER
+    assert held == [True, True]

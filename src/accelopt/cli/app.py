@@ -11,10 +11,12 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 
 from accelopt.backends.kernel import Kernel
 from accelopt.cli import bench, common, llm, memory, optimize, report, runs, worker
 from accelopt.cli.output import (
+    JsonOption,
     console,
     err_console,
     evaluation_json,
@@ -41,10 +43,6 @@ app.command("optimize")(optimize.optimize_command)
 app.command("report")(report.report_command)
 runs.app.command("compare")(report.compare_command)
 app.command("worker")(worker.worker_command)
-
-JsonOption = Annotated[
-    str | None, typer.Option("--json", help="also write JSON to this path ('-' for stdout)")
-]
 
 
 @app.command("eval")
@@ -103,7 +101,7 @@ def main() -> None:
     try:
         app()
     except (UserError, UnknownProblemError) as exc:
-        err_console.print(f"[red]error:[/red] {exc}", highlight=False)
+        err_console.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False)
         sys.exit(2)
     except KeyboardInterrupt:
         err_console.print("[red]interrupted[/red]")

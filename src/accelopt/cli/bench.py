@@ -13,12 +13,14 @@ from accelopt.backends.kernel import Kernel
 from accelopt.backends.numpy.backend import blas_description, reference_kernel
 from accelopt.cli import common
 from accelopt.cli.output import (
+    JsonOption,
     console,
     err_console,
     evaluation_json,
     shows_table,
     suite_table,
     timing_warnings,
+    writable_option,
     write_json,
 )
 from accelopt.errors import UserError
@@ -33,10 +35,6 @@ app = typer.Typer(
 )
 
 KINDS = ("baseline", "expert", "numpy")
-
-JsonOption = Annotated[
-    str | None, typer.Option("--json", help="also write JSON to this path ('-' for stdout)")
-]
 
 
 def _sizes(problem: Problem, workload: str) -> str:
@@ -111,7 +109,12 @@ def run_command(
     threads: Annotated[int | None, typer.Option(help="OpenMP threads (default: all cores)")] = None,
     workers: Annotated[int, typer.Option(help="worker processes checking in parallel")] = 2,
     html: Annotated[
-        Path | None, typer.Option("--html", help="also write an HTML report with charts")
+        Path | None,
+        typer.Option(
+            "--html",
+            help="also write an HTML report with charts",
+            callback=writable_option("--html"),
+        ),
     ] = None,
     profiler: common.ProfilerOption = "local",
     ray_address: common.RayAddressOption = None,

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Annotated
 
 import typer
+from pydantic import ValidationError
 
-from accelopt.errors import UserError
-from accelopt.hardware.cache import load_cpu_spec, measure_and_cache
+from accelopt import settings
+from accelopt.errors import UserError, read_user_text
+from accelopt.hardware.cache import ensure_cpu_spec, load_cpu_spec
 from accelopt.hardware.spec import HardwareSpec
 from accelopt.problems.loader import load_problem
 from accelopt.problems.records import Problem
@@ -51,8 +54,32 @@ def hardware_for(backend: str, announce: bool = True) -> HardwareSpec:
             err_console.print(
                 "[dim]measuring this machine's ceilings once (accelopt hardware)[/dim]"
             )
-        spec = measure_and_cache()
+        spec = ensure_cpu_spec()  # measures, unless another process did meanwhile
     return spec
+
+
+def workspace_dir(explicit: Path | None) -> Path:
+    """The workspace (``settings.workspace_dir``), made when missing; a UserError when it is a
+    file or cannot be made or written."""
+    path = settings.workspace_dir(explicit)
+    shown = f"{settings.workspace_origin(explicit)} {str(path)!r}"
+    if path.exists() and not path.is_dir():
+        raise UserError(
+            f"{shown} is a file, not a directory: give a directory (made when missing) for the "
+            "run store and memory with --workspace"
+        )
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UserError(
+            f"{shown} cannot be made ({exc.strerror or exc}): give a directory you can write "
+            "with --workspace"
+        ) from None
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise UserError(
+            f"{shown} is not writable: make it writable or give another directory with --workspace"
+        )
+    return path
 
 
 def problem_and_workload(name: str, workload: str) -> Problem:
@@ -64,16 +91,11 @@ def problem_and_workload(name: str, workload: str) -> Problem:
     return problem
 
 
+KERNEL_HINT = "give the path to a kernel source (.c for cpu, .py for triton)"
+
+
 def read_kernel_file(path: Path) -> str:
-    if not path.is_file():
-        raise UserError(
-            f"kernel file {str(path)!r} does not exist: give the path to a kernel source "
-            "(.c for cpu, .py for triton)"
-        )
-    try:
-        return path.read_text()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UserError(f"cannot read kernel file {str(path)!r}: {exc}") from None
+    return read_user_text(path, "kernel file", KERNEL_HINT)
 
 
 def eval_config(
@@ -94,4 +116,13 @@ def eval_config(
             workers=workers,
         )
     except ValueError as exc:
-        raise UserError(f"invalid evaluation option: {exc}") from None
+        raise UserError(f"invalid evaluation option: {one_line(exc)}") from None
+
+
+def one_line(exc: ValueError) -> str:
+    """A validation error on one line: the first field at fault and what is wrong with it."""
+    if isinstance(exc, ValidationError) and exc.errors():
+        first = exc.errors()[0]
+        field = ".".join(str(part) for part in first.get("loc", ()))
+        return f"{field.replace('_', '-')}: {first['msg']}" if field else first["msg"]
+    return " ".join(str(exc).split())

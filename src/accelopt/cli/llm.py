@@ -9,7 +9,7 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from accelopt.cli.output import console, err_console, shows_table, write_json
+from accelopt.cli.output import JsonOption, console, err_console, shows_table, write_json
 from accelopt.llm.client import LLMClient
 from accelopt.llm.config import AGENTS, Endpoint, load_config
 from accelopt.llm.records import LLMCall
@@ -63,9 +63,7 @@ def check_command(
     config: Annotated[
         Path | None, typer.Option("--config", help="YAML config (default: ./accelopt.yaml)")
     ] = None,
-    json_path: Annotated[
-        str | None, typer.Option("--json", help="also write JSON to this path ('-' for stdout)")
-    ] = None,
+    json_path: JsonOption = None,
 ) -> None:
     """Send one tiny request per agent; print model, latency, tokens and cost, or what is wrong."""
     cfg = load_config(config)

@@ -10,13 +10,11 @@ import typer
 from rich.table import Table
 
 from accelopt.cli.optimize import WorkspaceOption, open_store
-from accelopt.cli.output import console, shows_table, write_json
-from accelopt.errors import UserError
+from accelopt.cli.output import JsonOption, check_writable, console, shows_table, write_json
+from accelopt.errors import UserError, check_user_file
 from accelopt.memory.transfer import export_jsonl, import_jsonl
 
 app = typer.Typer(help="The optimization memory: list, show, export, import.", no_args_is_help=True)
-
-JsonOption = Annotated[str | None, typer.Option("--json", help="JSON to this path ('-': stdout)")]
 
 
 @app.command("list")
@@ -73,6 +71,7 @@ def export_command(
     workspace: WorkspaceOption = None,
 ) -> None:
     """Write the lessons as JSONL, one per line, to share or back up."""
+    check_writable(path, "the export file")
     with open_store(workspace) as store:
         count = export_jsonl(store, path, problem=problem)
     console.print(f"exported {count} lessons to {path}", highlight=False)
@@ -84,8 +83,7 @@ def import_command(
     workspace: WorkspaceOption = None,
 ) -> None:
     """Add the lessons of a JSONL file (exact duplicates are skipped)."""
-    if not path.is_file():
-        raise UserError(f"file {str(path)!r} does not exist")
+    check_user_file(path, "file", "give the JSONL file `accelopt memory export` wrote")
     with open_store(workspace) as store:
         count = import_jsonl(store, path)
     console.print(f"imported {count} lessons from {path}", highlight=False)

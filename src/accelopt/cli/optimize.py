@@ -2,16 +2,24 @@
 
 from __future__ import annotations
 
+import sqlite3
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 from rich.table import Table
 
-from accelopt import settings
 from accelopt.backends.kernel import source_suffix
 from accelopt.cli import common
-from accelopt.cli.output import console, fmt_ms, fmt_pct, shows_table, write_json
+from accelopt.cli.output import (
+    JsonOption,
+    console,
+    fmt_ms,
+    fmt_pct,
+    shows_table,
+    writable_option,
+    write_json,
+)
 from accelopt.errors import UserError
 from accelopt.llm.config import Config, load_config
 from accelopt.problems.loader import list_problems, load_problem
@@ -19,6 +27,7 @@ from accelopt.profiling.config import EvalConfig
 from accelopt.profiling.scoring import geometric_mean_pct
 from accelopt.search.config import SearchConfig
 from accelopt.search.run import OptimizeResult, RunInputs, execute_run, new_run, run_summary
+from accelopt.store.errors import StoreError
 from accelopt.store.store import Store
 
 WorkspaceOption = Annotated[
@@ -30,14 +39,31 @@ WorkspaceOption = Annotated[
 
 
 def open_store(workspace: Path | None) -> Store:
-    return Store.open(settings.workspace_dir(workspace))
+    """The store of the workspace; a UserError when the workspace or its database is unusable."""
+    path = common.workspace_dir(workspace)
+    try:
+        return Store.open(path)
+    except UserError:  # e.g. a database of a newer accelopt: its sentence says what to do
+        raise
+    except (OSError, sqlite3.Error, StoreError) as exc:
+        raise UserError(
+            f"cannot open the run store in {str(path)!r} ({exc}): give another directory with "
+            "--workspace"
+        ) from None
 
 
 def _search_config(**fields: Any) -> SearchConfig:
     try:
         return SearchConfig(**fields)
     except ValueError as exc:
-        raise UserError(f"invalid search option: {exc}") from None
+        raise UserError(f"invalid search option: {common.one_line(exc)}") from None
+
+
+def _eval_config(workers: int) -> EvalConfig:
+    try:
+        return EvalConfig(workers=workers)
+    except ValueError as exc:
+        raise UserError(f"invalid evaluation option: {common.one_line(exc)}") from None
 
 
 def _llm_config(config: Path | None, budget_usd: float | None) -> Config:
@@ -68,20 +94,24 @@ def optimize_command(
     kernel: Annotated[
         Path | None, typer.Option(help="start from this kernel instead of the shipped baseline")
     ] = None,
-    out: Annotated[Path | None, typer.Option(help="write the best kernel here")] = None,
+    out: Annotated[
+        Path | None,
+        typer.Option(help="write the best kernel here", callback=writable_option("--out")),
+    ] = None,
     workers: Annotated[int, typer.Option(help="evaluation worker processes")] = 2,
     profiler: common.ProfilerOption = "local",
     ray_address: common.RayAddressOption = None,
     workspace: WorkspaceOption = None,
-    json_path: Annotated[str | None, typer.Option("--json", help="results as JSON")] = None,
+    json_path: JsonOption = None,
 ) -> None:
     """Make a kernel faster: beam search with LLM agents, measured against the roofline."""
     names = list_problems() if suite else list(problems or [])
     if not names and not resume:
         raise UserError("name a problem (see `accelopt bench list`), use --suite, or --resume RUN")
+    common.workspace_dir(workspace)  # a bad workspace is told before any work
     llm = _llm_config(config, budget_usd)
     hardware = common.hardware_for(backend)
-    eval_config = EvalConfig(workers=workers)
+    eval_config = _eval_config(workers)
     show = shows_table(json_path)
     inputs = RunInputs(
         llm, hardware, eval_config, console if show else None,

@@ -5,14 +5,16 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
+import typer
 from rich.console import Console
 from rich.table import Table
 
 from accelopt.backends.status import Status
+from accelopt.errors import UserError
 from accelopt.problems.records import Problem
 from accelopt.profiling.evaluation import Evaluation
 from accelopt.profiling.scoring import geometric_mean_pct
@@ -25,6 +27,78 @@ err_console = Console(stderr=True, width=_WIDTH)
 _STATUS_STYLE = {Status.PASSED: "green", Status.SUSPICIOUS: "magenta"}
 
 
+def check_writable(path: Path, option: str, make_parents: bool = False) -> Path:
+    """``path`` when a file can be written there now (created, or an existing one overwritten;
+    with ``make_parents``, missing directories created); else a UserError naming ``option``.
+    Commands check their output paths before the work, so no result is lost to a bad path."""
+    shown = f"{option} {str(path)!r}"
+    if path.is_dir():
+        example = str(path / "result.json")
+        raise UserError(f"{shown} is a directory: give a file path, such as {example!r}")
+    folder = _nearest_existing(path.parent) if make_parents else path.parent
+    if not folder.is_dir():
+        state = "is not a directory" if folder.exists() else "does not exist"
+        raise UserError(
+            f"{shown} cannot be written: {str(folder)!r} {state}; create that directory or "
+            "give another path"
+        )
+    try:
+        _probe_write(path, folder)
+    except OSError as exc:
+        raise UserError(
+            f"{shown} cannot be written ({exc.strerror or exc}): give a path in a directory you "
+            "can write"
+        ) from None
+    return path
+
+
+def _nearest_existing(folder: Path) -> Path:
+    """``folder`` or its nearest ancestor that exists."""
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    return folder
+
+
+def _probe_write(path: Path, folder: Path) -> None:
+    """Raise OSError unless ``path`` can be written (in ``folder``, its nearest existing
+    directory); leaves the file system as it was."""
+    if path.exists():
+        if not os.access(path, os.W_OK):
+            raise PermissionError(13, "Permission denied")
+    elif folder != path.parent:  # its directories are made later: they must be makeable here
+        if not os.access(folder, os.W_OK | os.X_OK):
+            raise PermissionError(13, "Permission denied")
+    else:
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
+        path.unlink()
+
+
+def writable_option(option: str) -> Callable[[Path | None], Path | None]:
+    """A typer callback that checks an output path option whose missing directories are made
+    (``check_writable``), at parse time: before the command's work."""
+
+    def check(value: Path | None) -> Path | None:
+        return None if value is None else check_writable(value, option, make_parents=True)
+
+    return check
+
+
+def _check_json_target(value: str | None) -> str | None:
+    if value is not None and value != "-":
+        check_writable(Path(value), "--json")
+    return value
+
+
+JsonOption = Annotated[
+    str | None,
+    typer.Option(
+        "--json",
+        help="also write JSON to this path ('-' for stdout)",
+        callback=_check_json_target,
+    ),
+]
+
+
 def write_json(target: str | None, payload: Any) -> None:
     """Write ``payload`` to ``target`` ('-' for stdout); nothing when target is None."""
     if target is None:
@@ -32,8 +106,14 @@ def write_json(target: str | None, payload: Any) -> None:
     text = json.dumps(payload, indent=2, default=str)
     if target == "-":
         sys.stdout.write(text + "\n")
-    else:
+        return
+    try:
         Path(target).write_text(text + "\n")
+    except OSError as exc:
+        raise UserError(
+            f"cannot write --json {target!r} ({exc.strerror or exc}): give a path in a directory "
+            "you can write"
+        ) from None
 
 
 def shows_table(json_target: str | None) -> bool:

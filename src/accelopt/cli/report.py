@@ -10,7 +10,15 @@ import typer
 from rich.table import Table
 
 from accelopt.cli.optimize import WorkspaceOption, open_store
-from accelopt.cli.output import console, err_console, fmt_pct, shows_table, write_json
+from accelopt.cli.output import (
+    JsonOption,
+    console,
+    err_console,
+    fmt_pct,
+    shows_table,
+    writable_option,
+    write_json,
+)
 from accelopt.errors import UserError
 from accelopt.hardware.cache import load_cpu_spec
 from accelopt.reports.compare import (
@@ -24,8 +32,10 @@ from accelopt.reports.run_report import write_run_report
 from accelopt.store.records import RunRecord
 from accelopt.store.store import Store
 
-OutOption = Annotated[Path | None, typer.Option("--out", help="write the HTML page here")]
-JsonOption = Annotated[str | None, typer.Option("--json", help="JSON to this path ('-': stdout)")]
+OutOption = Annotated[
+    Path | None,
+    typer.Option("--out", help="write the HTML page here", callback=writable_option("--out")),
+]
 
 
 def _run(store: Store, run_id: str) -> RunRecord:

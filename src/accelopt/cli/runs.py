@@ -9,7 +9,7 @@ import typer
 from rich.table import Table
 
 from accelopt.cli.optimize import WorkspaceOption, open_store
-from accelopt.cli.output import console, fmt_ms, fmt_pct, shows_table, write_json
+from accelopt.cli.output import JsonOption, console, fmt_ms, fmt_pct, shows_table, write_json
 from accelopt.errors import UserError
 from accelopt.profiling.evaluation import Evaluation
 from accelopt.reports.run_report import lineage
@@ -17,8 +17,6 @@ from accelopt.store.records import RunRecord
 from accelopt.store.store import Store
 
 app = typer.Typer(help="Past runs: list them, show one.", no_args_is_help=True)
-
-JsonOption = Annotated[str | None, typer.Option("--json", help="JSON to this path ('-': stdout)")]
 
 
 def _latency(evaluations: dict[str, Evaluation], kernel_hash: str) -> float | None:

@@ -154,12 +154,14 @@ def worker_command(
 
 def main() -> None:
     """``python -m accelopt.cli.worker``: the command on its own (as ``accelopt worker``)."""
+    from rich.markup import escape
+
     from accelopt.cli.output import err_console
 
     try:
         typer.run(worker_command)
     except UserError as exc:
-        err_console.print(f"[red]error:[/red] {exc}", highlight=False)
+        err_console.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False)
         sys.exit(2)
 
 

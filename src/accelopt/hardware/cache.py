@@ -3,7 +3,9 @@
 The machine key is a short sha256 of the CPU model, the number of CPUs in the affinity mask,
 /etc/machine-id (when readable), the hostname and the CPU target kernels are built for
 (``ACCELOPT_CPU_TARGET``). A corrupt cache file, or one written before the spec held the ISA, is
-ignored and re-measured.
+ignored and re-measured. Two processes that find no spec measure it once: each holds an exclusive
+lock on ``<key>.json.lock`` next to the entry while it reads, measures if still missing, and
+writes, so the second waits and then reads what the first wrote (``ensure_cpu_spec``).
 
 Ceilings are ceilings: an honest kernel must never beat one. So a cached figure only ever goes up,
 except by an explicit ``measure_and_cache`` (``accelopt hardware --measure``):
@@ -93,6 +95,13 @@ def save_cpu_spec(spec: HardwareSpec) -> Path:
     return write_spec(cpu_spec_path(), spec)
 
 
+def spec_lock_path() -> Path:
+    """The lock file next to this machine's cached spec: held while the spec is read, measured
+    when missing and written, so that two first runs measure once."""
+    path = cpu_spec_path()
+    return path.with_name(f"{path.name}.lock")
+
+
 def measure_and_cache(threads: int | None = None) -> HardwareSpec:
     """Measure this CPU (see ``measure_cpu``) and cache the result for this machine, replacing
     what was cached.
@@ -100,24 +109,42 @@ def measure_and_cache(threads: int | None = None) -> HardwareSpec:
     The device lock is held exclusively meanwhile: no evaluation of ours runs beside the
     micro-benchmarks (other programs on the machine still can: then the spec is provisional).
     """
+    with devicelock.exclusive(spec_lock_path()):
+        return _measure_and_save(threads)
+
+
+def _measure_and_save(threads: int | None = None) -> HardwareSpec:
+    """Measure (under the device lock) and cache; the caller holds the spec lock."""
     with devicelock.exclusive(devicelock.lock_path("cpu")):
         spec = measure_cpu(threads)
         save_cpu_spec(spec)
     return spec
 
 
+def _cached() -> HardwareSpec | None:
+    """The cached spec, or None when missing, corrupt, or cached before the ISA was detected."""
+    spec = read_spec(cpu_spec_path())
+    return spec if spec is not None and spec.isa else None
+
+
+def ensure_cpu_spec() -> HardwareSpec:
+    """This machine's cached spec, measured and cached first when there is none. The spec lock
+    is held throughout: a second process waits, then reads what the first one measured."""
+    with devicelock.exclusive(spec_lock_path()):
+        cached = _cached()
+        return cached if cached is not None else _measure_and_save()
+
+
 def load_cpu_spec(
     measure_if_missing: bool = True, refresh_provisional: bool = True
 ) -> HardwareSpec | None:
-    """This machine's cached spec; when there is none (or it is corrupt), measure and cache it,
-    or return None if ``measure_if_missing`` is False. A provisional spec is measured again when
-    the machine is quiet now (unless ``refresh_provisional`` is False), each ceiling keeping the
-    higher of its old and new figure."""
-    spec = read_spec(cpu_spec_path())
-    if spec is not None and not spec.isa:  # cached by an accelopt that did not detect the ISA
-        spec = None
+    """This machine's cached spec; when there is none (or it is corrupt), measure and cache it
+    (``ensure_cpu_spec``), or return None if ``measure_if_missing`` is False. A provisional spec
+    is measured again when the machine is quiet now (unless ``refresh_provisional`` is False),
+    each ceiling keeping the higher of its old and new figure."""
+    spec = _cached()
     if spec is None:
-        return measure_and_cache() if measure_if_missing else None
+        return ensure_cpu_spec() if measure_if_missing else None
     if spec.provisional and refresh_provisional and _due() and not machine_load().busy:
         return refresh(spec)
     return spec

@@ -20,7 +20,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from accelopt import settings
-from accelopt.errors import UserError
+from accelopt.errors import UserError, read_user_text
 
 AGENTS = ("planner", "executor", "fixer", "summarizer")
 DEFAULT_CONFIG_FILE = "accelopt.yaml"
@@ -145,23 +145,36 @@ def _field_path(error: dict[str, Any]) -> str:
     return ".".join(str(part) for part in error.get("loc", ())) or "(top level)"
 
 
+CONFIG_HINT = "give the path to a YAML file such as accelopt.example.yaml"
+
+
+def _yaml_problem(exc: yaml.YAMLError) -> str:
+    """Where and what a YAML error is, on one line."""
+    if isinstance(exc, yaml.MarkedYAMLError) and exc.problem_mark is not None:
+        mark = exc.problem_mark
+        return f"line {mark.line + 1}, column {mark.column + 1}: {exc.problem}"
+    return " ".join(str(exc).split())
+
+
 def load_config(path: Path | None = None) -> Config:
     """Read the config: ``path``, else ./accelopt.yaml when present, else built-in defaults."""
     if path is None:
         candidate = Path(DEFAULT_CONFIG_FILE)
-        if not candidate.is_file():
+        if not candidate.exists():
             return Config()
         path = candidate
-    if not path.is_file():
-        raise UserError(f"config file {str(path)!r} does not exist")
+    text = read_user_text(path, "config file", CONFIG_HINT)
     try:
-        data = yaml.safe_load(path.read_text()) or {}
+        data = yaml.safe_load(text) or {}
     except yaml.YAMLError as exc:
-        raise UserError(f"config file {str(path)!r} is not valid YAML: {exc}") from None
+        raise UserError(
+            f"config file {str(path)!r} is not valid YAML ({_yaml_problem(exc)}): correct it there"
+        ) from None
     try:
         return Config.model_validate(data)
     except ValidationError as exc:
         first = exc.errors()[0]
         raise UserError(
-            f"invalid config {str(path)!r}: {_field_path(first)}: {first['msg']}"
+            f"invalid config {str(path)!r}: {_field_path(first)}: {first['msg']} "
+            "(accelopt.example.yaml shows every field)"
         ) from None
