@@ -1,4 +1,5 @@
-"""The cpu backend in this process on tiny sizes (build, load, call), Kernel identity, Status."""
+"""The cpu backend on tiny sizes (build, load into its executor process, call), Kernel identity,
+Status."""
 
 from __future__ import annotations
 
@@ -6,8 +7,8 @@ import numpy as np
 import pytest
 
 from accelopt.backends import Kernel, Status, get_backend, normalize_source
-from accelopt.backends.base import BuildResult
-from accelopt.backends.cpu.backend import CpuBackend, KernelLoadError
+from accelopt.backends.base import BuildResult, KernelLoadError
+from accelopt.backends.cpu.backend import CpuBackend
 from accelopt.errors import UserError
 from accelopt.problems import load_problem
 
@@ -34,17 +35,20 @@ def test_build_load_and_call_the_silu_baseline(in_tmp, accelopt_cache):
     built = backend.build(Kernel(silu.kernel_path("baseline").read_text()), silu, TINY, 60)
     assert built.ok, built.error
     assert built.artifact is not None and accelopt_cache in built.artifact.parents
-    loaded = backend.load(built.artifact, silu)
+    device = backend.device()  # buffers first: the executor is trusted until the load
+    (x,) = silu.generate(TINY, seed=3)
+    xb = device.upload(x, into=device.empty((4, 8)))
+    yb = device.empty((4, 8), fill=np.nan)
+    backend.set_threads(1)
+    loaded = backend.load(built.artifact, silu, device)
     try:
-        backend.set_threads(1)
-        (x,) = silu.generate(TINY, seed=3)
-        y = np.full((4, 8), np.nan, dtype=np.float32)
-        loaded([x, y])
-        np.testing.assert_allclose(y, silu.reference(x)[0], rtol=1e-6)
-        y.fill(np.nan)
-        call = loaded.bind([x, y])
+        loaded([xb, yb])
+        np.testing.assert_allclose(device.to_host(yb), silu.reference(x)[0], rtol=1e-6)
+        device.fill(yb, np.nan)
+        call = loaded.bind([xb, yb])
         call()
-        np.testing.assert_allclose(y, silu.reference(x)[0], rtol=1e-6)
+        np.testing.assert_allclose(device.to_host(yb), silu.reference(x)[0], rtol=1e-6)
+        assert device.isolation["seccomp"] == "1"
     finally:
         loaded.close()
         loaded.close()  # closing twice is harmless
@@ -72,8 +76,11 @@ def test_load_without_a_kernel_function(in_tmp):
     built = CpuBackend().build(Kernel(source), silu, TINY, 60)
     assert built.ok  # the prototype is only a declaration: this links
     assert built.artifact is not None
+    backend = CpuBackend()
+    device = backend.device()
     with pytest.raises(KernelLoadError, match="no function named `kernel`"):
-        CpuBackend().load(built.artifact, silu)
+        backend.load(built.artifact, silu, device)
+    device.close()
 
 
 def test_build_result_ok():

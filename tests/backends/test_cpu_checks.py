@@ -3,17 +3,28 @@ on, and no false alarms on ordinary code."""
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from accelopt.backends.cpu.backend import CpuBackend
 from accelopt.backends.cpu.checks import (
     ACCEPTED_HEADERS,
     COMMON_HEADERS,
+    MAX_SOURCE_BYTES,
     allowed_headers,
+    check_preprocessed_output,
     check_source,
     intrinsics_headers,
 )
-from accelopt.backends.cpu.compiler import compile_kernel, prototype
+from accelopt.backends.cpu.compiler import (
+    LIBS,
+    check_preprocessed,
+    compile_kernel,
+    kernel_flags,
+    prototype,
+    run_compiler,
+)
 from accelopt.backends.kernel import Kernel
 from accelopt.backends.status import Status
 from accelopt.problems import list_problems, load_problem
@@ -273,6 +284,14 @@ def test_inline_assembly_is_rejected(asm):
         "__attribute__((constructor(101)))",
         "__attribute__((used, constructor))",
         '__attribute__((section(".init_array")))',
+        '__attribute ((__section__(".text")))',
+        '__attribute__((ifunc("resolve")))',
+        '__attribute__((alias("kernel")))',
+        '__attribute__((symver("init@V1")))',
+        "__attribute__((naked))",
+        '__attribute__((target_clones("avx2", "default")))',
+        "__attribute__((copy(kernel)))",
+        "__attribute__((aligned(__alignof__(float)), constructor))",
     ],
 )
 def test_load_time_attributes_are_rejected(attribute):
@@ -345,13 +364,19 @@ def test_bypasses_are_rejected(source, accelopt_cache, cc, tmp_path, monkeypatch
     assert built.status is Status.REJECTED, built.error
 
 
+def plain_compile(source: str, cc, tmp_path) -> tuple[int, str]:
+    """The contract's compiler and flags, without the checks ``compile_kernel`` makes."""
+    (tmp_path / "kernel.c").write_text(source)
+    (tmp_path / "contract.h").write_text(prototype(1, 1))
+    cmd = [*cc.command, *kernel_flags(cc), "-include", "contract.h", "-DM=4", "-DN=4"]
+    return run_compiler([*cmd, "-o", "kernel.so", "kernel.c", *LIBS], 60, cwd=tmp_path)
+
+
 @pytest.mark.parametrize("source", BYPASSES.values(), ids=BYPASSES.keys())
 def test_bypasses_compile(source, cc, tmp_path):
     """The control for the test above: each bypass is C that the contract's compiler accepts."""
-    built = compile_kernel(
-        source, {"M": 4, "N": 4}, prototype(1, 1), tmp_path, tmp_path / "so", 60, cc
-    )
-    assert built.ok, built.error
+    code, output = plain_compile(source, cc, tmp_path)
+    assert code == 0, output
 
 
 def test_symbol_check_names_the_function(accelopt_cache, cc, tmp_path, monkeypatch):
@@ -365,3 +390,220 @@ def test_symbol_check_names_the_function(accelopt_cache, cc, tmp_path, monkeypat
     built = CpuBackend().build(Kernel(source), load_problem("silu"), {"M": 4, "N": 4}, 60)
     assert built.status is Status.REJECTED
     assert "write" in built.error and "may not use" in built.error
+
+
+# -- time and size: the checks run in the parent process, on hostile text --------------------------
+
+# Each 1 MB pattern takes 0.1-0.5 s here; the regexes these checks used before took minutes on
+# some (a lazy `.*?` retried from every `__attribute__((`, `^\s*` from every line).
+LINEAR_BOUND_S = 2.0
+PATTERNS = {
+    "attribute openings in #if 0": "__attribute__((",
+    "attribute openings on lines": "__attribute__((\n",
+    "comment openings": "/*",
+    "quotes": '"',
+    "unterminated strings": '"a',
+    "unterminated characters": "'a",
+    "parentheses": "(",
+    "calls": "a(",
+    "blank lines": "\n",
+    "directive lines": "\n#",
+    "brackets": "a[",
+    "backslashes and blanks": "\\ ",
+}
+
+
+@pytest.mark.parametrize("unit", PATTERNS.values(), ids=PATTERNS.keys())
+def test_a_megabyte_of_a_pattern_is_checked_in_linear_time(unit):
+    source = "#if 0\n" + unit * (1_000_000 // len(unit)) + "\n#endif\n" + body("")
+    assert len(source.encode()) <= MAX_SOURCE_BYTES
+    start = time.perf_counter()
+    check_source(source)
+    assert time.perf_counter() - start < LINEAR_BOUND_S
+
+
+@pytest.mark.parametrize(
+    ("size", "shown"),
+    [
+        (int(1.2 * MAX_SOURCE_BYTES), "1.2 MiB"),
+        (MAX_SOURCE_BYTES + 1, f"{MAX_SOURCE_BYTES + 1} bytes"),
+    ],
+)
+def test_a_source_over_the_limit_is_rejected_first_in_one_sentence(size, shown):
+    source = "#include <stdio.h>\n" + body("") + "//" + "x" * (size - len(body("")) - 21)
+    assert len(source.encode()) == size
+    assert check_source(source) == f"the kernel source is {shown}; the limit is 1 MiB"
+
+
+def test_the_limit_counts_bytes_not_characters():
+    source = body("") + "// " + "é" * (MAX_SOURCE_BYTES // 2)
+    assert len(source) < MAX_SOURCE_BYTES < len(source.encode())
+    assert "the limit is 1 MiB" in (check_source(source) or "")
+    assert check_source(body("") + "// " + "x" * (MAX_SOURCE_BYTES - 200)) is None
+
+
+def test_a_source_over_the_limit_is_rejected_by_the_build(accelopt_cache, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    source = body("") + "//" + "x" * (32 << 20)
+    built = CpuBackend().build(Kernel(source), load_problem("silu"), {"M": 4, "N": 4}, 60)
+    assert built.status is Status.REJECTED and "the limit is 1 MiB" in built.error
+
+
+# -- how the preprocessor reads the text: lines, splices, literals ---------------------------------
+
+# Each of these compiles, and each got past the checks as they were: the text they read was not
+# the preprocessor's.
+READING_BYPASSES = {
+    "a lone CR ends a line": "int a;\r#include <unistd.h>\n" + body(""),
+    "a backslash, blanks, then a newline splice": "#inc\\ \nlude <unistd.h>\n" + body(""),
+    "a raw string hides a comment opening": 'const char *s = R"(" /* )";\n#include <unistd.h>\n'
+    "/* */\n" + body(""),
+    "a GNU line marker": '# 1 "/usr/include/stdlib.h" 3\n' + body(""),
+    "[[ with a blank between": body("") + "[ [gnu::constructor]] static void init(void) { }\n",
+    "[[ as digraphs": body("") + "<:<:gnu::constructor:>:> static void init(void) { }\n",
+}
+
+
+@pytest.mark.parametrize("source", READING_BYPASSES.values(), ids=READING_BYPASSES.keys())
+def test_reading_bypasses_are_rejected(source):
+    assert check_source(source) is not None
+
+
+@pytest.mark.parametrize("source", READING_BYPASSES.values(), ids=READING_BYPASSES.keys())
+def test_reading_bypasses_compile(source, cc, tmp_path):
+    code, output = plain_compile(source, cc, tmp_path)
+    assert code == 0, output
+
+
+# -- what macros spell: checked on the preprocessed kernel, at the build ---------------------------
+
+# (source, what the rejection names). None of these is visible in the text: a macro spells the
+# attribute, the pragma or the assembly, or it takes the structure of the code to see.
+MACRO_BYPASSES = {
+    "attribute keyword from a macro": (
+        "#define A __attribute__\nA((constructor)) static void init(void) { }\n" + body(""),
+        "'constructor' attribute",
+    ),
+    "attribute name from a macro": (
+        "#define C constructor\n__attribute__((C)) static void init(void) { }\n" + body(""),
+        "'constructor' attribute",
+    ),
+    "code placed in .text by a macro": (
+        '#define S section(".text")\n__attribute__((S)) const unsigned char code[] = {0xc3};\n'
+        + body(""),
+        "'section' attribute",
+    ),
+    "ifunc from a macro": (
+        '#define I ifunc("resolve")\nstatic void impl(void) { }\n'
+        "static void (*resolve(void))(void) { return impl; }\nvoid f(void) __attribute__((I));\n"
+        + body(""),
+        "'ifunc' attribute",
+    ),
+    "[[ from a macro": (
+        "#define L [\nL L gnu::destructor]] static void fini(void) { }\n" + body(""),
+        "'destructor' attribute",
+    ),
+    "_Pragma weak": ('#define P _Pragma("weak kernel")\nP\n' + body(""), "#pragma weak"),
+    "an asm label from glibc's __REDIRECT": (
+        "#include <stdlib.h>\n__REDIRECT(my_abs, (int), abs);\n" + body(""),
+        "inline assembly (__asm__)",
+    ),
+    "a nested function": (
+        body("int twice(int a) { return 2 * a; } y[1] = (float)twice(1);"),
+        "defined inside another function (twice)",
+    ),
+    "a nested function whose address is taken (a trampoline)": (
+        body(
+            "float s = x[0]; float add(float a) { return a + s; } "
+            "float (*f)(float) = add; y[1] = f(1);"
+        ),
+        "defined inside another function (add)",
+    ),
+    "a nested function with an attribute": (
+        body("__attribute__((noinline)) int one(void) { return 1; } y[1] = one();"),
+        "defined inside another function (one)",
+    ),
+}
+
+
+@pytest.mark.parametrize(("source", "named"), MACRO_BYPASSES.values(), ids=MACRO_BYPASSES.keys())
+def test_macro_bypasses_are_rejected_at_the_build(
+    source, named, accelopt_cache, cc, tmp_path, monkeypatch
+):
+    monkeypatch.chdir(tmp_path)
+    built = CpuBackend().build(Kernel(source), load_problem("silu"), {"M": 4, "N": 4}, 60)
+    assert built.status is Status.REJECTED, built.error
+    assert named in built.error
+    assert check_preprocessed(source, {"M": 4, "N": 4}, prototype(1, 1), cc) == built.error
+
+
+@pytest.mark.parametrize(("source", "named"), MACRO_BYPASSES.values(), ids=MACRO_BYPASSES.keys())
+def test_macro_bypasses_compile(source, named, cc, tmp_path):
+    """The control: each is C that the contract's compiler accepts."""
+    code, output = plain_compile(source, cc, tmp_path)
+    assert code == 0, output
+
+
+HARMLESS = {
+    "attributes from macros": "#define ALIGNED __attribute__((aligned(64)))\n"
+    "#define INLINE static inline __attribute__((always_inline, unused))\n"
+    "static float table[4] ALIGNED;\nINLINE float twice(float v) { return 2 * v; }\n"
+    + body("y[1] = twice(x[1]) + table[0];"),
+    "a prototype with attributes, then its definition": "static int one(void) "
+    "__attribute__((noinline, const));\nstatic int one(void) { return 1; }\n"
+    + body("y[1] = (float)one();"),
+    "compound literals and statement expressions": "typedef union { unsigned i; float f; } U;\n"
+    + body(
+        "y[1] = (float)(U){ .i = 0x3f800000u }.f; if (x[0] > 0) { y[1] = 1; } "
+        "else if (x[0] < 0) { y[1] = -1; } "
+        "y[2] = __extension__ ({ float t = x[2]; t * t; }); "
+        "for (int i = 0; i < 2; i++) { switch (i) { case 0: { y[3] = 0; } } } "
+        "while (0) { } do { } while (0);"
+    ),
+    "a returned compound literal": "typedef struct { float a, b; } P;\n"
+    "static P pair(float v) { return (P){ v, v }; }\n" + body("y[1] = pair(x[0]).a;"),
+    "OpenMP through _Pragma and math macros": "#include <math.h>\n#include <omp.h>\n"
+    '#define PARALLEL _Pragma("omp parallel for")\n'
+    + body("PARALLEL for (int i = 0; i < M; i++) { y[i] = isnan(x[i]) ? NAN : fabsf(x[i]); }"),
+    "words and brackets inside strings": body(
+        'const char *s = "__attribute__((constructor)) [[x]] asm int f(void) {"; (void)s;'
+    ),
+}
+
+
+@pytest.mark.parametrize("source", HARMLESS.values(), ids=HARMLESS.keys())
+def test_harmless_code_passes_the_preprocessed_check_and_builds(source, cc, tmp_path):
+    assert check_source(source) is None
+    built = compile_kernel(
+        source, {"M": 4, "N": 4}, prototype(1, 1), tmp_path, tmp_path / "so", 60, cc
+    )
+    assert built.ok, built.error
+
+
+PREPROCESSED_HEADER = (
+    '# 0 "kernel.c"\n# 0 "<built-in>"\n# 1 "/usr/include/stdlib.h" 1 3 4\n'
+    'extern int abs (int) __attribute__ ((__nothrow__ , __leaf__)) __asm__ ("abs");\n'
+    '# 2 "kernel.c" 2\n'
+)
+
+
+def test_system_header_lines_are_not_read_but_the_kernels_lines_are():
+    assert check_preprocessed_output(PREPROCESSED_HEADER.splitlines(keepends=True)) is None
+    # GCC marks what a system macro expands to on the kernel's line with flag 3: still read
+    expanded = PREPROCESSED_HEADER + '# 3 "kernel.c" 3 4\n  __asm__ ("abs")\n# 3 "kernel.c"\n'
+    reason = check_preprocessed_output(expanded.splitlines(keepends=True), "x86_64")
+    assert reason is not None and "inline assembly" in reason
+
+
+@pytest.mark.parametrize(
+    "spoof",
+    [
+        '# 1 "/usr/include/stdlib.h" 3\n',
+        '#line 1 "/usr/include/stdlib.h"\n',
+        'R"(\n# 1 "a" 3\n)";\n',
+    ],
+)
+def test_what_could_forge_a_line_marker_is_rejected_before_preprocessing(spoof, cc):
+    source = spoof + "__attribute__((constructor)) static void init(void) { }\n" + body("")
+    reason = check_preprocessed(source, {"M": 4, "N": 4}, prototype(1, 1), cc)
+    assert reason is not None and ("line directive" in reason or "raw string" in reason)

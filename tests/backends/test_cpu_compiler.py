@@ -1,16 +1,25 @@
-"""Compiling kernels: trimmed error messages, the object cache and its key, timeouts."""
+"""Compiling kernels: trimmed error messages, the object cache and its key, timeouts, the
+compiler's limits, and the verification of cached objects."""
 
 from __future__ import annotations
 
+import hashlib
+import logging
+import os
+import shutil
+import time
 from dataclasses import replace
 
 import pytest
 
+from accelopt.backends.cpu import compiler
 from accelopt.backends.cpu.compiler import (
+    COMPILER_MEMORY_BYTES,
     MAX_ERROR_LINES,
     cache_key,
     compile_kernel,
     prototype,
+    run_compiler,
     trim_compiler_output,
 )
 from accelopt.backends.status import Status
@@ -162,3 +171,138 @@ def test_compile_timeout_is_a_compile_error(cc, dirs):
     assert built.status is Status.COMPILE_ERROR
     assert "ran past" in built.error
     assert list(cache.glob("*")) == []
+
+
+def test_a_quoted_include_finds_nothing_in_the_work_directory(cc, dirs):
+    """The compiler works in a fresh directory: a header left beside the worker's files (by
+    an earlier kernel, say) is not what `#include "math.h"` reads."""
+    work, cache = dirs
+    (work / "math.h").write_text("#error a planted header\n")
+    source = '#include "math.h"\n' + DOUBLE
+    built = compile_kernel(source, {"M": 4}, SIGNATURE, work, cache, 60, cc)
+    assert built.ok, built.error
+    assert sorted(p.name for p in work.iterdir()) == ["math.h"]  # the build directory is gone
+
+
+# -- the compiler under limits ------------------------------------------------------------------
+
+# 8^8 tokens from 200 bytes: the preprocessor runs out of memory long before it finishes.
+MACRO_BOMB = """#define A(x) x x x x x x x x
+#define B(x) A(A(x))
+#define C(x) B(B(x))
+#define D(x) C(C(x))
+void kernel(const float *x, float *y) { y[0] = x[0] 0 D(D(+1)); }
+"""
+
+
+def test_a_macro_bomb_runs_out_of_the_memory_limit(cc, dirs):
+    work, cache = dirs
+    start = time.perf_counter()
+    built = compile_kernel(
+        MACRO_BOMB, {"M": 4}, SIGNATURE, work, cache, 60, cc, memory_bytes=256 << 20
+    )
+    assert time.perf_counter() - start < 15
+    assert built.status is Status.COMPILE_ERROR
+    assert built.error == (
+        "the compiler ran out of its 256 MiB memory limit (a macro expansion too large?)"
+    )
+    assert list(cache.iterdir()) == []
+
+
+def test_a_kernel_quoting_the_limits_words_gets_its_own_error(cc, dirs):
+    work, cache = dirs
+    source = "#error out of memory: virtual memory exhausted, File too large\n" + DOUBLE
+    built = compile_kernel(source, {"M": 4}, SIGNATURE, work, cache, 60, cc)
+    assert built.status is Status.COMPILE_ERROR
+    assert built.error.startswith("kernel.c:1:2: error: #error out of memory")
+
+
+def test_the_default_memory_limit_is_2_gib():
+    assert COMPILER_MEMORY_BYTES == 2 << 30
+
+
+def test_the_compiler_runs_under_limits(tmp_path):
+    code, output = run_compiler(
+        ["sh", "-c", "ulimit -v; ulimit -f; ulimit -t; ulimit -c"],
+        30,
+        memory_bytes=256 << 20,
+        file_bytes=1 << 20,
+    )
+    assert code == 0
+    memory_kib, file_blocks, cpu_s, core = output.split()
+    assert int(memory_kib) == 256 << 10
+    assert int(file_blocks) * 512 <= 1 << 20  # blocks of 512 bytes (dash) or 1024 (bash)
+    assert int(cpu_s) == 31 and core == "0"
+
+
+def test_a_file_over_the_limit_is_not_written(tmp_path):
+    code, _ = run_compiler(
+        ["sh", "-c", "head -c 3000000 /dev/zero > big"], 30, cwd=tmp_path, file_bytes=1 << 20
+    )
+    assert code != 0
+    assert (tmp_path / "big").stat().st_size <= 1 << 20
+
+
+def test_a_preprocessed_kernel_over_the_limit_is_a_compile_error(cc, dirs, monkeypatch):
+    monkeypatch.setattr(compiler, "MAX_PREPROCESSED_BYTES", 256 << 10)
+    work, cache = dirs
+    statements = "    y[0] = x[0] 0 C(+1);\n" * 50  # 4096 "+1"s each: 600 KB preprocessed
+    source = MACRO_BOMB.split("void kernel")[0] + f"{DOUBLE[:-3]}\n{statements}}}\n"
+    built = compile_kernel(source, {"M": 4}, SIGNATURE, work, cache, 60, cc)
+    assert built.status is Status.COMPILE_ERROR
+    assert built.error == "the preprocessed kernel is over 0.25 MiB (a macro expansion too large?)"
+
+
+def test_a_flood_of_output_is_capped():
+    code, output = run_compiler(
+        ["sh", "-c", "yes error | head -c 20000000"], 30, max_output_bytes=1000
+    )
+    assert code == 0
+    assert len(output) < 1100 and output.endswith("(19999000 more bytes of output)")
+
+
+# -- the cache is verified before reuse ---------------------------------------------------------
+
+
+def sha256(path):
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_cached_objects_are_read_only_with_their_hash(cc, dirs):
+    work, cache = dirs
+    built = compile_kernel(DOUBLE, {"M": 4}, SIGNATURE, work, cache, 60, cc)
+    assert built.artifact is not None
+    recorded = built.artifact.with_suffix(".sha256")
+    assert recorded.read_text().strip() == sha256(built.artifact)
+    for path in (built.artifact, recorded):
+        assert path.stat().st_mode & 0o777 == 0o444
+    assert sorted(p.suffix for p in cache.iterdir()) == [".sha256", ".so"]  # no temporary left
+
+
+def test_an_object_replaced_in_the_cache_is_rebuilt_not_loaded(cc, dirs, caplog):
+    work, cache = dirs
+    first = compile_kernel(DOUBLE, {"M": 4}, SIGNATURE, work, cache, 60, cc)
+    other = compile_kernel(DOUBLE.replace("2 *", "3 *"), {"M": 4}, SIGNATURE, work, cache, 60, cc)
+    assert first.artifact is not None and other.artifact is not None
+    good = sha256(first.artifact)
+    os.replace(shutil.copy(other.artifact, cache / "copy"), first.artifact)  # as a kernel could
+    assert sha256(first.artifact) != good
+    with caplog.at_level(logging.WARNING, logger=compiler.__name__):
+        again = compile_kernel(DOUBLE, {"M": 4}, SIGNATURE, work, cache, 60, cc)
+    assert again.ok and not again.cached and again.artifact == first.artifact
+    assert sha256(first.artifact) == good  # the build is reproducible: the same object again
+    assert "not the one built" in caplog.text and "its hash differs" in caplog.text
+    third = compile_kernel(DOUBLE, {"M": 4}, SIGNATURE, work, cache, 60, cc)
+    assert third.cached
+
+
+def test_an_object_without_its_hash_is_rebuilt(cc, dirs, caplog):
+    work, cache = dirs
+    first = compile_kernel(DOUBLE, {"M": 4}, SIGNATURE, work, cache, 60, cc)
+    assert first.artifact is not None
+    first.artifact.with_suffix(".sha256").unlink()
+    with caplog.at_level(logging.WARNING, logger=compiler.__name__):
+        again = compile_kernel(DOUBLE, {"M": 4}, SIGNATURE, work, cache, 60, cc)
+    assert again.ok and not again.cached
+    assert "no recorded hash" in caplog.text
+    assert first.artifact.with_suffix(".sha256").read_text().strip() == sha256(first.artifact)

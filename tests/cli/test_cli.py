@@ -172,3 +172,16 @@ def test_missing_compiler_is_a_usage_error(run_cli, silu_baseline: Path) -> None
 def test_missing_argument_is_a_usage_error(run_cli) -> None:
     out = run_cli("eval", "silu")
     assert out.returncode == 2
+
+
+def test_describe_sandbox_names_each_layer_and_warns_for_missing_ones():
+    from accelopt.cli.hardware import describe_sandbox
+
+    full = {"seccomp": "1", "seccomp_load": "1", "uid": "65534", "dropped": "1",
+            "no_new_privs": "1", "network": "none"}  # fmt: skip
+    line, warnings = describe_sandbox(full)
+    assert "seccomp" in line and "nobody" in line and "no network" in line and warnings == []
+    line, warnings = describe_sandbox({**full, "seccomp": "0", "network": "host"})
+    assert "no filter" in line and "host's network" in line
+    assert any("ACCELOPT_UNSANDBOXED" in w for w in warnings) and len(warnings) == 2
+    assert describe_sandbox({"error": "no C compiler"})[0] == "unknown"

@@ -52,7 +52,7 @@ def test_the_parent_times_the_correctness_calls_from_phase_messages():
 
 
 def test_waiting_for_the_device_has_no_deadline_even_the_verification():
-    assert DEADLINES.for_phase("lock") is None
+    assert DEADLINES.for_phase("lock") == DEADLINES.lock_s
     assert DEADLINES.for_phase("verify") == 120.0
 
 

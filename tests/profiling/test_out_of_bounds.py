@@ -91,7 +91,7 @@ def test_reading_past_an_input_is_a_crash_naming_the_cause(run, evaluator, kerne
     assert "the kernel was killed by SIGSEGV" in evaluation.error
     assert "outside its buffers" in evaluation.error
     assert "kernel call (seed 1 of 5)" in evaluation.error
-    assert evaluator.pool.replaced == replaced + 1
+    assert evaluator.pool.replaced == replaced  # the kernel's process died, not the worker
 
 
 @pytest.mark.timeout(60)

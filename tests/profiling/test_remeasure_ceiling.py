@@ -27,7 +27,7 @@ WORKLOAD = "cpu"  # milliseconds of work a call: the median is the kernel's, not
 BUSY_FACTOR = 3.0  # how far below the truth the cached ceiling is
 
 # What a worker reports for an honest silu [cpu] run: 58.7 MB in 3 ms (19.6 GB/s).
-HONEST_RAW: dict[str, Any] = {"latency_s": 3e-3, "repeat_s": 3e-3, "calls": 5, "min_s": 3e-3}
+HONEST_RAW: dict[str, Any] = {"latency_s": 3e-3, "calls": 5, "min_s": 3e-3}
 HONEST_RATE = 8 * 2048 * 3584 / 3e-3
 
 
@@ -154,41 +154,6 @@ def test_a_failed_remeasurement_keeps_the_verdict_and_says_why(
     )
     assert stubbed.evaluate(kernels[0], silu, WORKLOAD).status is Status.SUSPICIOUS
     assert calls == ["bandwidth"]  # not tried again
-
-
-@pytest.mark.parametrize(
-    "repeat_s",
-    [1e-3, 3e-3 / 20],  # 3x faster than its own median; 60x faster than the ceiling allows
-    ids=["outruns-its-median", "no-ceiling-is-that-low"],
-)
-def test_a_kernel_caught_replaying_is_not_remeasured(
-    stubbed: Evaluator, silu: Problem, kernels: list[Kernel], repeat_s: float
-):
-    stubbed.remeasure = remeasure = FakeRemeasure(1e15)
-    raw = {**HONEST_RAW, "repeat_s": repeat_s}
-    if repeat_s < 1e-3:
-        raw["latency_s"] = repeat_s  # every timed call replayed too
-    stubbed.pool.run = lambda *_: raw  # type: ignore[method-assign]
-    evaluation = stubbed.evaluate(kernels[0], silu, WORKLOAD)
-    assert evaluation.status is Status.SUSPICIOUS
-    assert remeasure.calls == []
-
-
-def test_a_replaying_kernel_is_suspicious_without_a_remeasurement(
-    accelopt_cache, hw: HardwareSpec, kernel_file
-):
-    # Timing stops at min_calls, before the rotation comes round: the timed calls compute, the
-    # repeated calls on buffers the kernel has seen copy a saved result.
-    config = CONFIG.model_copy(update={"workers": 1, "ci_time_cap_s": 0.0})
-    remeasure = FakeRemeasure(1e15)
-    with Evaluator(hw, config) as evaluator:
-        evaluator.remeasure = remeasure
-        matmul = load_problem("matmul")
-        evaluation = evaluator.evaluate(kernel_file("replays_output"), matmul, WORKLOAD)
-    assert evaluation.status is Status.SUSPICIOUS
-    assert "replays results" in evaluation.error
-    assert remeasure.calls == []
-    assert "re-measured" not in evaluation.error
 
 
 def test_fixed_ceilings_are_never_remeasured(stubbed: Evaluator, silu, kernels):

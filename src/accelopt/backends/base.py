@@ -92,12 +92,15 @@ class Backend(Protocol):
         """Build the kernel for these sizes (runs inside a worker process)."""
         ...
 
-    def load(self, artifact: Path, problem: Problem) -> LoadedKernel:
-        """Load a built kernel as a callable on inputs then outputs (inside a worker process)."""
+    def load(
+        self, artifact: Path, problem: Problem, device: Device, memory_cap_bytes: int
+    ) -> LoadedKernel:
+        """Load a built kernel as a callable on inputs then outputs of ``device``'s buffers
+        (inside a worker process), with ``memory_cap_bytes`` of memory beyond its buffers."""
         ...
 
     def set_threads(self, threads: int) -> None:
-        """Use this many threads for the next calls."""
+        """Use this many threads for the next calls (called before ``load``)."""
         ...
 
     def facts(self, hardware: HardwareSpec) -> BackendFacts:

@@ -53,8 +53,17 @@ class Device(Protocol):
 
     def canaries(self, outputs_per_set: Sequence[Sequence[Buffer]], seed: int) -> CanarySet: ...
 
+    def poke(self, buffer: Buffer, flat: np.ndarray, values: np.ndarray) -> None:
+        """Write float32 ``values`` at the flat indices ``flat`` of ``buffer``."""
+        ...
+
     def time_call(self, call: Callable[[], None]) -> float:
         """Seconds one call takes on the device (the call has finished when this returns)."""
+        ...
+
+    def time_calls(self, calls: Sequence[Callable[[], None]]) -> float:
+        """Seconds a batch of calls takes (a device that times each call itself gets batches of
+        one; ``batches = True`` on a device that gains from more)."""
         ...
 
 
@@ -103,5 +112,11 @@ class HostDevice:
     def canaries(self, outputs_per_set: Sequence[Sequence[np.ndarray]], seed: int) -> Canaries:
         return Canaries(outputs_per_set, seed)
 
+    def poke(self, buffer: np.ndarray, flat: np.ndarray, values: np.ndarray) -> None:
+        buffer.reshape(-1)[flat] = values
+
     def time_call(self, call: Callable[[], None]) -> float:
         return wall_time(call)
+
+    def time_calls(self, calls: Sequence[Callable[[], None]]) -> float:
+        return sum(wall_time(call) for call in calls)

@@ -73,6 +73,49 @@ def _local_specs(
     return [(f"{label}, measured", measured)], ""
 
 
+def sandbox_facts() -> dict[str, str]:
+    """The layers a C kernel's process gets here (``executor.c`` applies them and exits), with
+    the worker's network; {"error": ...} when no executor can start (no compiler)."""
+    import os
+
+    from accelopt import settings
+    from accelopt.backends.cpu.compiler import compiler_for
+    from accelopt.backends.cpu.remote import probe_isolation
+    from accelopt.profiling.sandbox import network_isolation_possible
+
+    try:
+        facts = probe_isolation(compiler_for(settings.c_compiler()), os.environ)
+    except Exception as exc:  # reported, never fatal for `hardware`
+        return {"error": str(exc).splitlines()[0] if str(exc) else type(exc).__name__}
+    facts["network"] = "none" if network_isolation_possible() else "host"
+    return facts
+
+
+def describe_sandbox(facts: dict[str, str]) -> tuple[str, list[str]]:
+    """One line on the layers in force for C kernels, and a warning per layer missing."""
+    if "error" in facts:
+        return "unknown", [f"the kernel sandbox could not be probed: {facts['error']}"]
+    filtered = facts.get("seccomp") == "1" and facts.get("seccomp_load") == "1"
+    isolated = facts.get("network") == "none"
+    dropped = facts.get("dropped") == "1" and facts.get("uid") == "65534"
+    parts = [
+        "a separate process per evaluation",
+        "system calls filtered (seccomp) while loading and running" if filtered else "no filter",
+        "runs as nobody (root's privileges dropped)" if dropped else f"uid {facts.get('uid')}",
+        "no new privileges",
+        "no network" if isolated else "the host's network namespace",
+    ]
+    warnings = []
+    if not filtered:
+        warnings.append(
+            "this system refuses a seccomp filter: C kernels are not run (set "
+            "ACCELOPT_UNSANDBOXED=1 to run them without it, unsafe)"
+        )
+    if not isolated:
+        warnings.append("workers cannot enter an empty network namespace (unshare refused)")
+    return "; ".join(parts), warnings
+
+
 def show_hardware(measure: bool, json_path: str | None, backend: str = "cpu") -> None:
     if backend not in HARDWARE_BACKENDS:
         raise UserError(unknown_backend(backend))
@@ -93,4 +136,13 @@ def show_hardware(measure: bool, json_path: str | None, backend: str = "cpu") ->
                 console.print(f"  {quality}", highlight=False)
             for field, source in spec.provenance.items():
                 console.print(f"  {field}: {source}", highlight=False)
-    write_json(json_path, [{"label": label, **s.model_dump(mode="json")} for label, s in specs])
+    sandbox = sandbox_facts() if backend == "cpu" else None
+    if sandbox is not None and shows_table(json_path):
+        line, warnings = describe_sandbox(sandbox)
+        console.print(f"[bold]Kernel sandbox (cpu)[/bold]: {line}", highlight=False)
+        for warning in warnings:
+            console.print(f"  [bold yellow]warning[/bold yellow]: {warning}", highlight=False)
+    rows = [{"label": label, **s.model_dump(mode="json")} for label, s in specs]
+    if sandbox is not None:
+        rows.append({"label": "kernel sandbox (cpu)", "isolation": sandbox})
+    write_json(json_path, rows)

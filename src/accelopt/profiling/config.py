@@ -34,10 +34,16 @@ class EvalConfig(BaseModel):
     ci_time_cap_s: float = Field(
         2.0, ge=0, description="... or timing has taken this long (min_calls, min_time first)"
     )
+    verify_calls: int = Field(
+        2, ge=0, description="timed calls, drawn at random, checked against the reference"
+    )
     threads: int | None = Field(
         None, ge=1, description="OpenMP threads; None = cores of the device"
     )
     compile_timeout_s: float = Field(120.0, gt=0)
+    lock_timeout_s: float = Field(
+        900.0, gt=0, description="waiting for the device (another evaluation's timing) at most"
+    )
     call_timeout_floor_s: float = Field(10.0, gt=0, description="a call may always take this long")
     call_timeout_factor: float = Field(
         2000.0, gt=0, description="... or this many roofline times (the correctness calls)"

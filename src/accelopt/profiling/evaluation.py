@@ -35,12 +35,15 @@ class Evaluation(BaseModel):
     seeds: list[int] = []
     threads: int | None = None
     rotation_sets: int | None = None
+    batch_calls: int | None = None  # timed calls per round trip (cpu: the kernel's own process)
     compile_s: float | None = None
     compile_cached: bool = False
     check_s: float | None = None
     time_s: float | None = None
     wall_s: float | None = None
     network_isolated: bool | None = None
+    # The layers the kernel's process ran under (cpu: executor.c's facts, e.g. seccomp, uid)
+    isolation: dict[str, str] | None = None
     log: str = ""  # the kernel's stdout/stderr, capped
 
     @property

@@ -52,6 +52,7 @@ class Deadlines:
     call_s: float
     reference_s: float
     start_s: float = 60.0
+    lock_s: float = 900.0
     timing_factor: float = 50.0
     timing_floor_s: float = 10.0
 
@@ -67,7 +68,9 @@ class Deadlines:
             "reference": self.reference_s,
             "verify": self.reference_s,
             "call": self.call_s,
-            "lock": None,  # other timings hold it, each under its own deadline
+            # Others' timings hold it, each under its own deadline; a holder that never lets go
+            # (a process that inherited the lock) must not block every evaluation forever.
+            "lock": self.lock_s,
         }.get(phase, self.start_s)
 
 
@@ -273,7 +276,11 @@ class WorkerPool:
                 return {"status": str(failure.status), "error": failure.error, "log": log,
                         "network_isolated": worker.network_isolated}  # fmt: skip
             # A kernel that failed may have scribbled over the worker's memory: start afresh.
-            tainted = result.get("kernel_ran") and result.get("status") is not None
+            tainted = (
+                result.get("kernel_ran")
+                and result.get("status") is not None
+                and result.get("kernel_process") != "separate"
+            )
             self._checkin(worker, keep=not tainted)
             return {**result, "network_isolated": worker.network_isolated}
 

@@ -7,6 +7,7 @@ turns the result into an ``Evaluation`` (it holds the hardware spec and decides 
 from __future__ import annotations
 
 import ctypes
+import math
 import time
 import traceback
 from collections.abc import Iterator
@@ -27,11 +28,13 @@ from accelopt.problems.loader import load_problem
 from accelopt.profiling import contention, references, sandbox
 from accelopt.profiling.config import HARNESS_VERSION, EvalConfig
 from accelopt.profiling.correctness import check_outputs, modified_input
+from accelopt.profiling.freshness import Audit, Freshness
 from accelopt.profiling.protocol import Channel
 from accelopt.profiling.timing import ci_half_width, rotation_sets, summarize
 
 TICK_S = 0.25  # a timing loop tells the parent it is alive this often
-REPEAT_CALLS = 3  # extra timed calls on seen sets, to catch kernels that replay results
+BATCH_S = 0.002  # a batch of calls in another process lasts about this long...
+MAX_BATCH = 256  # ... and holds at most this many calls (executor.c)
 
 
 class _Precision:
@@ -81,6 +84,7 @@ class EvaluationRun:
         self.result: dict[str, Any] = {"status": None, "error": "", "kernel_ran": False}
         self.loaded: LoadedKernel | None = None
         self.last_seed: tuple[tuple[np.ndarray, ...], tuple[np.ndarray, ...]] = ((), ())
+        self.call_s: list[float] = []  # the correctness calls' wall time, seen by the worker
 
     def phase(self, name: str, detail: str = "") -> None:
         self.channel.send({"type": "phase", "phase": name, "detail": detail})
@@ -89,13 +93,19 @@ class EvaluationRun:
         try:
             # Everything that loads the machine (compiling, references, copying the rotation sets,
             # checking outputs) holds the device lock shared, so it never runs beside a timing.
-            self.phase("lock")  # no deadline while another worker times a kernel
+            self.phase("lock")
             with devicelock.shared(self.lock_path):
                 self.phase("start")
-                self.device = self.backend.device()  # may import torch, start CUDA
-                self.build()
-                self.check()
-                sets = None if self.config.check_only else self._rotation()
+                self.device = self.backend.device()  # may import torch, start CUDA, an executor
+                artifact = self.build()
+                # Every buffer exists before the kernel is loaded: a separate kernel process
+                # (the cpu backend's) is trusted only until then.
+                checked = self._check_buffers()
+                sets = None if self.config.check_only else self._rotation_buffers()
+                self.load(artifact)
+                self.check(*checked)
+                if sets is not None:
+                    self._fill_rotation(sets)
             if sets is not None:
                 self.time(sets)
         except Failed as failure:
@@ -106,13 +116,22 @@ class EvaluationRun:
             tail = traceback.format_exc(limit=3).strip().splitlines()[-1]
             self.result.update(status=str(Status.CRASH), error=f"harness error: {tail or exc}")
         finally:
-            if self.loaded is not None:
-                self.loaded.close()
-            _flush_c_stdio()
+            self._close()
         return self.result
 
+    def _close(self) -> None:
+        isolation = getattr(self.device, "isolation", None)
+        if isolation is not None:  # the kernel ran in its own process, never in this one
+            self.result.update(isolation=isolation, kernel_process="separate")
+        if self.loaded is not None:
+            self.loaded.close()
+        close = getattr(self.device, "close", None)
+        if close is not None:
+            close()
+        _flush_c_stdio()
+
     # -- build -------------------------------------------------------------------------------
-    def build(self) -> None:
+    def build(self) -> Path:
         self.phase("compile")
         built = self.backend.build(
             self.kernel, self.problem, self.sizes, self.config.compile_timeout_s
@@ -120,14 +139,19 @@ class EvaluationRun:
         self.result.update(compile_s=built.seconds, compile_cached=built.cached)
         if not built.ok:
             raise Failed(built.status or Status.COMPILE_ERROR, built.error)
+        assert built.artifact is not None
+        return built.artifact
+
+    def load(self, artifact: Path) -> None:
         self.phase("load")
+        self.backend.set_threads(self.threads)
         try:
-            assert built.artifact is not None
             with sandbox.memory_cap(self.config.memory_cap_bytes):  # constructors run here
-                self.loaded = self.backend.load(built.artifact, self.problem)
+                self.loaded = self.backend.load(
+                    artifact, self.problem, self.device, self.config.memory_cap_bytes
+                )
         except (KernelLoadError, OSError) as exc:
             raise Failed(Status.COMPILE_ERROR, str(exc)) from None
-        self.backend.set_threads(self.threads)
         if self.backend.compiles_on_first_call:
             self._first_call()
 
@@ -171,8 +195,12 @@ class EvaluationRun:
         assert self.loaded is not None
         self.phase("call", detail)
         self.result["kernel_ran"] = True
-        with sandbox.memory_cap(self.config.memory_cap_bytes):
-            self.loaded(arrays)
+        try:
+            with sandbox.memory_cap(self.config.memory_cap_bytes):
+                self.loaded(arrays)
+        except KernelError as exc:
+            message = f"{exc} during the kernel call ({detail})"
+            raise KernelError(message, exc.status, exc.fault) from None
         self._check_guards(arrays, detail)
 
     def _prepare(self, seed: int) -> tuple[tuple[np.ndarray, ...], tuple[np.ndarray, ...]]:
@@ -202,22 +230,27 @@ class EvaluationRun:
                 for j, (fresh, refs) in enumerate(prepared):
                     yield f"seed {first + j + 1} of {n}", fresh, refs
 
-    def check(self) -> None:
+    def _check_buffers(self) -> tuple[list[Buffer], list[Buffer]]:
+        """The correctness calls' buffers, fenced: an access beyond a guard region faults."""
+        device = self.device
+        inputs = [device.empty(t.dims(self.sizes), fenced=True) for t in self.problem.inputs]
+        return inputs, self._empty_outputs(fenced=True)
+
+    def check(self, inputs: list[Buffer], outputs: list[Buffer]) -> None:
         """Same buffers, fresh contents for every seed: a kernel that caches by address fails."""
         start = time.perf_counter()
         in_names = [t.name for t in self.problem.inputs]
         out_names = [t.name for t in self.problem.outputs]
         device = self.device
-        # Fenced: an access beyond a buffer's guard regions faults (buffers.py).
-        inputs = [device.empty(t.dims(self.sizes), fenced=True) for t in self.problem.inputs]
-        outputs = self._empty_outputs(fenced=True)
         worst = 0.0
         for detail, fresh, refs in self._prepared():
             for buf, x in zip(inputs, fresh, strict=True):
                 device.upload(x, into=buf)
             for out in outputs:
                 device.fill(out, np.nan)
+            call_start = time.perf_counter()
             self._call([*inputs, *outputs], detail)
+            self.call_s.append(time.perf_counter() - call_start)
             changed = modified_input(in_names, [device.to_host(b) for b in inputs], fresh)
             if changed:
                 raise Failed(Status.INCORRECT, f"the kernel modified input {changed!r} ({detail})")
@@ -231,23 +264,32 @@ class EvaluationRun:
         self.result["check_s"] = time.perf_counter() - start
 
     # -- timing ------------------------------------------------------------------------------
-    def _rotation(self) -> list[tuple[tuple[Buffer, ...], list[Buffer]]]:
-        """Copies of the last seed's inputs at distinct addresses, with their own outputs.
-
-        The contents repeat (so the last seed's reference verifies any set), the addresses do not:
-        together the sets span twice the last-level cache, so each timed call reads from memory.
-        """
+    def _rotation_buffers(self) -> list[tuple[tuple[Buffer, ...], list[Buffer]]]:
+        """Input/output sets at distinct addresses: together they span twice the last-level
+        cache (and COLD_SPAN_BYTES), so each timed call reads from memory. Filled after the
+        check with the last seed's inputs (``_fill_rotation``)."""
         count = rotation_sets(
             self.problem.buffer_bytes(self.sizes), self.llc_bytes, self.config.rotation_budget_bytes
         )
+        empty = self.device.empty
+        return [
+            (tuple(empty(t.dims(self.sizes)) for t in self.problem.inputs), self._empty_outputs())
+            for _ in range(count)
+        ]
+
+    def _fill_rotation(self, sets: list[tuple[tuple[Buffer, ...], list[Buffer]]]) -> None:
         inputs, _ = self.last_seed
-        upload = self.device.upload
-        return [(tuple(map(upload, inputs)), self._empty_outputs()) for _ in range(count)]
+        for ins, _ in sets:
+            for buf, x in zip(ins, inputs, strict=True):
+                self.device.upload(x, into=buf)
 
     def time(self, sets: list[tuple[tuple[Buffer, ...], list[Buffer]]]) -> None:
         self.result["rotation_sets"] = len(sets)
         assert self.loaded is not None
         calls = [self.loaded.bind([*ins, *outs]) for ins, outs in sets]
+        rng = np.random.default_rng()  # nothing the kernel can know: not the problem's seeds
+        fresh = Freshness(self.device, [ins for ins, _ in sets], self.last_seed[0], rng)
+        audit = Audit(self.config.verify_calls, rng)
         self.phase("lock")
         with devicelock.exclusive(self.lock_path):
             start = time.perf_counter()
@@ -256,21 +298,20 @@ class EvaluationRun:
             before = contention.snapshot()
             with sandbox.memory_cap(self.config.memory_cap_bytes):
                 canaries = self.device.canaries([o for _, o in sets], self.seeds[0])
-                samples = self._timed_loop(calls, canaries)
-                self.result["repeat_s"] = self._repeat_calls(calls, canaries)
+                samples, count = self._timed_loop(calls, sets, canaries, fresh, audit)
             self.result["time_s"] = time.perf_counter() - start
             self._record_contention(before, contention.snapshot())
         stats = summarize(samples)
         self.result.update(
-            latency_s=stats.latency_s, min_s=stats.min_s, noise=stats.noise, calls=stats.calls,
+            latency_s=stats.latency_s, min_s=stats.min_s, noise=stats.noise, calls=count,
             ci_low_s=stats.ci_low_s, ci_high_s=stats.ci_high_s,
         )  # fmt: skip
         self.phase("lock")  # the other worker may be timing: waiting is not this kernel's time
         with devicelock.shared(self.lock_path):
             self.phase("verify")
-            for ins, outs in sets:  # a few microseconds a buffer: every set, not just the last
+            for ins, outs in sets:  # a few microseconds a buffer: every set
                 self._check_guards([*ins, *outs], "in the timed calls")
-            self._verify(sets[(len(samples) + self._warmup_count(len(sets)) - 1) % len(sets)])
+            self._verify(audit, fresh)
 
     def _warmup_count(self, n_sets: int) -> int:
         """Warm-up calls: the code, the threads and the branch predictors, not the data (every
@@ -284,34 +325,66 @@ class EvaluationRun:
             return now
         return last
 
-    def _timed_loop(self, calls: list[Any], canaries: CanarySet) -> list[float]:
-        """A short warm-up, then timed calls round the sets until min_calls and min_time are met;
-        each timed call must write its canaries (see canary.py)."""
+    def _batch_size(self, n_sets: int) -> int:
+        """Calls per round trip: 1 where the device times each call itself; else enough calls
+        for about BATCH_S (the worker's round trip, subtracted, is then a small part), each set at
+        most once (every call gets freshly perturbed inputs)."""
+        if not getattr(self.device, "batches", False) or not self.call_s:
+            return 1
+        typical = float(np.median(self.call_s))
+        return max(1, min(n_sets, MAX_BATCH, math.ceil(BATCH_S / max(typical, 1e-7))))
+
+    def _timed_loop(
+        self,
+        calls: list[Any],
+        sets: list[tuple[tuple[Buffer, ...], list[Buffer]]],
+        canaries: CanarySet,
+        fresh: Freshness,
+        audit: Audit,
+    ) -> tuple[list[float], int]:
+        """A short warm-up, then timed batches round the sets until min_calls and min_time are
+        met. Before each call its set's inputs are perturbed (no call sees inputs seen before)
+        and its canaries armed; after each batch the canaries must be written, and a few calls
+        chosen at random are kept to be checked against the reference (``_verify``).
+        Returns a sample per batch (seconds per call) and the number of timed calls."""
         cfg, n, warm = self.config, len(calls), self._warmup_count(len(calls))
         last = time.perf_counter()
         for i in range(warm):
             calls[i % n]()
             last = self._tick(last)
+        k = self._batch_size(n)
+        self.result["batch_calls"] = k
         samples: list[float] = []
-        clock, time_call = time.perf_counter, self.device.time_call
+        count = 0
+        clock, time_calls = time.perf_counter, self.device.time_calls
         begin = clock()
         precise = _Precision(cfg.ci_target)
         while True:
             elapsed = clock() - begin
-            enough = len(samples) >= cfg.min_calls and elapsed >= cfg.min_time_s
+            enough = count >= cfg.min_calls and elapsed >= cfg.min_time_s
             capped = elapsed >= max(cfg.ci_time_cap_s, cfg.min_time_s)
             if enough and (capped or precise(samples, elapsed)):
-                return samples
+                return samples, count
             if samples and elapsed >= cfg.max_time_s:
-                return samples
-            index = (warm + len(samples)) % n
-            canaries.arm(index)
-            samples.append(time_call(calls[index]))
+                return samples, count
+            batch = [(warm + count + j) % n for j in range(k)]
+            for index in batch:
+                fresh.perturb(index)
+                canaries.arm(index)
+            samples.append(time_calls([calls[i] for i in batch]) / k)
+            count += k
             if not canaries.written():
                 raise Failed(
                     Status.INCORRECT,
-                    f"timed call {len(samples)} left its output unwritten: the kernel skips work "
-                    "when called again on buffers it has seen",
+                    f"a timed call (of calls {count - k + 1}-{count}) left its output unwritten: "
+                    "the kernel skips work when called again on buffers it has seen",
+                )
+            for index in audit.choose(count - k, batch):
+                ins, outs = sets[index]
+                audit.keep(
+                    [self.device.to_host(b).copy() for b in ins],
+                    [self.device.to_host(b).copy() for b in outs],
+                    fresh.expected(index),
                 )
             last = self._tick(last)
 
@@ -324,34 +397,20 @@ class EvaluationRun:
             seen = contention.contention(before, after)
             self.result.update(load_others=seen.others, load_steal=seen.steal)
 
-    def _repeat_calls(self, calls: list[Any], canaries: CanarySet) -> float:
-        """REPEAT_CALLS more timed calls on sets whose buffers and contents the kernel has seen
-        (the first sets of the timed loop): a kernel that replays saved results is fast here
-        however many sets there are (the caller judges their median against the roofline), and
-        each must write its canaries."""
-        times = []
-        for k in range(REPEAT_CALLS):
-            index = (self._warmup_count(len(calls)) + k) % len(calls)
-            canaries.arm(index)
-            times.append(self.device.time_call(calls[index]))
-            if not canaries.written():
+    def _verify(self, audit: Audit, fresh: Freshness) -> None:
+        """The timed calls kept by the audit: their inputs as the harness left them, their
+        outputs right against the reference on those (perturbed) inputs."""
+        in_names = [t.name for t in self.problem.inputs]
+        out_names = [t.name for t in self.problem.outputs]
+        for n, (inputs, outputs, expected) in enumerate(audit.kept, 1):
+            changed = modified_input(in_names, inputs, expected)
+            if changed:
+                raise Failed(Status.INCORRECT, f"the kernel modified input {changed!r} while timed")
+            refs = self.problem.reference(*(x.astype(np.float64) for x in expected))
+            verdict = check_outputs(out_names, outputs, refs, self.problem.tolerance)
+            if verdict.error:
                 raise Failed(
                     Status.INCORRECT,
-                    "a repeated call left its output unwritten: the kernel skips work when called "
-                    "again on buffers it has seen",
+                    f"{verdict.error} (timed call {audit.calls[n - 1]}, checked afterwards: "
+                    "every timed call gets inputs no call saw before)",
                 )
-        return float(np.median(times))
-
-    def _verify(self, last_set: tuple[tuple[Buffer, ...], list[Buffer]]) -> None:
-        """The outputs of the last timed call must still be right: repeated calls did the work."""
-        inputs = [self.device.to_host(b) for b in last_set[0]]
-        outputs = [self.device.to_host(b) for b in last_set[1]]
-        changed = modified_input([t.name for t in self.problem.inputs], inputs, self.last_seed[0])
-        if changed:
-            raise Failed(Status.INCORRECT, f"the kernel modified input {changed!r} while timed")
-        refs = self.last_seed[1]
-        verdict = check_outputs(
-            [t.name for t in self.problem.outputs], outputs, refs, self.problem.tolerance
-        )
-        if verdict.error:
-            raise Failed(Status.INCORRECT, f"{verdict.error} (outputs of the timed calls)")

@@ -26,7 +26,7 @@ MAX_FILE_BYTES = 256 << 20  # no file a worker or its compiler writes may grow p
 _ENV_NAMES = {
     "PATH", "HOME", "USER", "LANG", "TMPDIR", "TEMP", "TMP", "CC", "PYTHONPATH", "PYTHONHOME",
     "VIRTUAL_ENV", "LD_LIBRARY_PATH", "XDG_CACHE_HOME", "TZ", "ACCELOPT_CACHE_DIR",
-    "ACCELOPT_CPU_TARGET",
+    "ACCELOPT_CPU_TARGET", "ACCELOPT_UNSANDBOXED",
 }  # fmt: skip
 _ENV_PREFIXES = ("LC_", "OMP_", "GOMP_", "KMP_", "OPENBLAS_", "MKL_", "CUDA_", "NVIDIA_", "TRITON_")
 
@@ -68,6 +68,32 @@ def isolate_network() -> bool:
     with suppress(OSError):
         _map_ids(uid, gid)
     return True
+
+
+PR_SET_DUMPABLE = 4
+
+
+def protect_parent() -> None:
+    """Make this process (the one holding the API keys) non-dumpable: its ``/proc`` files
+    (environ, mem, maps) become unreadable to other processes of the same user, workers
+    included, and no core dump of it is written."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(ctypes.c_int(PR_SET_DUMPABLE), ctypes.c_ulong(0), 0, 0, 0)
+
+
+_UNSHARE_PROBE = (
+    "import sys; from accelopt.profiling.sandbox import isolate_network; "
+    "sys.exit(0 if isolate_network() else 1)"
+)
+
+
+def network_isolation_possible() -> bool:
+    """Whether a new process here can enter an empty network namespace, as workers do."""
+    import subprocess
+    import sys
+
+    probe = subprocess.run([sys.executable, "-c", _UNSHARE_PROBE], timeout=60, check=False)
+    return probe.returncode == 0
 
 
 def watch_parent(interval_s: float = 1.0) -> None:

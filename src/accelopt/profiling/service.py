@@ -26,6 +26,7 @@ from accelopt.hardware import devicelock
 from accelopt.hardware.cache import BOUND_CEILINGS, Remeasure, describe_figure, remeasurer_for
 from accelopt.hardware.roofline import roofline
 from accelopt.hardware.spec import HardwareSpec
+from accelopt.llm.config import load_config
 from accelopt.problems.records import Problem
 from accelopt.profiling import sandbox
 from accelopt.profiling.config import EvalConfig
@@ -33,6 +34,7 @@ from accelopt.profiling.evaluation import Evaluation
 from accelopt.profiling.pool import Deadlines, WorkerPool
 from accelopt.profiling.references import seed_pool
 from accelopt.profiling.scoring import blames_the_ceiling, verdict
+from accelopt.redaction import redact, secrets_to_redact
 
 Job = tuple[Kernel, Problem, str]
 
@@ -57,6 +59,7 @@ class Evaluator:
         backend = get_backend(hardware.backend)
         backend.preflight(timing=not self.config.check_only)  # one clear UserError, now
         self.threads = self.config.threads or hardware.cores
+        sandbox.protect_parent()  # its environment holds the API keys
         env = sandbox.worker_env(os.environ, self.threads)
         self.lock_path = devicelock.lock_path(backend.lock_name())
         self.pool = WorkerPool(
@@ -88,6 +91,7 @@ class Evaluator:
             compile_s=self.config.compile_timeout_s + 30,
             call_s=call_s,
             reference_s=max(120.0, 1000 * peak_s),
+            lock_s=self.config.lock_timeout_s,
             timing_factor=self.config.timing_call_factor,
             timing_floor_s=self.config.call_timeout_floor_s,
         )
@@ -129,9 +133,7 @@ class Evaluator:
         after the ceiling that bounds it is re-measured (the higher figure kept)."""
         evaluation = build_evaluation(*job, self.hardware, self.threads, raw, seeds, wall_s)
         e = evaluation
-        if not blames_the_ceiling(
-            e.status, e.pct_of_peak, e.latency_s, e.peak_s, raw.get("repeat_s")
-        ):
+        if not blames_the_ceiling(e.status, e.pct_of_peak):
             return evaluation
         hardware, found = self._remeasured(BOUND_CEILINGS[evaluation.bound], evaluation)
         if hardware.key() != evaluation.hardware:
@@ -175,6 +177,16 @@ class Evaluator:
                 yield future.result()
 
 
+def _secrets() -> tuple[str, ...]:
+    """What a kernel's log and error may not show: the API keys of the environment and of the
+    default config (``redaction.py``), read afresh (the environment may change)."""
+    try:
+        config = load_config()
+    except UserError:
+        config = None
+    return secrets_to_redact(settings.environment(), config)
+
+
 def build_evaluation(
     kernel: Kernel,
     problem: Problem,
@@ -193,7 +205,6 @@ def build_evaluation(
         str(raw.get("error", "")),
         raw.get("latency_s"),
         roof.peak_s,
-        raw.get("repeat_s"),
     )
     return Evaluation(
         problem=problem.name,
@@ -203,7 +214,7 @@ def build_evaluation(
         kernel_hash=kernel.hash,
         hardware=hardware.key(),
         status=judged.status,
-        error=judged.error,
+        error=redact(judged.error, _secrets()),
         latency_s=raw.get("latency_s"),
         min_s=raw.get("min_s"),
         noise=raw.get("noise"),
@@ -220,11 +231,13 @@ def build_evaluation(
         seeds=seeds or [],
         threads=threads,
         rotation_sets=raw.get("rotation_sets"),
+        batch_calls=raw.get("batch_calls"),
         compile_s=raw.get("compile_s"),
         compile_cached=bool(raw.get("compile_cached")),
         check_s=raw.get("check_s"),
         time_s=raw.get("time_s"),
         wall_s=wall_s,
         network_isolated=raw.get("network_isolated"),
-        log=str(raw.get("log", "")),
+        isolation=raw.get("isolation"),
+        log=redact(str(raw.get("log", "")), _secrets()),
     )

@@ -2,17 +2,12 @@
 
 from __future__ import annotations
 
-import _ctypes
-import ctypes
-from collections.abc import Callable, Sequence
-from functools import cache, partial
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import numpy as np
-
 from accelopt import settings
-from accelopt.backends.base import BuildResult, KernelLoadError
+from accelopt.backends.base import BuildResult
 from accelopt.backends.buffers import BUFFER_ALIGNMENT
 from accelopt.backends.cpu import checks, symbols
 from accelopt.backends.cpu.checks import check_source
@@ -24,8 +19,8 @@ from accelopt.backends.cpu.compiler import (
     prototype,
 )
 from accelopt.backends.cpu.remarks import vectorization_remarks
+from accelopt.backends.cpu.remote import ExecutorDevice, RemoteKernel
 from accelopt.backends.cpu.symbols import disallowed_symbols
-from accelopt.backends.device import HostDevice
 from accelopt.backends.facts import BackendFacts, describe_ceilings
 from accelopt.backends.kernel import Kernel
 from accelopt.backends.status import Status
@@ -38,50 +33,21 @@ if TYPE_CHECKING:  # annotations only: keeps pydantic out of worker processes
     from accelopt.hardware.spec import HardwareSpec
 
 
-@cache
-def _libgomp() -> ctypes.CDLL | None:
-    try:
-        return ctypes.CDLL("libgomp.so.1")
-    except OSError:
-        return None
-
-
-class CLibraryKernel:
-    """A loaded kernel: calls ``kernel(in0, ..., out0, ...)`` on contiguous float32 arrays."""
-
-    def __init__(self, artifact: Path, n_args: int) -> None:
-        self._lib = ctypes.CDLL(str(artifact), mode=ctypes.RTLD_LOCAL)
-        try:
-            self._fn = self._lib.kernel
-        except AttributeError:
-            self.close()
-            raise KernelLoadError("the kernel defines no function named `kernel`") from None
-        self._fn.argtypes = [ctypes.c_void_p] * n_args
-        self._fn.restype = None
-
-    def __call__(self, arrays: Sequence[np.ndarray]) -> None:
-        self._fn(*(a.ctypes.data for a in arrays))
-
-    def bind(self, arrays: Sequence[np.ndarray]) -> Callable[[], None]:
-        """A call with the pointers resolved ahead, for timing loops."""
-        return partial(self._fn, *(a.ctypes.data for a in arrays))
-
-    def close(self) -> None:
-        handle = getattr(self._lib, "_handle", None)
-        if handle:
-            _ctypes.dlclose(handle)
-            self._lib._handle = 0
-
-
 class CpuBackend:
+    """C kernels, run in a separate sandboxed process (``executor.py``, ``remote.py``)."""
+
     name = "cpu"
     compiles_on_first_call = False
+
+    def __init__(self) -> None:
+        self._threads = 1
 
     def preflight(self, timing: bool = True) -> None:
         compiler_for(settings.c_compiler())
 
-    def device(self) -> HostDevice:
-        return HostDevice()
+    def device(self) -> ExecutorDevice:
+        """A new kernel process, with the worker's environment's OpenMP settings."""
+        return ExecutorDevice(compiler_for(settings.c_compiler()), os.environ)
 
     def lock_name(self) -> str:
         return "cpu"
@@ -115,13 +81,21 @@ class CpuBackend:
             )
         return built
 
-    def load(self, artifact: Path, problem: Problem) -> CLibraryKernel:
-        return CLibraryKernel(artifact, len(problem.inputs) + len(problem.outputs))
+    def load(
+        self,
+        artifact: Path,
+        problem: Problem,
+        device: object = None,
+        memory_cap_bytes: int = 2 << 30,
+    ) -> RemoteKernel:
+        """Load the kernel into ``device``'s process (made by ``device()``, its buffers made)."""
+        if not isinstance(device, ExecutorDevice):
+            raise TypeError("a cpu kernel loads into the ExecutorDevice of CpuBackend.device()")
+        n_args = len(problem.inputs) + len(problem.outputs)
+        return device.load(artifact, n_args, self._threads, memory_cap_bytes)
 
     def set_threads(self, threads: int) -> None:
-        gomp = _libgomp()
-        if gomp is not None:
-            gomp.omp_set_num_threads(ctypes.c_int(threads))
+        self._threads = threads
 
     def facts(self, hardware: HardwareSpec) -> BackendFacts:
         """The C kernel contract (DESIGN.md) with the lists the checks and the compiler use."""
@@ -157,14 +131,19 @@ class CpuBackend:
         libc = ", ".join(sorted(name for name in symbols.ALLOWED if not name.startswith("_")))
         prefixes = ", ".join(f"{prefix}*" for prefix in symbols.ALLOWED_PREFIXES)
         forbidden = [
-            "#include of any header not in the allowed list; #include_next, #import and #line",
+            "#include of any header not in the allowed list; #include_next, #import, #line and "
+            "# <number> directives; raw string literals",
             f"inline assembly (asm, __asm__): {checks.intrinsics_advice(arch)}",
             *self._banned_calls(),
             "token pasting (##): it can hide names from the checks",
             "#pragma redefine_extname and #pragma weak: they rename symbols",
             "[[...]] attributes (use __attribute__ for what is permitted)",
-            "__attribute__((" + "/".join(sorted(checks.FORBIDDEN_ATTRIBUTES)) + ")): a kernel runs "
-            "only when called",
+            "__attribute__((" + "/".join(sorted(checks.FORBIDDEN_ATTRIBUTES)) + ")), however "
+            "spelled (checked after preprocessing): a kernel runs only when called, from where "
+            "the compiler puts it",
+            "GNU nested functions (they need an executable stack)",
+            "system calls: the kernel runs in a sandboxed process where opening files, the "
+            "network, processes and signals kill it (REJECTED)",
             "importing any function other than libm, OpenMP and libmvec (symbols "
             f"{prefixes}) and: {libc} (checked on the built object, whatever the spelling)",
         ]

@@ -1,28 +1,74 @@
-"""Compile a C kernel into a shared object, cached by (source, flags, sizes, compiler version)."""
+"""Compile a C kernel into a shared object, cached by (source, flags, sizes, compiler version).
+
+The compiler reads hostile text, so it runs under limits (``run_compiler``: address space, CPU
+time, file size, no core file, a deadline, and a bounded capture of what it prints), in a fresh
+directory of its own. Before it compiles, the preprocessed kernel is checked
+(``check_preprocessed``: what macros spell); after it links, the object is
+(``objects.check_object``: what the loader would do). Only an object that passed both reaches the
+cache, read-only, with its SHA-256 recorded beside it; a cached object is loaded again only while
+it still has that hash (and still passes the object check), else it is deleted and rebuilt.
+"""
 
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import re
+import resource
 import signal
 import subprocess
+import tempfile
+import threading
 import time
 from collections.abc import Mapping
-from functools import cache
+from contextlib import suppress
+from dataclasses import dataclass, replace
+from functools import cache, partial
 from pathlib import Path
+from typing import IO
 
 from accelopt.backends.base import BuildResult
+from accelopt.backends.cpu.checks import check_before_preprocessing, check_preprocessed_output
+from accelopt.backends.cpu.objects import check_object
 from accelopt.backends.status import Status
 from accelopt.hardware.cpuinfo import cpu_model_name
 from accelopt.hardware.toolchain import Compiler, find_compiler, target_flags
+
+logger = logging.getLogger(__name__)
 
 # The kernel contract's flags (DESIGN.md): -O3 -march=native (-mcpu=native on aarch64) -fopenmp
 # -shared -fPIC; gnu11 keeps C11 with the GNU spellings intrinsics headers and `M_PI` rely on.
 OPT_FLAGS: tuple[str, ...] = ("-O3",)
 OTHER_FLAGS: tuple[str, ...] = ("-fopenmp", "-shared", "-fPIC", "-std=gnu11")
+# How the object is linked. No start files: crtbeginS.o's frame_dummy (in .init_array) and crti.o's
+# _init are what a C shared object runs at load time, and a kernel needs neither, so objects.py can
+# refuse any code that runs at load time. No executable stack, the GOT read-only once relocated,
+# and code in segments of its own (no constant is ever executable).
+LINK_FLAGS: tuple[str, ...] = (
+    "-nostartfiles",
+    "-Wl,-z,noexecstack",
+    "-Wl,-z,relro",
+    "-Wl,-z,now",
+    "-Wl,-z,separate-code",
+)
 LIBS: tuple[str, ...] = ("-lm",)
 MAX_ERROR_LINES = 20
+
+COMPILER_MEMORY_BYTES = 2 << 30  # RLIMIT_AS of the compiler (cc1, as, ld each)
+COMPILER_FILE_BYTES = 256 << 20  # RLIMIT_FSIZE: the largest file the compiler may write
+MAX_PREPROCESSED_BYTES = 16 << 20  # the -E output (kernel and headers) the checks read
+MAX_OUTPUT_BYTES = 1 << 20  # what is kept of the compiler's messages; the rest is dropped
+
+SOURCE_NAME = "kernel.c"
+HEADER_NAME = "accelopt_contract.h"
+PREPROCESSED_NAME = "kernel.i"
+
+_OUT_OF_MEMORY = re.compile(
+    r"out of memory|memory exhausted|cannot allocate memory|bad_alloc", re.IGNORECASE
+)
+_FILE_TOO_LARGE = re.compile(r"file size limit exceeded|file too large", re.IGNORECASE)
+_CPU_TIME = re.compile(r"CPU time limit exceeded", re.IGNORECASE)
 
 
 @cache
@@ -35,8 +81,8 @@ def compiler_for(cc: str) -> Compiler:
 
 def kernel_flags(cc: Compiler) -> tuple[str, ...]:
     """The flags every kernel is compiled with by ``cc`` (the target flag from
-    ``toolchain.target_flags``)."""
-    return (*OPT_FLAGS, *target_flags(cc), *OTHER_FLAGS)
+    ``toolchain.target_flags``), link flags included (a compile with ``-c`` ignores those)."""
+    return (*OPT_FLAGS, *target_flags(cc), *OTHER_FLAGS, *LINK_FLAGS)
 
 
 def prototype(n_inputs: int, n_outputs: int) -> str:
@@ -64,18 +110,286 @@ def trim_compiler_output(text: str, source_path: str) -> str:
     return "\n".join(keep)
 
 
-def run_compiler(cmd: list[str], timeout_s: float) -> tuple[int, str]:
-    """Run the compiler in its own process group so a timeout kills cc1 and the linker too."""
-    proc = subprocess.Popen(
-        cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True
+# -- running the compiler under limits ----------------------------------------------------------
+
+
+def effective_limit(which: int, wanted: int) -> int:
+    """``wanted``, or less when this process's hard limit is lower (a child cannot raise it)."""
+    _, hard = resource.getrlimit(which)
+    return wanted if hard == resource.RLIM_INFINITY else min(wanted, hard)
+
+
+def _limit_child(cpu_s: int, memory_bytes: int, file_bytes: int) -> None:
+    """Runs in the child between fork and exec (only setrlimit calls: no locks, nothing to
+    deadlock on): the limits cc1, as and ld inherit."""
+    resource.setrlimit(resource.RLIMIT_AS, (memory_bytes, memory_bytes))
+    resource.setrlimit(resource.RLIMIT_FSIZE, (file_bytes, file_bytes))
+    cpu_hard = effective_limit(resource.RLIMIT_CPU, cpu_s + 1)
+    resource.setrlimit(resource.RLIMIT_CPU, (min(cpu_s, cpu_hard), cpu_hard))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+
+
+class _Capture(threading.Thread):
+    """Reads a pipe to its end, keeping the first ``limit`` bytes and counting the rest: a
+    compiler that floods errors neither blocks on a full pipe nor fills memory."""
+
+    def __init__(self, stream: IO[bytes], limit: int) -> None:
+        super().__init__(name="accelopt-compiler-output", daemon=True)
+        self.fd, self.limit = stream.fileno(), limit
+        self.chunks: list[bytes] = []
+        self.kept = self.dropped = 0
+
+    def run(self) -> None:
+        while chunk := os.read(self.fd, 1 << 16):
+            room = max(0, self.limit - self.kept)
+            self.chunks.append(chunk[:room])
+            self.kept += min(room, len(chunk))
+            self.dropped += max(0, len(chunk) - room)
+
+    def text(self) -> str:
+        text = b"".join(self.chunks).decode("utf-8", "replace")
+        return f"{text}\n... ({self.dropped} more bytes of output)" if self.dropped else text
+
+
+def _kill_group(pid: int) -> None:
+    with suppress(ProcessLookupError):
+        os.killpg(pid, signal.SIGKILL)
+
+
+def run_compiler(
+    cmd: list[str],
+    timeout_s: float,
+    *,
+    cwd: Path | None = None,
+    memory_bytes: int = COMPILER_MEMORY_BYTES,
+    file_bytes: int = COMPILER_FILE_BYTES,
+    max_output_bytes: int = MAX_OUTPUT_BYTES,
+) -> tuple[int, str]:
+    """Run the compiler; its exit code and what it printed (stdout and stderr, at most
+    ``max_output_bytes``). In its own process group, so that a timeout (``TimeoutExpired``)
+    kills cc1 and the linker too; each process under RLIMIT_AS ``memory_bytes``, RLIMIT_FSIZE
+    ``file_bytes`` (SIGXFSZ at its default, even where the caller ignores it), RLIMIT_CPU just
+    past the timeout, and no core file."""
+    cpu_s = max(1, int(timeout_s) + 1)
+    limits = partial(
+        _limit_child,
+        cpu_s,
+        effective_limit(resource.RLIMIT_AS, memory_bytes),
+        effective_limit(resource.RLIMIT_FSIZE, file_bytes),
     )
+    proc = subprocess.Popen(
+        cmd,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        cwd=cwd,
+        start_new_session=True,
+        preexec_fn=limits,  # restore_signals (the default) resets an ignored SIGXFSZ
+    )
+    assert proc.stdout is not None
+    capture = _Capture(proc.stdout, max_output_bytes)
+    capture.start()
     try:
-        out, _ = proc.communicate(timeout=timeout_s)
+        proc.wait(timeout=timeout_s)
     except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.communicate()
+        _kill_group(proc.pid)
+        proc.wait()
         raise
-    return proc.returncode, out
+    finally:
+        capture.join(timeout=5)
+        if capture.is_alive():  # a child still holds the pipe open
+            _kill_group(proc.pid)
+            capture.join()
+        proc.stdout.close()
+    return proc.returncode, capture.text()
+
+
+def _size(n_bytes: int) -> str:
+    return f"{n_bytes >> 30} GiB" if n_bytes % (1 << 30) == 0 else f"{n_bytes / 2**20:g} MiB"
+
+
+def _tool_lines(output: str) -> str:
+    """The lines the compiler's programs wrote about themselves: not those about the kernel's
+    text (``kernel.c:...``, source excerpts), which could quote anything."""
+    own = (SOURCE_NAME, HEADER_NAME, " ", "\t")
+    return "\n".join(line for line in output.splitlines() if not line.startswith(own))
+
+
+def _limit_hit(output: str, memory_bytes: int, file_bytes: int, too_large: str) -> str | None:
+    """The sentence for a compiler stopped by one of its limits, or None."""
+    lines = _tool_lines(output)
+    if _OUT_OF_MEMORY.search(lines):
+        memory = _size(effective_limit(resource.RLIMIT_AS, memory_bytes))
+        return f"the compiler ran out of its {memory} memory limit (a macro expansion too large?)"
+    if _FILE_TOO_LARGE.search(lines):
+        return too_large.format(size=_size(effective_limit(resource.RLIMIT_FSIZE, file_bytes)))
+    if _CPU_TIME.search(lines):
+        return "the compiler ran out of its CPU time limit"
+    return None
+
+
+# -- compile_kernel --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Build:
+    """One build: its private directory, the compiler and its limits, and the deadline."""
+
+    dir: Path
+    cc: Compiler
+    defines: Mapping[str, int]
+    deadline: float  # time.monotonic()
+    timeout_s: float
+    memory_bytes: int
+
+    def run(self, cmd: list[str], file_bytes: int, too_large: str) -> BuildResult | None:
+        """Run ``cmd`` in the build directory: None when it succeeded, else COMPILE_ERROR."""
+        left = self.deadline - time.monotonic()
+        try:
+            if left <= 0:
+                raise subprocess.TimeoutExpired(cmd, self.timeout_s)
+            code, out = run_compiler(
+                cmd, left, cwd=self.dir, memory_bytes=self.memory_bytes, file_bytes=file_bytes
+            )
+        except subprocess.TimeoutExpired:
+            return BuildResult(Status.COMPILE_ERROR, f"compilation ran past {self.timeout_s:g} s")
+        if code == 0:
+            return None
+        reason = _limit_hit(out, self.memory_bytes, file_bytes, too_large)
+        return BuildResult(Status.COMPILE_ERROR, reason or trim_compiler_output(out, SOURCE_NAME))
+
+    def command(self, *args: str) -> list[str]:
+        """The compiler with the contract's flags, prototype and sizes, then ``args``."""
+        defines = [f"-D{k}={v}" for k, v in self.defines.items()]
+        return [*self.cc.command, *kernel_flags(self.cc), "-include", HEADER_NAME, *defines, *args]
+
+
+def _write_inputs(directory: Path, source: str, signature: str) -> None:
+    (directory / SOURCE_NAME).write_text(source)
+    (directory / HEADER_NAME).write_text(signature)
+
+
+def _check_preprocessed(build: _Build, source: str) -> BuildResult | None:
+    """REJECTED when the source or its preprocessed text is refused (``checks.py``),
+    COMPILE_ERROR when it does not preprocess, None when it may be compiled."""
+    reason = check_before_preprocessing(source)
+    if reason:
+        return BuildResult(Status.REJECTED, reason)
+    failed = build.run(
+        build.command("-E", "-o", PREPROCESSED_NAME, SOURCE_NAME),
+        MAX_PREPROCESSED_BYTES,
+        "the preprocessed kernel is over {size} (a macro expansion too large?)",
+    )
+    if failed:
+        return failed
+    with (build.dir / PREPROCESSED_NAME).open(encoding="utf-8", errors="replace") as lines:
+        reason = check_preprocessed_output(lines, build.cc.arch)
+    return BuildResult(Status.REJECTED, reason) if reason else None
+
+
+def check_preprocessed(
+    source: str,
+    defines: Mapping[str, int],
+    signature: str,
+    cc: Compiler,
+    *,
+    timeout_s: float = 60.0,
+    memory_bytes: int = COMPILER_MEMORY_BYTES,
+) -> str | None:
+    """Why the kernel must be rejected once its macros are expanded, or None (also when it does
+    not preprocess in time: the build reports that). Runs the compiler's preprocessor with the
+    build's flags, prototype and sizes, under the build's limits; ``checks.py`` reads the output
+    (``check_preprocessed_output``). ``compile_kernel`` runs this check itself."""
+    with tempfile.TemporaryDirectory(prefix="accelopt-preprocess-") as directory:
+        _write_inputs(Path(directory), source, signature)
+        build = _Build(
+            Path(directory), cc, defines, time.monotonic() + timeout_s, timeout_s, memory_bytes
+        )
+        result = _check_preprocessed(build, source)
+    return result.error if result is not None and result.status is Status.REJECTED else None
+
+
+def _sha256(path: Path) -> str:
+    with path.open("rb") as file:
+        return hashlib.file_digest(file, "sha256").hexdigest()
+
+
+def _hash_path(target: Path) -> Path:
+    return target.with_suffix(".sha256")
+
+
+def _recorded_hash(target: Path) -> str | None:
+    try:
+        with _hash_path(target).open("rb") as file:
+            return file.read(128).decode("ascii", "replace").strip()
+    except OSError:
+        return None
+
+
+def _reusable(target: Path) -> bool:
+    """Whether the cached object may be loaded: it has the hash recorded when it was built and
+    still passes the object check. Otherwise (replaced, altered, no hash) it is deleted, so that
+    it is built again and never loaded."""
+    try:
+        actual = _sha256(target)
+    except OSError:  # not cached (or deleted meanwhile)
+        return False
+    recorded = _recorded_hash(target)
+    if recorded is None:
+        why = "no recorded hash"
+    elif recorded != actual:
+        why = "its hash differs"
+    else:
+        why = check_object(target)
+        if why is None:
+            return True
+    logger.warning(
+        "the cached kernel object %s is not the one built (%s): deleted, building it again",
+        target,
+        why,
+    )
+    target.unlink(missing_ok=True)
+    _hash_path(target).unlink(missing_ok=True)
+    return False
+
+
+def _publish(built: Path, target: Path) -> None:
+    """Put the object in the cache read-only, its hash first (read-only, replaced atomically):
+    whoever sees the object sees its hash."""
+    digest = _sha256(built)
+    built.chmod(0o444)
+    hash_tmp = built.with_suffix(".sha256")
+    try:
+        hash_tmp.write_text(digest + "\n")
+        hash_tmp.chmod(0o444)
+        os.replace(hash_tmp, _hash_path(target))
+        os.replace(built, target)
+    finally:
+        hash_tmp.unlink(missing_ok=True)
+
+
+def _compile_checked(build: _Build, source: str, target: Path) -> BuildResult:
+    """Check the preprocessed kernel, compile it, check the object, and cache it."""
+    failed = _check_preprocessed(build, source)
+    if failed:
+        return failed
+    unique = f"{os.getpid()}.{threading.get_ident()}"
+    built = target.absolute().with_name(f".{target.name}.{unique}.tmp")
+    try:
+        failed = build.run(
+            build.command("-o", str(built), SOURCE_NAME, *LIBS),
+            COMPILER_FILE_BYTES,
+            "the compiler wrote a file over its {size} limit (an initializer too large?)",
+        )
+        if failed:
+            return failed
+        reason = check_object(built)
+        if reason:
+            return BuildResult(Status.REJECTED, reason)
+        _publish(built, target)
+    finally:
+        built.unlink(missing_ok=True)
+    return BuildResult(None, artifact=target)
 
 
 def compile_kernel(
@@ -86,30 +400,22 @@ def compile_kernel(
     cache_dir: Path,
     timeout_s: float,
     cc: Compiler,
+    *,
+    memory_bytes: int = COMPILER_MEMORY_BYTES,
 ) -> BuildResult:
-    """Compile ``source`` with the sizes as ``-D`` defines; reuse the cached object when present."""
+    """Compile ``source`` with the sizes as ``-D`` defines; reuse the cached object when it is
+    still the one built. REJECTED when the preprocessed kernel or the object is refused,
+    COMPILE_ERROR when the compiler fails, hits a limit or runs past ``timeout_s`` (for the
+    preprocessing and the compile together). The compiler works in a fresh directory under
+    ``work_dir``: a quoted ``#include`` finds nothing there but the kernel."""
     start = time.perf_counter()
-    key = cache_key(source, defines, signature, cc)
-    target = cache_dir / f"{key}.so"
-    if target.exists():
+    target = cache_dir / f"{cache_key(source, defines, signature, cc)}.so"
+    if _reusable(target):
         return BuildResult(None, artifact=target, seconds=time.perf_counter() - start, cached=True)
     cache_dir.mkdir(parents=True, exist_ok=True)
-    src = work_dir / "kernel.c"
-    src.write_text(source)
-    header = work_dir / "accelopt_contract.h"
-    header.write_text(signature)
-    tmp = cache_dir / f".{key}.{os.getpid()}.tmp"
-    cmd = [*cc.command, *kernel_flags(cc), "-include", str(header)]
-    cmd += [f"-D{k}={v}" for k, v in defines.items()]
-    cmd += ["-o", str(tmp), str(src), *LIBS]
-    try:
-        code, out = run_compiler(cmd, timeout_s)
-    except subprocess.TimeoutExpired:
-        tmp.unlink(missing_ok=True)
-        return BuildResult(Status.COMPILE_ERROR, f"compilation ran past {timeout_s:g} s")
-    seconds = time.perf_counter() - start
-    if code != 0:
-        tmp.unlink(missing_ok=True)
-        return BuildResult(Status.COMPILE_ERROR, trim_compiler_output(out, str(src)), None, seconds)
-    os.replace(tmp, target)
-    return BuildResult(None, artifact=target, seconds=seconds)
+    deadline = time.monotonic() + timeout_s
+    with tempfile.TemporaryDirectory(prefix="accelopt-build-", dir=work_dir) as directory:
+        _write_inputs(Path(directory), source, signature)
+        build = _Build(Path(directory), cc, defines, deadline, timeout_s, memory_bytes)
+        result = _compile_checked(build, source, target)
+    return replace(result, seconds=time.perf_counter() - start)

@@ -85,7 +85,13 @@ class NumpyBackend:
     ) -> BuildResult:
         return BuildResult(None, artifact=problem.directory / "problem.py", cached=True)
 
-    def load(self, artifact: Path, problem: Problem) -> ReferenceKernel:
+    def load(
+        self,
+        artifact: Path,
+        problem: Problem,
+        device: object = None,
+        memory_cap_bytes: int = 0,
+    ) -> ReferenceKernel:
         return ReferenceKernel(problem.reference, len(problem.inputs))
 
     def set_threads(self, threads: int) -> None:

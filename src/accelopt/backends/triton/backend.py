@@ -149,7 +149,13 @@ class TritonBackend:
         path.write_text(kernel.source)
         return BuildResult(None, artifact=path)
 
-    def load(self, artifact: Path, problem: Problem) -> TritonKernel:
+    def load(
+        self,
+        artifact: Path,
+        problem: Problem,
+        device: object = None,
+        memory_cap_bytes: int = 0,
+    ) -> TritonKernel:
         """Import the module (its top level runs here) and find its launcher."""
         name = f"accelopt_triton_kernel_{os.getpid()}_{next(_modules)}"
         spec = importlib.util.spec_from_file_location(name, artifact)

@@ -102,6 +102,14 @@ class TorchDevice:
     ) -> TensorCanaries:
         return TensorCanaries(outputs_per_set, seed)
 
+    def poke(self, buffer: torch.Tensor, flat: np.ndarray, values: np.ndarray) -> None:
+        index = torch.as_tensor(np.asarray(flat, dtype=np.int64), device=self.device)
+        source = torch.as_tensor(np.asarray(values, dtype=np.float32), device=self.device)
+        buffer.view(-1)[index] = source
+
+    def time_calls(self, calls: Sequence[Callable[[], None]]) -> float:
+        return sum(self.time_call(call) for call in calls)
+
     def time_call(self, call: Callable[[], None]) -> float:
         if not self.on_gpu:
             return wall_time(call)

@@ -1,0 +1,444 @@
+/* accelopt-executor: the only process that runs a C kernel's code.
+ *
+ * Started by a worker for one evaluation and killed after it. The worker holds the verdict: it
+ * writes the inputs, reads the outputs and the guard regions (process_vm_readv/writev), and times
+ * each batch of calls with its own clock. This process only allocates buffers, loads the kernel
+ * and calls it when told; once the kernel is loaded it can make none of the system calls that
+ * would reach a file, the network, another process or the worker's channel (seccomp-bpf below).
+ *
+ * File descriptors, set up by the worker:
+ *   0 /dev/null, 1 and 2 the evaluation's log (what a kernel prints),
+ *   argv[1] a socket for the set-up conversation (text lines; closed once the kernel is loaded),
+ *   argv[2] commands (read end of a pipe), argv[3] "done" bytes (write end of a pipe).
+ *
+ * Set-up lines from the worker, each answered by one line:
+ *   alloc <bytes> <guard bytes> <fence bytes>   -> "ok <buffer address> <before> <after>"
+ *   calibrate <n>   n empty commands on the pipes -> "ok" (the harness's own round trip)
+ *   probe                                       -> "isolation <facts>", then exits: what the
+ *                                                  sandbox below can apply on this system
+ *   load <threads> <memory cap bytes> <require> <path> -> "loaded <facts>" | "error <why>"
+ *                                                  (require 1: no filter, no kernel)
+ * then binary commands on the command pipe: {u32 op, u32 calls, u32 args, u32 sequence} and
+ * calls*args u64 addresses; after each command one byte on the done pipe: the sequence's low
+ * byte (a kernel that writes there is out of step with the worker, which kills it).
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/audit.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <sched.h>
+#include <signal.h>
+#include <stddef.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#include <omp.h>
+
+static int SETUP_FD = -1, CMD_FD = -1, DONE_FD = -1; /* from argv */
+#define MAX_ARGS 32
+#define MAX_CALLS 256
+#define NOBODY 65534
+#define EXIT_FORBIDDEN 97
+#define EXIT_PROTOCOL 98
+#define OP_CALL 1
+#define OP_NOOP 2
+#define OP_EXIT 3
+
+#if defined(__x86_64__)
+#define AUDIT_ARCH_HERE AUDIT_ARCH_X86_64
+#elif defined(__aarch64__)
+#define AUDIT_ARCH_HERE AUDIT_ARCH_AARCH64
+#else
+#error "accelopt-executor knows the seccomp architecture of x86-64 and aarch64 only"
+#endif
+
+/* ---- system call names, for the message when a kernel makes a forbidden one ------------- */
+struct named { long nr; const char *name; };
+#define N(x) {SYS_##x, #x},
+static const struct named NAMES[] = {
+#ifdef SYS_open
+    N(open) N(creat) N(fork) N(vfork) N(access) N(unlink) N(rename) N(mkdir) N(chmod)
+#endif
+    N(openat) N(read) N(write) N(socket) N(connect) N(bind) N(listen) N(accept4) N(sendto)
+    N(recvfrom) N(sendmsg) N(recvmsg) N(socketpair) N(execve) N(execveat) N(clone) N(kill)
+    N(tgkill) N(ptrace) N(setns) N(unshare) N(mount) N(chdir) N(fchdir) N(unlinkat) N(renameat)
+    N(mkdirat) N(fchmodat) N(prctl) N(setrlimit) N(prlimit64) N(rt_sigaction) N(ioctl) N(dup)
+    N(dup3) N(pipe2) N(memfd_create) N(process_vm_readv) N(process_vm_writev) N(setuid)
+    N(setgid) N(setresuid) N(bpf) N(perf_event_open) N(seccomp) N(keyctl) N(ftruncate)
+    N(fcntl) N(lseek) N(pread64) N(pwrite64) N(getdents64) N(readlinkat)
+    N(newfstatat) N(fstat)
+};
+
+static const char *syscall_name(long nr) {
+    for (size_t i = 0; i < sizeof NAMES / sizeof NAMES[0]; i++)
+        if (NAMES[i].nr == nr) return NAMES[i].name;
+    return "?";
+}
+
+static void put(const char *s) { (void)!write(2, s, strlen(s)); }
+
+static void on_sigsys(int sig, siginfo_t *info, void *context) {
+    (void)sig; (void)context;
+    char number[24];
+    snprintf(number, sizeof number, "%d", info->si_syscall);
+    put("\naccelopt-executor: forbidden system call ");
+    put(syscall_name(info->si_syscall));
+    put(" (");
+    put(number);
+    put(")\n");
+    _exit(EXIT_FORBIDDEN);
+}
+
+/* ---- seccomp-bpf ------------------------------------------------------------------------ */
+#define ARG_LO(n) (offsetof(struct seccomp_data, args) + 8 * (n))
+#define MAX_FILTER 512
+
+struct filter { struct sock_filter code[MAX_FILTER]; unsigned short n; };
+
+static void emit(struct filter *f, struct sock_filter ins) {
+    if (f->n >= MAX_FILTER) { put("accelopt-executor: seccomp filter too long\n"); _exit(2); }
+    f->code[f->n++] = ins;
+}
+
+static void begin(struct filter *f) {
+    f->n = 0;
+    emit(f, (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)));
+    emit(f, (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AUDIT_ARCH_HERE, 1, 0));
+    emit(f, (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS));
+    emit(f, (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)));
+#if defined(__x86_64__)
+    /* x32 system calls (bit 30) reach the same kernel entry points under other numbers */
+    emit(f, (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JGE | BPF_K, 0x40000000, 0, 1));
+    emit(f, (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS));
+#endif
+}
+
+static void allow(struct filter *f, long nr) {
+    emit(f, (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (uint32_t)nr, 0, 1));
+    emit(f, (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW));
+}
+
+static void answer(struct filter *f, long nr, int err) {
+    emit(f, (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (uint32_t)nr, 0, 1));
+    emit(f, (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | (err & SECCOMP_RET_DATA)));
+}
+
+/* Allow nr when its argument `arg` (low 32 bits, high ones zero) is one of values[0..count). */
+static void allow_if_arg(struct filter *f, long nr, int arg, const uint32_t *values, int count) {
+    /* layout: JEQ nr; LD lo; (JEQ v -> ALLOW)*count; LD nr; (fall through to next rule) */
+    int body = 2 + 2 * count + 2;
+    emit(f, (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (uint32_t)nr, 0, (uint8_t)body));
+    emit(f, (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, ARG_LO(arg) + 4));
+    emit(f, (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0, 0, (uint8_t)(2 * count + 1)));
+    emit(f, (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, ARG_LO(arg)));
+    for (int i = 0; i < count; i++) {
+        emit(f, (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, values[i], 0, 1));
+        emit(f, (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW));
+    }
+    emit(f, (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)));
+}
+
+/* Allow nr when (argument `arg` & mask) == want (low 32 bits). */
+static void allow_if_masked(struct filter *f, long nr, int arg, uint32_t mask, uint32_t want) {
+    emit(f, (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (uint32_t)nr, 0, 5));
+    emit(f, (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, ARG_LO(arg)));
+    emit(f, (struct sock_filter)BPF_STMT(BPF_ALU | BPF_AND | BPF_K, mask));
+    emit(f, (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, want, 0, 1));
+    emit(f, (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW));
+    emit(f, (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)));
+}
+
+static int install(struct filter *f, uint32_t otherwise) {
+    emit(f, (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, otherwise));
+    struct sock_fprog prog = {.len = f->n, .filter = f->code};
+    return (int)syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog);
+}
+
+/* What an honest kernel's code (libc, libm, libgomp) needs once it is loaded: memory, threads,
+ * futexes, clocks, and writing to its log. Nothing that opens, connects, spawns or signals. */
+static void allow_compute(struct filter *f, int self) {
+    static const long plain[] = {
+        SYS_mmap, SYS_munmap, SYS_mremap, SYS_mprotect, SYS_madvise, SYS_brk, SYS_futex,
+        SYS_set_robust_list, SYS_get_robust_list, SYS_sched_yield, SYS_sched_getaffinity,
+        SYS_rt_sigprocmask, SYS_rt_sigreturn, SYS_exit, SYS_exit_group, SYS_gettid, SYS_getpid,
+        SYS_clock_gettime, SYS_clock_getres, SYS_gettimeofday, SYS_clock_nanosleep,
+        SYS_nanosleep, SYS_getrandom, SYS_getcpu, SYS_restart_syscall, SYS_sched_getparam,
+        SYS_sched_getscheduler, SYS_getuid, SYS_geteuid, SYS_getgid, SYS_getegid, SYS_getppid,
+#ifdef SYS_rseq
+        SYS_rseq,
+#endif
+#ifdef SYS_futex_waitv
+        SYS_futex_waitv,
+#endif
+#ifdef SYS_membarrier
+        SYS_membarrier,
+#endif
+    };
+    for (size_t i = 0; i < sizeof plain / sizeof plain[0]; i++) allow(f, plain[i]);
+    const uint32_t logs[] = {1, 2, (uint32_t)DONE_FD};
+    allow_if_arg(f, SYS_write, 0, logs, 3);
+    allow_if_arg(f, SYS_writev, 0, logs, 3);
+    allow_if_arg(f, SYS_fstat, 0, logs, 2);
+    allow_if_arg(f, SYS_newfstatat, 0, logs, 2);
+    const uint32_t commands[] = {(uint32_t)CMD_FD};
+    allow_if_arg(f, SYS_read, 0, commands, 1);
+    uint32_t me[] = {(uint32_t)self};
+    allow_if_arg(f, SYS_tgkill, 0, me, 1); /* abort() signals its own process */
+    static const uint32_t this_thread[] = {0};
+    allow_if_arg(f, SYS_sched_setaffinity, 0, this_thread, 1); /* OMP_PROC_BIND */
+    allow_if_masked(f, SYS_clone, 0, CLONE_THREAD, CLONE_THREAD); /* threads, never processes */
+#ifdef SYS_clone3
+    answer(f, SYS_clone3, ENOSYS); /* glibc then uses clone, whose flags the filter can read */
+#endif
+    answer(f, SYS_ioctl, ENOTTY); /* isatty() on the log */
+}
+
+/* While the kernel's object is loaded (no kernel code runs then: the object checks refuse
+ * constructors and ifuncs): what the dynamic loader needs, files opened read-only. */
+static int sandbox_for_loading(void) {
+    static struct filter f;
+    begin(&f);
+    allow_compute(&f, getpid());
+    static const long loader[] = {
+        SYS_read, SYS_pread64, SYS_close, SYS_fstat, SYS_newfstatat, SYS_lseek, SYS_seccomp,
+        SYS_setresuid, SYS_setresgid, SYS_setgroups, SYS_prlimit64, SYS_rt_sigaction,
+        SYS_sysinfo, SYS_uname, SYS_readlinkat, SYS_faccessat, SYS_getdents64, SYS_fcntl,
+        SYS_statfs, SYS_fstatfs, SYS_prctl,
+#ifdef SYS_statx
+        SYS_statx,
+#endif
+#ifdef SYS_faccessat2
+        SYS_faccessat2,
+#endif
+#ifdef SYS_access
+        SYS_access, SYS_readlink, SYS_stat, SYS_lstat,
+#endif
+#ifdef SYS_setrlimit
+        SYS_setrlimit,
+#endif
+    };
+    for (size_t i = 0; i < sizeof loader / sizeof loader[0]; i++) allow(&f, loader[i]);
+    allow_if_arg(&f, SYS_write, 0, (const uint32_t[]){(uint32_t)SETUP_FD}, 1);
+    /* open only for reading: O_ACCMODE, O_CREAT, O_TRUNC clear */
+    allow_if_masked(&f, SYS_openat, 2, O_ACCMODE | O_CREAT | O_TRUNC | O_TMPFILE, 0);
+#ifdef SYS_open
+    allow_if_masked(&f, SYS_open, 1, O_ACCMODE | O_CREAT | O_TRUNC | O_TMPFILE, 0);
+#endif
+    return install(&f, SECCOMP_RET_TRAP);
+}
+
+static int sandbox_for_running(void) {
+    static struct filter f;
+    begin(&f);
+    allow_compute(&f, getpid());
+    allow_if_arg(&f, SYS_write, 0, (const uint32_t[]){(uint32_t)SETUP_FD}, 1); /* "loaded" */
+    allow_if_arg(&f, SYS_close, 0, (const uint32_t[]){(uint32_t)SETUP_FD}, 1);
+    return install(&f, SECCOMP_RET_TRAP);
+}
+
+/* ---- set-up ----------------------------------------------------------------------------- */
+static FILE *setup_in;
+
+static void reply(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void reply(const char *fmt, ...) {
+    char line[512];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    if (n < 0) n = 0;
+    if ((size_t)n >= sizeof line) n = sizeof line - 1;
+    line[n++] = '\n';
+    if (write(SETUP_FD, line, (size_t)n) != n) _exit(EXIT_PROTOCOL);
+}
+
+static long page_size;
+
+static size_t round_up(size_t n, size_t to) { return (n + to - 1) / to * to; }
+
+/* [fence PROT_NONE][guard][buffer][guard, to a page boundary][fence PROT_NONE] */
+static void do_alloc(size_t bytes, size_t guard, size_t fence) {
+    size_t usable = round_up(guard + bytes + guard, (size_t)page_size);
+    fence = round_up(fence, (size_t)page_size);
+    char *block = mmap(NULL, fence + usable + fence, fence ? PROT_NONE : PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (block == MAP_FAILED) { reply("error mmap of %zu bytes failed: %s", usable, strerror(errno)); return; }
+    char *start = block + fence;
+    if (fence && mprotect(start, usable, PROT_READ | PROT_WRITE) != 0) {
+        reply("error mprotect failed: %s", strerror(errno));
+        return;
+    }
+    if (usable >= (4u << 20)) madvise(start, usable, MADV_HUGEPAGE); /* as NumPy does */
+    memset(start, 0, usable); /* faulted in now, not in the first timed call */
+    char *buffer = start + guard;
+    reply("ok %llu %zu %zu", (unsigned long long)(uintptr_t)buffer, guard, usable - guard - bytes);
+}
+
+typedef void (*kernel_fn)();
+static kernel_fn kernel;
+static void noop(void) {}
+
+static int drop_privileges(void) {
+    if (geteuid() != 0) return 0;
+    if (syscall(SYS_setgroups, 0, NULL) != 0) return -1;
+    if (setresgid(NOBODY, NOBODY, NOBODY) != 0) return -1;
+    return setresuid(NOBODY, NOBODY, NOBODY);
+}
+
+static void cap_memory(unsigned long long extra) {
+    FILE *statm = fopen("/proc/self/statm", "r");
+    unsigned long long pages = 0;
+    if (statm) {
+        if (fscanf(statm, "%llu", &pages) != 1) pages = 0;
+        fclose(statm);
+    }
+    if (!pages) return;
+    struct rlimit limit = {.rlim_cur = pages * (unsigned long long)page_size + extra};
+    limit.rlim_max = limit.rlim_cur;
+    setrlimit(RLIMIT_AS, &limit);
+}
+
+/* The layers applied, as "name=value" words: seccomp filters (while loading, while running),
+ * the user the kernel runs as, whether root's privileges were dropped. */
+static void report(const char *word, int loading, int running, int dropped) {
+    reply("%s seccomp_load=%d seccomp=%d uid=%d dropped=%d no_new_privs=1", word, loading == 0,
+          running == 0, (int)getuid(), dropped == 0);
+}
+
+static void do_probe(void) {
+    int dropped = drop_privileges();
+    int loading = sandbox_for_loading();
+    int running = sandbox_for_running();
+    report("isolation", loading, running, dropped);
+    _exit(0);
+}
+
+static void do_load(int threads, unsigned long long memory_cap, int require, const char *path) {
+    int loading = sandbox_for_loading();
+    if (loading != 0 && require) {
+        reply("error the system call filter could not be installed: %s", strerror(errno));
+        _exit(0);
+    }
+    void *handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (!handle) { reply("error %s", dlerror()); _exit(0); }
+    kernel = (kernel_fn)dlsym(handle, "kernel");
+    if (!kernel) { reply("error the kernel defines no function named `kernel`"); _exit(0); }
+    omp_set_num_threads(threads);
+#pragma omp parallel
+    { (void)omp_get_thread_num(); } /* the thread pool exists before the kernel's first call */
+    int dropped = drop_privileges();
+    prctl(PR_SET_PDEATHSIG, SIGKILL); /* a change of user clears it */
+    cap_memory(memory_cap);
+    int running = sandbox_for_running();
+    if (running != 0 && require) {
+        reply("error the system call filter could not be installed: %s", strerror(errno));
+        _exit(0);
+    }
+    report("loaded", loading, running, dropped);
+    close(SETUP_FD);
+}
+
+/* ---- commands --------------------------------------------------------------------------- */
+static int read_full(void *into, size_t bytes) {
+    char *p = into;
+    while (bytes) {
+        ssize_t n = read(CMD_FD, p, bytes);
+        if (n <= 0) return -1;
+        p += n;
+        bytes -= (size_t)n;
+    }
+    return 0;
+}
+
+static void call(kernel_fn fn, const uint64_t *a, uint32_t nargs) {
+#define A(i) ((void *)(uintptr_t)a[i])
+    switch (nargs) {
+    case 1: fn(A(0)); break;
+    case 2: fn(A(0), A(1)); break;
+    case 3: fn(A(0), A(1), A(2)); break;
+    case 4: fn(A(0), A(1), A(2), A(3)); break;
+    case 5: fn(A(0), A(1), A(2), A(3), A(4)); break;
+    case 6: fn(A(0), A(1), A(2), A(3), A(4), A(5)); break;
+    case 7: fn(A(0), A(1), A(2), A(3), A(4), A(5), A(6)); break;
+    case 8: fn(A(0), A(1), A(2), A(3), A(4), A(5), A(6), A(7)); break;
+    case 9: fn(A(0), A(1), A(2), A(3), A(4), A(5), A(6), A(7), A(8)); break;
+    case 10: fn(A(0), A(1), A(2), A(3), A(4), A(5), A(6), A(7), A(8), A(9)); break;
+    case 11: fn(A(0), A(1), A(2), A(3), A(4), A(5), A(6), A(7), A(8), A(9), A(10)); break;
+    case 12: fn(A(0), A(1), A(2), A(3), A(4), A(5), A(6), A(7), A(8), A(9), A(10), A(11)); break;
+    default: {
+        void *x[MAX_ARGS] = {0};
+        for (uint32_t i = 0; i < nargs && i < MAX_ARGS; i++) x[i] = A(i);
+        fn(x[0], x[1], x[2], x[3], x[4], x[5], x[6], x[7], x[8], x[9], x[10], x[11], x[12],
+           x[13], x[14], x[15], x[16], x[17], x[18], x[19], x[20], x[21], x[22], x[23], x[24],
+           x[25], x[26], x[27], x[28], x[29], x[30], x[31]);
+    }
+    }
+#undef A
+}
+
+static uint64_t addresses[MAX_CALLS * MAX_ARGS];
+
+static void command(int kernel_loaded) {
+    uint32_t head[4];
+    if (read_full(head, sizeof head) != 0) _exit(0); /* the worker went away */
+    uint32_t op = head[0], calls = head[1], nargs = head[2];
+    if (calls > MAX_CALLS || nargs > MAX_ARGS) _exit(EXIT_PROTOCOL);
+    if (read_full(addresses, (size_t)calls * nargs * 8) != 0) _exit(EXIT_PROTOCOL);
+    if (op == OP_EXIT) { fflush(NULL); _exit(0); }
+    if (op == OP_CALL && !kernel_loaded) _exit(EXIT_PROTOCOL);
+    kernel_fn fn = op == OP_CALL ? kernel : (kernel_fn)noop;
+    for (uint32_t c = 0; c < calls; c++) call(fn, addresses + (size_t)c * nargs, nargs);
+    if (kernel_loaded) fflush(stdout);
+    const unsigned char done = (unsigned char)head[3];
+    if (write(DONE_FD, &done, 1) != 1) _exit(EXIT_PROTOCOL);
+}
+
+int main(int argc, char **argv) {
+    if (argc != 4) { put("usage: accelopt-executor SETUP_FD COMMAND_FD DONE_FD\n"); return 2; }
+    SETUP_FD = atoi(argv[1]);
+    CMD_FD = atoi(argv[2]);
+    DONE_FD = atoi(argv[3]);
+    page_size = sysconf(_SC_PAGESIZE);
+    prctl(PR_SET_PDEATHSIG, SIGKILL); /* never outlives the worker */
+    struct rlimit none = {0, 0};
+    setrlimit(RLIMIT_CORE, &none);
+    struct sigaction sa = {0};
+    sa.sa_sigaction = on_sigsys;
+    sa.sa_flags = SA_SIGINFO;
+    sigaction(SIGSYS, &sa, NULL);
+    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) { put("no_new_privs failed\n"); return 2; }
+    setup_in = fdopen(SETUP_FD, "r");
+    if (!setup_in) return 2;
+    setvbuf(setup_in, NULL, _IONBF, 0); /* nothing read ahead past a line */
+    char line[4352];
+    while (fgets(line, sizeof line, setup_in)) {
+        unsigned long long bytes, guard, fence, cap;
+        int threads, rounds, require, at = 0;
+        if (sscanf(line, "alloc %llu %llu %llu", &bytes, &guard, &fence) == 3) {
+            do_alloc((size_t)bytes, (size_t)guard, (size_t)fence);
+        } else if (sscanf(line, "calibrate %d", &rounds) == 1) {
+            for (int i = 0; i < rounds; i++) command(0);
+            reply("ok");
+        } else if (strncmp(line, "probe", 5) == 0) {
+            do_probe();
+        } else if (sscanf(line, "load %d %llu %d %n", &threads, &cap, &require, &at) == 3 &&
+                   at > 0) {
+            line[strcspn(line, "\n")] = 0;
+            do_load(threads, cap, require, line + at);
+            for (;;) command(1);
+        } else {
+            return EXIT_PROTOCOL;
+        }
+    }
+    return 0;
+}

@@ -1,0 +1,357 @@
+"""The worker's side of ``executor.c``: a separate, sandboxed process per evaluation that runs a
+C kernel, and nothing else.
+
+The worker keeps everything a verdict depends on: it writes inputs and reads outputs and guard
+regions with ``process_vm_readv``/``process_vm_writev`` at addresses the executor gave before any
+kernel code existed, and it times each batch of calls with its own clock. What the executor says
+after the kernel is loaded is one byte per batch ("done"); a second byte, or none, is a broken
+protocol and ends the evaluation. Buffers stay private memory of the executor (anonymous, on huge
+pages like NumPy's), so the kernel streams the same kind of memory the ceilings were measured on.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import hashlib
+import os
+import select
+import signal
+import socket
+import struct
+import subprocess
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from accelopt import settings
+from accelopt.backends.base import KernelError, KernelLoadError
+from accelopt.backends.status import Status
+from accelopt.hardware.toolchain import Compiler
+
+SOURCE = Path(__file__).with_name("executor.c")
+FLAGS = ("-O2", "-std=gnu11", "-fopenmp", "-Wall")
+LIBS = ("-ldl", "-lm")
+OP_CALL, OP_NOOP, OP_EXIT = 1, 2, 3
+MAX_CALLS = 256  # per batch (executor.c)
+MAX_ARGS = 32
+EXIT_FORBIDDEN = 97
+EXIT_PROTOCOL = 98
+CALIBRATION_ROUNDS = 64
+SETUP_TIMEOUT_S = 30.0
+IOV_MAX = 1024
+# What the executor's environment keeps of the worker's: the OpenMP settings, nothing else.
+_ENV_PREFIXES = ("OMP_", "GOMP_", "LANG", "LC_")
+
+
+class ExecutorStartError(RuntimeError):
+    """The executor could not be built or started (a harness fault, not the kernel's)."""
+
+
+@dataclass(frozen=True)
+class RemoteBuffer:
+    """A float32 buffer in the executor's memory, between guard regions of the given sizes."""
+
+    address: int
+    shape: tuple[int, ...]
+    before_bytes: int
+    after_bytes: int
+
+    @property
+    def nbytes(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64)) * 4
+
+    @property
+    def size(self) -> int:
+        return self.nbytes // 4
+
+
+def executor_env(worker_env: Mapping[str, str]) -> dict[str, str]:
+    return {k: v for k, v in worker_env.items() if k.startswith(_ENV_PREFIXES)}
+
+
+@cache
+def executor_binary(cc: Compiler) -> Path:
+    """The executor built by ``cc`` (once per source and compiler, in the cache; read-only)."""
+    source = SOURCE.read_bytes()
+    key = hashlib.sha256(b"\0".join([source, *(p.encode() for p in cc.command),
+                                      cc.version.encode(), " ".join(FLAGS).encode()]))  # fmt: skip
+    target = settings.cache_dir() / "executor" / f"accelopt-executor-{key.hexdigest()[:16]}"
+    if target.is_file() and os.access(target, os.X_OK):
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    cmd = [*cc.command, *FLAGS, "-o", str(tmp), str(SOURCE), *LIBS]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    if out.returncode != 0:
+        tmp.unlink(missing_ok=True)
+        raise ExecutorStartError(f"the kernel executor does not build: {out.stderr.strip()[-400:]}")
+    tmp.chmod(0o555)
+    os.replace(tmp, target)
+    return target
+
+
+class _Iovec(ctypes.Structure):
+    _fields_ = [("base", ctypes.c_void_p), ("len", ctypes.c_size_t)]
+
+
+@cache
+def _libc() -> ctypes.CDLL:
+    libc = ctypes.CDLL(None, use_errno=True)
+    for name in ("process_vm_readv", "process_vm_writev"):
+        fn = getattr(libc, name)
+        fn.argtypes = [ctypes.c_int, ctypes.POINTER(_Iovec), ctypes.c_ulong,
+                       ctypes.POINTER(_Iovec), ctypes.c_ulong, ctypes.c_ulong]  # fmt: skip
+        fn.restype = ctypes.c_ssize_t
+    return libc
+
+
+def _transfer(pid: int, pairs: Sequence[tuple[int, int, int]], write: bool) -> None:
+    """Copy ``(local address, remote address, bytes)`` pairs to (write) or from the process:
+    up to IOV_MAX pairs per system call, a pair at a time where a call moved less."""
+    fn = _libc().process_vm_writev if write else _libc().process_vm_readv
+    for first in range(0, len(pairs), IOV_MAX):
+        chunk = pairs[first : first + IOV_MAX]
+        local = (_Iovec * len(chunk))(*(_Iovec(a, n) for a, _, n in chunk))
+        remote = (_Iovec * len(chunk))(*(_Iovec(r, n) for _, r, n in chunk))
+        if fn(pid, local, len(chunk), remote, len(chunk), 0) == sum(n for _, _, n in chunk):
+            continue
+        for one in chunk:  # a partial transfer (a large buffer) or a fault: one by one
+            _transfer_one(fn, pid, *one)
+
+
+def _transfer_one(fn: Any, pid: int, local: int, remote: int, n: int) -> None:
+    done = 0
+    while done < n:
+        liov, riov = _Iovec(local + done, n - done), _Iovec(remote + done, n - done)
+        moved = fn(pid, ctypes.byref(liov), 1, ctypes.byref(riov), 1, 0)
+        if moved <= 0:
+            err = ctypes.get_errno()
+            raise KernelError(
+                f"the harness could not reach the kernel's memory ({os.strerror(err)}): "
+                "the kernel unmapped or protected its own buffers",
+                Status.CRASH,
+            )
+        done += moved
+
+
+def _facts(words: str) -> dict[str, str]:
+    return dict(item.partition("=")[::2] for item in words.split())
+
+
+class Executor:
+    """One executor process: set up (buffers, calibration), load, then batches of calls."""
+
+    def __init__(self, cc: Compiler, worker_env: Mapping[str, str]) -> None:
+        binary = executor_binary(cc)
+        setup, theirs = socket.socketpair()
+        cmd_r, self._cmd = os.pipe()
+        self._done, done_w = os.pipe()
+        child_fds = (theirs.fileno(), cmd_r, done_w)
+        self.proc = subprocess.Popen(
+            [str(binary), *map(str, child_fds)],
+            pass_fds=child_fds,
+            stdin=subprocess.DEVNULL,
+            env=executor_env(worker_env),
+        )
+        theirs.close()
+        os.close(cmd_r)
+        os.close(done_w)
+        self._setup: socket.socket | None = setup
+        self._setup_file = setup.makefile("rwb", buffering=0)
+        self.overhead_s = 0.0
+        self._sequence = 0
+        self.loaded = False
+        self.facts: dict[str, str] = {}
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    # -- set-up (trusted: no kernel code exists in the process yet) --------------------------
+    def _ask(self, line: str) -> str:
+        if self._setup is None:
+            raise RuntimeError("the executor's set-up is over (the kernel is loaded)")
+        self._setup.settimeout(SETUP_TIMEOUT_S)
+        try:
+            self._setup.sendall(line.encode() + b"\n")
+            answer = self._setup_file.readline(4096).decode(errors="replace").strip()
+        except (OSError, TimeoutError):
+            answer = ""
+        if not answer:
+            raise self._failure("while it was set up")
+        return answer
+
+    def alloc(self, nbytes: int, guard: int, fence: int) -> tuple[int, int, int]:
+        """A zeroed block: (buffer address, guard bytes before, guard bytes after)."""
+        answer = self._ask(f"alloc {nbytes} {guard} {fence}").split()
+        if answer[0] != "ok":
+            raise MemoryError(" ".join(answer[1:]) or "the executor could not map a buffer")
+        return int(answer[1]), int(answer[2]), int(answer[3])
+
+    def calibrate(self) -> float:
+        """The fastest of CALIBRATION_ROUNDS empty batches (pipe round trip, wake-ups), measured
+        before the kernel is loaded, so the kernel cannot inflate what is subtracted from its
+        time. The fastest, not the median: what is subtracted never exceeds the overhead of a
+        batch, so a time is never made shorter than the calls took."""
+        self._setup_file.write(f"calibrate {CALIBRATION_ROUNDS}\n".encode())
+        rounds = [self._round_trip(OP_NOOP, [[0]]) for _ in range(CALIBRATION_ROUNDS)]
+        if self._setup_file.readline(64).strip() != b"ok":
+            raise self._failure("while it was calibrated")
+        self.overhead_s = min(rounds)
+        return self.overhead_s
+
+    def probe(self) -> dict[str, str]:
+        """What the sandbox can apply here (the process applies it, answers, and exits)."""
+        answer = self._ask("probe")
+        self.kill()
+        return _facts(answer.partition(" ")[2])
+
+    def load(
+        self, artifact: Path, threads: int, memory_cap_bytes: int, require_filter: bool = True
+    ) -> dict[str, str]:
+        """Load the kernel; from here the process is untrusted and its set-up channel closed.
+        ``require_filter``: refuse to run the kernel where the system call filter cannot be
+        installed (else run it and say so in the facts)."""
+        answer = self._ask(f"load {threads} {memory_cap_bytes} {int(require_filter)} {artifact}")
+        word, _, rest = answer.partition(" ")
+        if word != "loaded":
+            raise KernelLoadError(rest or answer)
+        self.facts = _facts(rest)
+        self.loaded = True
+        self._setup_file.close()
+        assert self._setup is not None
+        self._setup.close()
+        self._setup = None
+        return self.facts
+
+    # -- calls -------------------------------------------------------------------------------
+    def run(self, calls: Sequence[Sequence[int]]) -> float:
+        """Seconds the batch took by the worker's clock, less the calibrated overhead (at most
+        half of it: a batch whose calls take less than the round trip is not timed to zero)."""
+        took = self._round_trip(OP_CALL, calls)
+        return max(took - self.overhead_s, took / 2)
+
+    def _round_trip(self, op: int, calls: Sequence[Sequence[int]]) -> float:
+        nargs = len(calls[0])
+        if not 0 < len(calls) <= MAX_CALLS or not 0 < nargs <= MAX_ARGS:
+            raise ValueError(f"a batch holds 1 to {MAX_CALLS} calls of 1 to {MAX_ARGS} arguments")
+        self._sequence = (self._sequence + 1) & 0xFF
+        payload = struct.pack(f"<4I{len(calls) * nargs}Q", op, len(calls), nargs, self._sequence,
+                              *(a for call in calls for a in call))  # fmt: skip
+        start = time.perf_counter()
+        try:
+            os.write(self._cmd, payload)
+        except OSError:
+            raise self._failure("before a call") from None
+        select.select([self._done], [], [])
+        took = time.perf_counter() - start
+        answer = os.read(self._done, 2)
+        if not answer:
+            raise self._failure("")
+        if answer != bytes([self._sequence]) or select.select([self._done], [], [], 0)[0]:
+            self.kill()
+            raise KernelError(
+                "the kernel wrote to the harness's channel (a forged answer); the process was "
+                "killed",
+                Status.REJECTED,
+            )
+        return took
+
+    # -- memory ------------------------------------------------------------------------------
+    def write(self, address: int, data: np.ndarray) -> None:
+        data = np.ascontiguousarray(data)
+        _transfer(self.pid, [(data.ctypes.data, address, data.nbytes)], write=True)
+
+    def read(self, address: int, nbytes: int) -> np.ndarray:
+        out = np.empty(nbytes, dtype=np.uint8)
+        _transfer(self.pid, [(out.ctypes.data, address, nbytes)], write=False)
+        return out
+
+    def read_scattered(self, items: Sequence[tuple[int, int]]) -> list[np.ndarray]:
+        """Read ``(remote address, bytes)`` pieces, in few system calls."""
+        outs = [np.empty(n, dtype=np.uint8) for _, n in items]
+        pairs = [(o.ctypes.data, at, n) for (at, n), o in zip(items, outs, strict=True)]
+        _transfer(self.pid, pairs, write=False)
+        return outs
+
+    def write_scattered(self, items: Sequence[tuple[int, np.ndarray]]) -> None:
+        """Write each small array at its remote address, in few system calls."""
+        keep = [np.ascontiguousarray(a) for _, a in items]
+        addresses = [address for address, _ in items]
+        pairs = [(a.ctypes.data, at, a.nbytes) for at, a in zip(addresses, keep, strict=True)]
+        _transfer(self.pid, pairs, write=True)
+
+    # -- the end -----------------------------------------------------------------------------
+    def _wait(self) -> int | None:
+        try:
+            return self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            return None
+
+    def _failure(self, when: str) -> KernelError:
+        """What the executor's end means, as the kernel's error (a forbidden system call is
+        REJECTED; a memory fault is a CRASH with ``fault``)."""
+        code = self._wait()
+        message = describe_executor_exit(code, when, _log_tail())
+        if code == EXIT_FORBIDDEN:
+            return KernelError(message, Status.REJECTED)
+        fault = code is not None and -code in (signal.SIGSEGV, signal.SIGBUS)
+        return KernelError(message, Status.CRASH, fault=fault)
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait()
+        for fd in (self._cmd, self._done):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        self._cmd = self._done = -1
+        if self._setup is not None:
+            self._setup_file.close()
+            self._setup.close()
+            self._setup = None
+
+
+def _log_tail(limit: int = 400) -> str:
+    """The end of what the executor wrote to its stderr: the evaluation's log (in a worker, its
+    stdout and stderr are that file)."""
+    try:
+        size = os.fstat(2).st_size
+        return os.pread(2, limit, max(0, size - limit)).decode(errors="replace")
+    except OSError:
+        return ""
+
+
+_FAULTS = {
+    signal.SIGSEGV: "a memory access outside its buffers?",
+    signal.SIGBUS: "a memory access outside its buffers, or a misaligned one?",
+}
+
+
+def describe_executor_exit(code: int | None, when: str, log_tail: str = "") -> str:
+    """Why the kernel's process ended, in one sentence."""
+    if code is None:
+        return "the kernel's process stopped answering" + (f" {when}" if when else "")
+    if code == EXIT_FORBIDDEN:
+        name = log_tail.rsplit("forbidden system call ", 1)[-1].strip() if log_tail else ""
+        what = f" ({name})" if "forbidden system call" in log_tail else ""
+        return (
+            f"the kernel made a system call the sandbox forbids{what}: a kernel computes on its "
+            "buffers and may not open files, use the network, start processes or send signals"
+        )
+    if code == EXIT_PROTOCOL:
+        return "the kernel broke the harness's protocol; its process was killed"
+    if code < 0:
+        sig = signal.Signals(-code)
+        if sig in _FAULTS:
+            return f"the kernel was killed by {sig.name} ({_FAULTS[sig]})"
+        return f"the kernel's process died from {sig.name} ({signal.strsignal(sig)})" + (
+            f" {when}" if when else ""
+        )
+    return f"the kernel's process exited with status {code}" + (f" {when}" if when else "")

@@ -1,0 +1,179 @@
+"""The cpu backend's device: buffers in the kernel's own process (``executor.py``), reached by the
+worker through ``process_vm_readv``/``process_vm_writev``.
+
+Every buffer is made before the kernel is loaded (the executor is trusted until then), with the
+same layout as ``buffers.py``: guard regions of seeded random signalling NaNs either side, fenced
+by inaccessible pages for the correctness calls. After the load, only the worker's reads decide
+anything: outputs, guards and canaries are read from the executor's memory after each batch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from accelopt import settings
+from accelopt.backends.base import KernelLoadError
+from accelopt.backends.buffers import FENCE_BYTES, GUARD_BYTES
+from accelopt.backends.cpu.executor import MAX_CALLS, Executor, RemoteBuffer
+from accelopt.backends.guards import Guards, signalling_nans
+from accelopt.hardware.toolchain import Compiler
+
+_F32 = 4
+
+
+@dataclass(frozen=True)
+class RemoteCall:
+    """One call's arguments (addresses in the executor), bound ahead for the timing loop."""
+
+    executor: Executor
+    addresses: tuple[int, ...]
+
+    def __call__(self) -> None:
+        self.executor.run([self.addresses])
+
+
+class RemoteKernel:
+    """A kernel loaded in the executor: a call sends the buffers' addresses and waits."""
+
+    def __init__(self, executor: Executor) -> None:
+        self.executor = executor
+
+    def __call__(self, arrays: Sequence[RemoteBuffer]) -> None:
+        self.executor.run([tuple(a.address for a in arrays)])
+
+    def bind(self, arrays: Sequence[RemoteBuffer]) -> RemoteCall:
+        return RemoteCall(self.executor, tuple(a.address for a in arrays))
+
+    def close(self) -> None:
+        self.executor.kill()
+
+
+class RemoteCanaries:
+    """``canary.Canaries`` in the executor's memory: each armed set's outputs get NaN at the
+    first, the last and one random element; ``written`` checks every set armed since the last
+    check (a batch of calls)."""
+
+    def __init__(
+        self, device: ExecutorDevice, outputs_per_set: Sequence[Sequence[RemoteBuffer]], seed: int
+    ) -> None:
+        self._device = device
+        self._sets = outputs_per_set
+        self._rng = np.random.default_rng(seed)
+        self._armed: list[tuple[RemoteBuffer, np.ndarray]] = []
+
+    def arm(self, set_index: int) -> None:
+        for out in self._sets[set_index]:
+            where = np.array([0, out.size - 1, self._rng.integers(out.size)])
+            self._device.poke(out, where, np.full(3, np.nan, dtype=np.float32))
+            self._armed.append((out, where))
+
+    def written(self) -> bool:
+        armed, self._armed = self._armed, []
+        return all(not np.isnan(self._device.peek(out, where)).any() for out, where in armed)
+
+
+class ExecutorDevice:
+    """Host memory in a separate, sandboxed process; a batch of calls is timed by the worker."""
+
+    batches = True  # several calls per round trip (timing.py picks how many)
+
+    def __init__(self, cc: Compiler, env: Mapping[str, str], seed: int | None = None) -> None:
+        self.executor = Executor(cc, env)
+        self._rng = np.random.default_rng(seed)
+        self._guards: dict[RemoteBuffer, tuple[np.ndarray, np.ndarray]] = {}
+        self.overhead_s = self.executor.calibrate()
+
+    # -- buffers -----------------------------------------------------------------------------
+    def empty(
+        self, shape: tuple[int, ...], fill: float | None = None, fenced: bool = False
+    ) -> RemoteBuffer:
+        count = int(np.prod(shape, dtype=np.int64))
+        address, before, after = self.executor.alloc(
+            count * _F32, GUARD_BYTES, FENCE_BYTES if fenced else 0
+        )
+        buffer = RemoteBuffer(address, tuple(shape), before, after)
+        bits = signalling_nans((before + after) // _F32, self._rng)
+        self._guards[buffer] = (bits[: before // _F32], bits[before // _F32 :])
+        self.executor.write(address - before, bits[: before // _F32])
+        self.executor.write(address + buffer.nbytes, bits[before // _F32 :])
+        if fill is not None:
+            self.fill(buffer, fill)
+        return buffer
+
+    def upload(self, host: np.ndarray, into: RemoteBuffer | None = None) -> RemoteBuffer:
+        if into is None:
+            into = self.empty(host.shape)
+        self.executor.write(into.address, np.asarray(host, dtype=np.float32))
+        return into
+
+    def fill(self, buffer: RemoteBuffer, value: float) -> None:
+        self.executor.write(buffer.address, np.full(buffer.shape, value, dtype=np.float32))
+
+    def to_host(self, buffer: RemoteBuffer) -> np.ndarray:
+        return (
+            self.executor.read(buffer.address, buffer.nbytes).view(np.float32).reshape(buffer.shape)
+        )
+
+    def poke(self, buffer: RemoteBuffer, flat: np.ndarray, values: np.ndarray) -> None:
+        """Write float32 ``values`` at the flat indices ``flat``."""
+        values = np.asarray(values, dtype=np.float32)
+        self.executor.write_scattered(
+            [(buffer.address + _F32 * int(i), values[j : j + 1]) for j, i in enumerate(flat)]
+        )
+
+    def peek(self, buffer: RemoteBuffer, flat: np.ndarray) -> np.ndarray:
+        pieces = self.executor.read_scattered(
+            [(buffer.address + _F32 * int(i), _F32) for i in flat]
+        )
+        return np.concatenate(pieces).view(np.float32)
+
+    def guards(self, buffer: RemoteBuffer) -> Guards | None:
+        bits = self._guards.get(buffer)
+        if bits is None:
+            return None
+        before = self.executor.read(buffer.address - buffer.before_bytes, buffer.before_bytes)
+        after = self.executor.read(buffer.address + buffer.nbytes, buffer.after_bytes)
+        return Guards(before.view(np.float32), after.view(np.float32), bits[0], bits[1])
+
+    def canaries(
+        self, outputs_per_set: Sequence[Sequence[RemoteBuffer]], seed: int
+    ) -> RemoteCanaries:
+        return RemoteCanaries(self, outputs_per_set, seed)
+
+    # -- calls -------------------------------------------------------------------------------
+    def load(
+        self, artifact: Path, n_args: int, threads: int, memory_cap_bytes: int
+    ) -> RemoteKernel:
+        try:
+            self.executor.load(artifact, threads, memory_cap_bytes, settings.sandbox_required())
+        except KernelLoadError:
+            self.executor.kill()
+            raise
+        return RemoteKernel(self.executor)
+
+    def time_call(self, call: Callable[[], None]) -> float:
+        assert isinstance(call, RemoteCall)
+        return self.executor.run([call.addresses])
+
+    def time_calls(self, calls: Sequence[Callable[[], None]]) -> float:
+        """Seconds of one batch of calls, by the worker's clock, less the calibrated round trip."""
+        addresses = [c.addresses for c in calls if isinstance(c, RemoteCall)]
+        if len(addresses) != len(calls) or len(calls) > MAX_CALLS:
+            raise ValueError("a batch is 1 to MAX_CALLS bound calls of this device")
+        return self.executor.run(addresses)
+
+    @property
+    def isolation(self) -> dict[str, str]:
+        return dict(self.executor.facts)
+
+    def close(self) -> None:
+        self.executor.kill()
+
+
+def probe_isolation(cc: Compiler, env: Mapping[str, str]) -> dict[str, str]:
+    """The layers a kernel's process gets on this system (a process applies them and exits)."""
+    return Executor(cc, env).probe()

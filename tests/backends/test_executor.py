@@ -1,0 +1,175 @@
+"""The kernel's own process (``backends/cpu/executor.c``) against hostile kernels.
+
+These kernels are compiled straight with gcc, past every source and object check: they stand for
+a kernel that got arbitrary code running (the checks are a first fence, not the sandbox). Each
+attempt must end as the kernel's failure, with a sentence naming the cause, and harm nothing:
+no file, no connection, no process left, no signal delivered, no forged answer accepted.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import socket
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from accelopt import settings
+from accelopt.backends.base import KernelError
+from accelopt.backends.cpu.compiler import compiler_for
+from accelopt.backends.cpu.remote import ExecutorDevice, probe_isolation
+from accelopt.backends.status import Status
+
+N = 1024
+HEAD = "#define _GNU_SOURCE\n#include <stdlib.h>\n#include <string.h>\n#include <unistd.h>\n"
+SILU = "for (int i = 0; i < N; i++) y[i] = x[i] / (1.0f + __builtin_expf(-x[i]));\n"
+
+
+def unchecked(tmp_path: Path, body: str, includes: str = "") -> Path:
+    """``kernel(x, y)`` around ``body``, built by gcc with no check of any kind."""
+    source = tmp_path / "hostile.c"
+    source.write_text(f"{HEAD}{includes}\nvoid kernel(const float *x, float *y) {{\n{body}\n}}\n")
+    target = tmp_path / "hostile.so"
+    cmd = ["gcc", "-O1", "-fopenmp", "-shared", "-fPIC", f"-DN={N}", "-o", str(target), str(source)]
+    cmd.append("-lm")
+    subprocess.run(cmd, check=True, capture_output=True, text=True)
+    return target
+
+
+@pytest.fixture
+def device(accelopt_cache) -> Iterator[ExecutorDevice]:
+    dev = ExecutorDevice(compiler_for(settings.c_compiler()), os.environ)
+    yield dev
+    dev.close()
+
+
+def run_once(device: ExecutorDevice, artifact: Path) -> np.ndarray:
+    x = device.upload(np.linspace(-3, 3, N, dtype=np.float32), into=device.empty((N,)))
+    y = device.empty((N,), fill=np.nan)
+    kernel = device.load(artifact, 2, threads=2, memory_cap_bytes=1 << 30)
+    kernel([x, y])
+    return device.to_host(y)
+
+
+def assert_refused(device: ExecutorDevice, artifact: Path, *syscalls: str) -> KernelError:
+    with pytest.raises(KernelError) as caught:
+        run_once(device, artifact)
+    assert caught.value.status is Status.REJECTED, caught.value
+    assert "system call the sandbox forbids" in str(caught.value)
+    assert any(f"({name} (" in str(caught.value) for name in syscalls), str(caught.value)
+    assert device.executor.proc.poll() is not None  # the process is gone
+    return caught.value
+
+
+def test_an_honest_kernel_runs_and_the_sandbox_is_in_force(device, tmp_path):
+    y = run_once(device, unchecked(tmp_path, SILU + 'printf("hello from the kernel\\n");',
+                                   "#include <stdio.h>"))  # fmt: skip
+    x = np.linspace(-3, 3, N, dtype=np.float32)
+    np.testing.assert_allclose(y, x / (1 + np.exp(-x)), rtol=1e-5)
+    assert device.isolation["seccomp"] == "1" and device.isolation["seccomp_load"] == "1"
+    if os.geteuid() == 0:
+        assert device.isolation["uid"] == "65534"  # root's kernels run as nobody
+
+
+def test_probe_reports_what_the_system_applies(accelopt_cache):
+    facts = probe_isolation(compiler_for(settings.c_compiler()), os.environ)
+    assert facts["seccomp"] == "1" and facts["no_new_privs"] == "1"
+
+
+def test_creating_a_file_is_refused(device, tmp_path):
+    target = tmp_path / "escaped.txt"
+    body = f'int fd = open("{target}", O_CREAT | O_WRONLY, 0644); if (fd >= 0) write(fd, "x", 1);'
+    assert_refused(device, unchecked(tmp_path, body, "#include <fcntl.h>"), "openat")
+    assert not target.exists()
+
+
+def test_reading_the_parents_environment_is_refused(device, tmp_path):
+    body = (
+        'char path[64]; snprintf(path, sizeof path, "/proc/%d/environ", getppid());\n'
+        "char buf[4096]; int fd = open(path, O_RDONLY); ssize_t n = read(fd, buf, sizeof buf);\n"
+        "if (n > 0) write(1, buf, n);"
+    )
+    assert_refused(device, unchecked(tmp_path, body, "#include <fcntl.h>\n#include <stdio.h>"),
+                   "openat")  # fmt: skip
+
+
+def test_the_network_is_refused(device, tmp_path):
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(1)
+    server.settimeout(0.5)
+    port = server.getsockname()[1]
+    body = (
+        "int s = socket(AF_INET, SOCK_STREAM, 0); struct sockaddr_in a = {0};\n"
+        f"a.sin_family = AF_INET; a.sin_port = htons({port});\n"
+        "a.sin_addr.s_addr = htonl(0x7f000001);\n"
+        "connect(s, (struct sockaddr *)&a, sizeof a);"
+    )
+    includes = "#include <sys/socket.h>\n#include <netinet/in.h>\n#include <arpa/inet.h>"
+    assert_refused(device, unchecked(tmp_path, body, includes), "socket")
+    with pytest.raises(TimeoutError):
+        server.accept()  # nobody connected
+    server.close()
+
+
+def test_starting_a_process_is_refused_and_nothing_outlives_the_kernel(device, tmp_path):
+    marker = tmp_path / "ran.txt"
+    body = f'system("sleep 30; touch {marker}");'
+    artifact = unchecked(tmp_path, body, "#include <stdlib.h>")
+    error = assert_refused(device, artifact, "clone", "clone3", "rt_sigaction", "vfork")
+    assert "start processes" in str(error)
+    assert not marker.exists()
+    children = subprocess.run(["pgrep", "-f", f"touch {marker}"], capture_output=True)
+    assert children.returncode == 1  # no such process
+
+
+def test_fork_is_refused(device, tmp_path):
+    body = "if (fork() == 0) { for (;;) {} }"
+    assert_refused(device, unchecked(tmp_path, body), "clone")
+
+
+def test_signalling_the_worker_is_refused(device, tmp_path):
+    body = "kill(getppid(), SIGTERM);"
+    assert_refused(device, unchecked(tmp_path, body, "#include <signal.h>"), "kill")
+
+
+def test_entering_another_namespace_is_refused(device, tmp_path):
+    body = "setns(0, 0); unshare(0x40000000);"
+    assert_refused(device, unchecked(tmp_path, body, "#include <sched.h>"), "setns")
+
+
+def test_writing_to_any_other_descriptor_is_refused(device, tmp_path):
+    # The worker's channel to its parent is not even open here; every descriptor but the log is
+    # out of bounds.
+    body = 'for (int fd = 3; fd < 64; fd++) write(fd, "{}\\n", 3);'
+    assert_refused(device, unchecked(tmp_path, body), "write")
+
+
+@pytest.mark.skipif(platform.machine() != "x86_64", reason="x86-64 machine code")
+def test_raw_system_calls_from_executable_memory_are_refused(device, tmp_path):
+    # mov eax, 41 (socket); mov edi, 2; mov esi, 1; xor edx, edx; syscall; ret
+    body = (
+        "static const unsigned char code[] = {0xb8,41,0,0,0, 0xbf,2,0,0,0, 0xbe,1,0,0,0,\n"
+        "  0x31,0xd2, 0x0f,0x05, 0xc3};\n"
+        "void *page = mmap(0, 4096, PROT_READ | PROT_WRITE | PROT_EXEC,"
+        " MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);\n"
+        "memcpy(page, code, sizeof code); ((long (*)(void))page)();"
+    )
+    assert_refused(device, unchecked(tmp_path, body, "#include <sys/mman.h>"), "socket")
+
+
+def test_a_forged_done_answer_is_caught(device, tmp_path):
+    # The executor's argv ends with its "done" descriptor, just below the environment on the
+    # initial stack: the kernel answers for itself, then computes.
+    body = (
+        "extern char **environ; int fd = atoi(environ[-2]);\n"
+        "static unsigned char b = 0; write(fd, &b, 1); b++;\n" + SILU
+    )
+    with pytest.raises(KernelError) as caught:
+        run_once(device, unchecked(tmp_path, body))
+    assert caught.value.status is Status.REJECTED
+    assert "harness's channel" in str(caught.value)
