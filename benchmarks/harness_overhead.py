@@ -8,9 +8,9 @@ the final verification) and the overhead ratio
 
     wall / (compile + kernel latency × kernel calls)
 
-where kernel calls = correctness seeds + warm-up + timed calls + the repeat calls on seen sets:
-1.0 would mean the harness adds
-nothing beyond compiling and running the kernel. Usage:
+where kernel calls = correctness seeds + warm-up + timed calls: 1.0 would mean the harness adds
+nothing beyond compiling and running the kernel (``other`` now includes the kernel's process, the
+fresh inputs of every timed call and the float64 references of the audited timed calls). Usage:
 
     python benchmarks/harness_overhead.py [--workload cpu] [--problem NAME]...
 """
@@ -63,9 +63,7 @@ def main() -> None:
 
 def add_row(table: Table, name: str, run: str, e: Evaluation, config: EvalConfig) -> None:
     parts = (e.compile_s or 0) + (e.check_s or 0) + (e.time_s or 0)
-    from accelopt.profiling.run import REPEAT_CALLS
-
-    extra = config.warmup_calls + REPEAT_CALLS if e.calls else 0  # untimed warm-up, repeats
+    extra = config.warmup_calls if e.calls else 0  # the untimed warm-up
     calls = config.seeds + extra + e.calls
     compile_s = 0.0 if e.compile_cached else (e.compile_s or 0)
     useful = compile_s + (e.latency_s or 0) * calls

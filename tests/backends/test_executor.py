@@ -173,3 +173,29 @@ def test_a_forged_done_answer_is_caught(device, tmp_path):
         run_once(device, unchecked(tmp_path, body))
     assert caught.value.status is Status.REJECTED
     assert "harness's channel" in str(caught.value)
+
+
+def test_the_kernel_process_holds_no_descriptor_but_its_own(device, accelopt_cache):
+    # The worker holds the device lock and its channel to the parent while it starts the kernel's
+    # process: neither may be inherited (a child holding the lock blocked the machine).
+    from accelopt.hardware import devicelock
+
+    with devicelock.shared(devicelock.lock_path("cpu")):
+        dev = ExecutorDevice(compiler_for(settings.c_compiler()), os.environ)
+        try:
+            fds = os.listdir(f"/proc/{dev.executor.pid}/fd")
+            targets = {os.readlink(f"/proc/{dev.executor.pid}/fd/{fd}") for fd in fds}
+        finally:
+            dev.close()
+    assert len(fds) == 6  # stdin, the log twice, the set-up socket, the two pipes
+    assert not any(t.endswith(".lock") for t in targets)
+
+
+def test_the_parent_is_not_dumpable_once_it_evaluates():
+    import ctypes
+
+    from accelopt.profiling.sandbox import protect_parent
+
+    protect_parent()
+    libc = ctypes.CDLL(None)
+    assert libc.prctl(3, 0, 0, 0, 0) == 0  # PR_GET_DUMPABLE: its /proc files are closed to peers

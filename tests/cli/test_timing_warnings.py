@@ -36,3 +36,16 @@ def test_noise_and_an_imprecise_median_are_named():
     lines = timing_warnings([QUIET, noisy])
     assert len(lines) == 2
     assert lines[1] == "silu / expert: noise (IQR/median) 12.0%; median known to ±4.0%"
+
+
+def test_isolation_warnings_name_the_missing_layer():
+    from accelopt.cli.output import isolation_warnings
+
+    full = {"seccomp": "1", "seccomp_load": "1", "uid": "65534"}
+    sandboxed = QUIET.model_copy(update={"isolation": full, "network_isolated": True})
+    assert isolation_warnings([sandboxed]) == []
+    unfiltered = QUIET.model_copy(
+        update={"isolation": {**full, "seccomp": "0"}, "network_isolated": False}
+    )
+    (line,) = isolation_warnings([unfiltered])
+    assert "no system call filter" in line and "host's network" in line

@@ -51,7 +51,7 @@ def test_the_parent_times_the_correctness_calls_from_phase_messages():
     assert clock.slowest_s == pytest.approx(0.7)
 
 
-def test_waiting_for_the_device_has_no_deadline_even_the_verification():
+def test_waiting_for_the_device_has_a_long_deadline_even_the_verification():
     assert DEADLINES.for_phase("lock") == DEADLINES.lock_s
     assert DEADLINES.for_phase("verify") == 120.0
 
@@ -93,6 +93,24 @@ def test_others_share_is_the_machines_cpu_time_less_our_own():
     stolen = contention(before, CpuSnapshot(CpuTimes(1200, 20, 980), own=150))
     assert stolen.steal == pytest.approx(0.1) and is_busy(0.0, stolen.steal)
     assert contention(before, before) == Contention(0.0, 0.0)  # no time passed
+
+
+def test_the_kernel_process_cpu_time_counts_as_ours_not_others():
+    import subprocess
+    import sys
+
+    # A child spins 0.5 s, then sleeps: as the cpu backend's kernel process does while timed.
+    spin = "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.5: pass\n"
+    child = subprocess.Popen([sys.executable, "-c", spin + "time.sleep(30)"])
+    try:
+        before = snapshot((child.pid,))
+        time.sleep(1.5)
+        after = snapshot((child.pid,))
+    finally:
+        child.kill()
+        child.wait()
+    assert before is not None and after is not None
+    assert after.own - before.own >= 0.3 * os.sysconf("SC_CLK_TCK")
 
 
 def test_a_snapshot_reads_this_machine():

@@ -21,6 +21,7 @@ from accelopt.cli.output import (
     err_console,
     evaluation_json,
     evaluations_table,
+    isolation_warnings,
     shows_table,
     timing_warnings,
     write_json,
@@ -76,7 +77,7 @@ def eval_command(
         if evaluation.log:
             console.print("[bold]kernel output:[/bold]")
             console.print(evaluation.log[:2000], markup=False, highlight=False)
-    for line in timing_warnings([evaluation]):
+    for line in timing_warnings([evaluation]) + isolation_warnings([evaluation]):
         err_console.print(line, style="yellow", highlight=False, markup=False)
     write_json(json_path, evaluation_json(evaluation))
 

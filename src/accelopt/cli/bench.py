@@ -17,6 +17,7 @@ from accelopt.cli.output import (
     console,
     err_console,
     evaluation_json,
+    isolation_warnings,
     shows_table,
     suite_table,
     timing_warnings,
@@ -154,7 +155,7 @@ def run_command(
                 )
         for note in blas:
             console.print(note, highlight=False)
-    for line in timing_warnings(evaluations):
+    for line in timing_warnings(evaluations) + isolation_warnings(evaluations):
         err_console.print(line, style="yellow", highlight=False, markup=False)
     write_json(json_path, [evaluation_json(e) for e in evaluations])
 

@@ -195,6 +195,21 @@ def timing_warnings(evaluations: Sequence[Evaluation]) -> list[str]:
     return lines
 
 
+def isolation_warnings(evaluations: Sequence[Evaluation]) -> list[str]:
+    """Lines naming the kernels that ran with a sandbox layer missing (a pure function): no system
+    call filter (only with ACCELOPT_UNSANDBOXED=1) or the worker's host network namespace."""
+    lines = []
+    for e in evaluations:
+        missing = []
+        if e.isolation is not None and e.isolation.get("seccomp") != "1":
+            missing.append("no system call filter (ACCELOPT_UNSANDBOXED=1)")
+        if e.network_isolated is False:
+            missing.append("the host's network namespace (unshare refused)")
+        if missing:
+            lines.append(f"warning: {e.problem} / {e.kernel} ran with {' and '.join(missing)}")
+    return lines
+
+
 def _cell(e: Evaluation | None) -> tuple[str, str]:
     if e is None:
         return "", ""

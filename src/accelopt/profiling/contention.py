@@ -1,6 +1,6 @@
 """How much of the machine others used while a kernel was timed: the CPU time of every other
-process and of the hypervisor (steal), from /proc/stat (``hardware.load``) and this process's own
-CPU time.
+process and of the hypervisor (steal), from /proc/stat (``hardware.load``), this process's own CPU
+time and that of the kernel's process where it has one (the cpu backend's executor).
 
 Read by the worker just before and just after its timed calls (outside the timed window). The
 figure is reported with the evaluation, never used to reject it: load is reported, not punished.
@@ -40,13 +40,25 @@ def is_busy(others: float | None, steal: float | None) -> bool:
     return (others or 0.0) > BUSY_OTHERS or (steal or 0.0) > BUSY_STEAL
 
 
-def snapshot() -> CpuSnapshot | None:
-    """The machine's and this process's CPU time now; None where /proc/stat is not readable."""
+def process_ticks(pid: int) -> float:
+    """A live process's CPU time (user + system, all its threads) in clock ticks; 0 if gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rpartition(")")[2].split()
+    except OSError:
+        return 0.0
+    return float(int(fields[11]) + int(fields[12]))  # utime, stime (fields 14, 15)
+
+
+def snapshot(kernel_pids: tuple[int, ...] = ()) -> CpuSnapshot | None:
+    """The machine's CPU time now, and this process's with the kernel processes' (``kernel_pids``:
+    ours, not others'); None where /proc/stat is not readable."""
     machine = read_cpu_times()
     if machine is None:
         return None
     own = os.times()
-    return CpuSnapshot(machine, (own.user + own.system) * os.sysconf("SC_CLK_TCK"))
+    ticks = (own.user + own.system) * os.sysconf("SC_CLK_TCK")
+    return CpuSnapshot(machine, ticks + sum(process_ticks(pid) for pid in kernel_pids))
 
 
 def contention(before: CpuSnapshot, after: CpuSnapshot) -> Contention:

@@ -295,12 +295,13 @@ class EvaluationRun:
             start = time.perf_counter()
             self.phase("call", "timing")
             self.result["kernel_ran"] = True
-            before = contention.snapshot()
+            pids = getattr(self.device, "kernel_pids", ())
+            before = contention.snapshot(pids)
             with sandbox.memory_cap(self.config.memory_cap_bytes):
                 canaries = self.device.canaries([o for _, o in sets], self.seeds[0])
                 samples, count = self._timed_loop(calls, sets, canaries, fresh, audit)
             self.result["time_s"] = time.perf_counter() - start
-            self._record_contention(before, contention.snapshot())
+            self._record_contention(before, contention.snapshot(pids))
         stats = summarize(samples)
         self.result.update(
             latency_s=stats.latency_s, min_s=stats.min_s, noise=stats.noise, calls=count,

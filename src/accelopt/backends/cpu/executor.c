@@ -12,7 +12,7 @@
  *   argv[2] commands (read end of a pipe), argv[3] "done" bytes (write end of a pipe).
  *
  * Set-up lines from the worker, each answered by one line:
- *   alloc <bytes> <guard bytes> <fence bytes>   -> "ok <buffer address> <before> <after>"
+ *   alloc <bytes> <guard> <fence> <offset>      -> "ok <buffer address> <before> <after>"
  *   calibrate <n>   n empty commands on the pipes -> "ok" (the harness's own round trip)
  *   probe                                       -> "isolation <facts>", then exits: what the
  *                                                  sandbox below can apply on this system
@@ -266,9 +266,10 @@ static long page_size;
 
 static size_t round_up(size_t n, size_t to) { return (n + to - 1) / to * to; }
 
-/* [fence PROT_NONE][guard][buffer][guard, to a page boundary][fence PROT_NONE] */
-static void do_alloc(size_t bytes, size_t guard, size_t fence) {
-    size_t usable = round_up(guard + bytes + guard, (size_t)page_size);
+/* [fence PROT_NONE][guard + offset][buffer][guard, to a page boundary][fence PROT_NONE] */
+static void do_alloc(size_t bytes, size_t guard, size_t fence, size_t offset) {
+    guard += offset; /* where in its page the buffer starts (64-byte multiples, chosen by the worker) */
+    size_t usable = round_up(guard + bytes + guard - offset, (size_t)page_size);
     fence = round_up(fence, (size_t)page_size);
     char *block = mmap(NULL, fence + usable + fence, fence ? PROT_NONE : PROT_READ | PROT_WRITE,
                        MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
@@ -279,7 +280,8 @@ static void do_alloc(size_t bytes, size_t guard, size_t fence) {
         return;
     }
     if (usable >= (4u << 20)) madvise(start, usable, MADV_HUGEPAGE); /* as NumPy does */
-    memset(start, 0, usable); /* faulted in now, not in the first timed call */
+    /* not touched here: the worker writes every byte (guards, inputs, NaN outputs), which faults
+     * the pages in before any call */
     char *buffer = start + guard;
     reply("ok %llu %zu %zu", (unsigned long long)(uintptr_t)buffer, guard, usable - guard - bytes);
 }
@@ -422,10 +424,10 @@ int main(int argc, char **argv) {
     setvbuf(setup_in, NULL, _IONBF, 0); /* nothing read ahead past a line */
     char line[4352];
     while (fgets(line, sizeof line, setup_in)) {
-        unsigned long long bytes, guard, fence, cap;
+        unsigned long long bytes, guard, fence, offset, cap;
         int threads, rounds, require, at = 0;
-        if (sscanf(line, "alloc %llu %llu %llu", &bytes, &guard, &fence) == 3) {
-            do_alloc((size_t)bytes, (size_t)guard, (size_t)fence);
+        if (sscanf(line, "alloc %llu %llu %llu %llu", &bytes, &guard, &fence, &offset) == 4) {
+            do_alloc((size_t)bytes, (size_t)guard, (size_t)fence, (size_t)offset);
         } else if (sscanf(line, "calibrate %d", &rounds) == 1) {
             for (int i = 0; i < rounds; i++) command(0);
             reply("ok");

@@ -163,7 +163,8 @@ class Executor:
         os.close(cmd_r)
         os.close(done_w)
         self._setup: socket.socket | None = setup
-        self._setup_file = setup.makefile("rwb", buffering=0)
+        # Buffered reads: the executor writes nothing but the answer to each question.
+        self._setup_file = setup.makefile("rb")
         self.overhead_s = 0.0
         self._sequence = 0
         self.loaded = False
@@ -187,9 +188,10 @@ class Executor:
             raise self._failure("while it was set up")
         return answer
 
-    def alloc(self, nbytes: int, guard: int, fence: int) -> tuple[int, int, int]:
-        """A zeroed block: (buffer address, guard bytes before, guard bytes after)."""
-        answer = self._ask(f"alloc {nbytes} {guard} {fence}").split()
+    def alloc(self, nbytes: int, guard: int, fence: int, offset: int = 0) -> tuple[int, int, int]:
+        """A zeroed buffer ``offset`` bytes into its page: (its address, guard bytes before,
+        guard bytes after)."""
+        answer = self._ask(f"alloc {nbytes} {guard} {fence} {offset}").split()
         if answer[0] != "ok":
             raise MemoryError(" ".join(answer[1:]) or "the executor could not map a buffer")
         return int(answer[1]), int(answer[2]), int(answer[3])
@@ -199,7 +201,8 @@ class Executor:
         before the kernel is loaded, so the kernel cannot inflate what is subtracted from its
         time. The fastest, not the median: what is subtracted never exceeds the overhead of a
         batch, so a time is never made shorter than the calls took."""
-        self._setup_file.write(f"calibrate {CALIBRATION_ROUNDS}\n".encode())
+        assert self._setup is not None
+        self._setup.sendall(f"calibrate {CALIBRATION_ROUNDS}\n".encode())
         rounds = [self._round_trip(OP_NOOP, [[0]]) for _ in range(CALIBRATION_ROUNDS)]
         if self._setup_file.readline(64).strip() != b"ok":
             raise self._failure("while it was calibrated")
