@@ -126,3 +126,22 @@ def test_hash_ignores_the_label():
 def test_status_ok_only_when_passed():
     assert [s for s in Status if s.ok] == [Status.PASSED]
     assert Status("CRASH") is Status.CRASH and str(Status.TIMEOUT) == "TIMEOUT"
+
+
+def test_preflight_refuses_a_system_without_the_syscall_filter(cc, monkeypatch):
+    from accelopt.backends.cpu import backend as cpu_backend
+
+    refused = {"seccomp": "0", "seccomp_load": "0", "uid": "1000", "dropped": "0"}
+    monkeypatch.setattr(cpu_backend, "probe_isolation", lambda *_: refused)
+    cpu_backend.sandbox_refused.cache_clear()
+    try:
+        with pytest.raises(UserError, match="ACCELOPT_UNSANDBOXED=1"):
+            CpuBackend().preflight()
+        monkeypatch.setenv("ACCELOPT_UNSANDBOXED", "1")
+        CpuBackend().preflight()  # the user chose to run without it
+    finally:
+        cpu_backend.sandbox_refused.cache_clear()
+
+
+def test_preflight_passes_where_the_sandbox_applies(cc):
+    CpuBackend().preflight()

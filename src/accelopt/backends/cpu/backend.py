@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import os
+from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from accelopt import settings
-from accelopt.backends.base import BuildResult
+from accelopt.backends.base import BuildResult, KernelError
 from accelopt.backends.buffers import BUFFER_ALIGNMENT
 from accelopt.backends.cpu import checks, symbols
 from accelopt.backends.cpu.checks import check_source
@@ -18,19 +19,33 @@ from accelopt.backends.cpu.compiler import (
     kernel_flags,
     prototype,
 )
+from accelopt.backends.cpu.executor import ExecutorStartError
 from accelopt.backends.cpu.remarks import vectorization_remarks
-from accelopt.backends.cpu.remote import ExecutorDevice, RemoteKernel
+from accelopt.backends.cpu.remote import ExecutorDevice, RemoteKernel, probe_isolation
 from accelopt.backends.cpu.symbols import disallowed_symbols
 from accelopt.backends.facts import BackendFacts, describe_ceilings
 from accelopt.backends.kernel import Kernel
 from accelopt.backends.status import Status
-from accelopt.errors import CompilerNotFoundError
+from accelopt.errors import CompilerNotFoundError, UserError
 from accelopt.hardware import devicelock
 from accelopt.hardware.toolchain import Compiler
 from accelopt.problems.records import Problem, Sizes
 
 if TYPE_CHECKING:  # annotations only: keeps pydantic out of worker processes
     from accelopt.hardware.spec import HardwareSpec
+
+
+@cache
+def sandbox_refused(cc: Compiler) -> str:
+    """Why a kernel process here would get no system call filter ('' when it would): probed once
+    per process (``executor.c`` applies the layers and answers)."""
+    try:
+        facts = probe_isolation(cc, os.environ)
+    except (ExecutorStartError, KernelError) as exc:
+        return str(exc)
+    if facts.get("seccomp") == "1" and facts.get("seccomp_load") == "1":
+        return ""
+    return "seccomp filters cannot be installed"
 
 
 class CpuBackend:
@@ -43,7 +58,18 @@ class CpuBackend:
         self._threads = 1
 
     def preflight(self, timing: bool = True) -> None:
-        compiler_for(settings.c_compiler())
+        """A compiler, and (where kernels can run here) a system that takes the sandbox's system
+        call filter, unless ``ACCELOPT_UNSANDBOXED=1``: else one UserError saying so."""
+        cc = compiler_for(settings.c_compiler())
+        if cc.cross or not settings.sandbox_required():
+            return
+        refused = sandbox_refused(cc)
+        if refused:
+            raise UserError(
+                f"this system refuses the kernel sandbox's system call filter ({refused}), so C "
+                "kernels cannot be contained here; run on a Linux system that allows seccomp, or "
+                "set ACCELOPT_UNSANDBOXED=1 to run them without it (unsafe with an untrusted model)"
+            )
 
     def device(self) -> ExecutorDevice:
         """A new kernel process, with the worker's environment's OpenMP settings."""
