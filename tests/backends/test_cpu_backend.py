@@ -131,7 +131,8 @@ def test_status_ok_only_when_passed():
 def test_preflight_refuses_a_system_without_the_syscall_filter(cc, monkeypatch):
     from accelopt.backends.cpu import backend as cpu_backend
 
-    refused = {"seccomp": "0", "seccomp_load": "0", "uid": "1000", "dropped": "0"}
+    refused = {"seccomp": "0", "seccomp_load": "0", "uid": "1000", "dropped": "0",
+               "memory_access": "1"}  # fmt: skip
     monkeypatch.setattr(cpu_backend, "probe_isolation", lambda *_: refused)
     cpu_backend.sandbox_refused.cache_clear()
     try:
@@ -145,3 +146,17 @@ def test_preflight_refuses_a_system_without_the_syscall_filter(cc, monkeypatch):
 
 def test_preflight_passes_where_the_sandbox_applies(cc):
     CpuBackend().preflight()
+
+
+def test_preflight_refuses_a_system_where_the_worker_cannot_reach_the_kernel(cc, monkeypatch):
+    from accelopt.backends.cpu import backend as cpu_backend
+
+    facts = {"seccomp": "1", "seccomp_load": "1", "memory_access": "its memory (EPERM)"}
+    monkeypatch.setattr(cpu_backend, "probe_isolation", lambda *_: facts)
+    monkeypatch.setenv("ACCELOPT_UNSANDBOXED", "1")  # no way around this one
+    cpu_backend.sandbox_refused.cache_clear()
+    try:
+        with pytest.raises(UserError, match="ptrace_scope"):
+            CpuBackend().preflight()
+    finally:
+        cpu_backend.sandbox_refused.cache_clear()

@@ -185,3 +185,5 @@ def test_describe_sandbox_names_each_layer_and_warns_for_missing_ones():
     assert "no filter" in line and "host's network" in line
     assert any("ACCELOPT_UNSANDBOXED" in w for w in warnings) and len(warnings) == 2
     assert describe_sandbox({"error": "no C compiler"})[0] == "unknown"
+    _, warnings = describe_sandbox({**full, "memory_access": "its memory (EPERM)"})
+    assert any("process_vm_readv" in w for w in warnings)

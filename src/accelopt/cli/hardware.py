@@ -113,6 +113,11 @@ def describe_sandbox(facts: dict[str, str]) -> tuple[str, list[str]]:
         )
     if not isolated:
         warnings.append("workers cannot enter an empty network namespace (unshare refused)")
+    if facts.get("memory_access", "1") != "1":
+        warnings.append(
+            "the worker cannot reach a kernel process's memory (process_vm_readv refused: Yama's "
+            "ptrace_scope?): C kernels cannot be evaluated here"
+        )
     return "; ".join(parts), warnings
 
 

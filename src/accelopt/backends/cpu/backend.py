@@ -43,6 +43,8 @@ def sandbox_refused(cc: Compiler) -> str:
         facts = probe_isolation(cc, os.environ)
     except (ExecutorStartError, KernelError) as exc:
         return str(exc)
+    if facts.get("memory_access") != "1":
+        return f"the worker cannot reach a kernel process's memory: {facts.get('memory_access')}"
     if facts.get("seccomp") == "1" and facts.get("seccomp_load") == "1":
         return ""
     return "seccomp filters cannot be installed"
@@ -61,10 +63,16 @@ class CpuBackend:
         """A compiler, and (where kernels can run here) a system that takes the sandbox's system
         call filter, unless ``ACCELOPT_UNSANDBOXED=1``: else one UserError saying so."""
         cc = compiler_for(settings.c_compiler())
-        if cc.cross or not settings.sandbox_required():
-            return
+        if cc.cross:
+            return  # kernels built for another machine do not run here
         refused = sandbox_refused(cc)
-        if refused:
+        if refused.startswith("the worker cannot reach"):
+            raise UserError(
+                f"{refused}; C kernels run in a process of their own whose memory the worker "
+                "reads and writes: allow process_vm_readv to a child process (Yama's "
+                "kernel.yama.ptrace_scope 0 or 1) or run as root"
+            )
+        if refused and settings.sandbox_required():
             raise UserError(
                 f"this system refuses the kernel sandbox's system call filter ({refused}), so C "
                 "kernels cannot be contained here; run on a Linux system that allows seccomp, or "

@@ -210,10 +210,20 @@ class Executor:
         return self.overhead_s
 
     def probe(self) -> dict[str, str]:
-        """What the sandbox can apply here (the process applies it, answers, and exits)."""
+        """What the sandbox can apply here (the process applies it, answers, and exits), and
+        whether this process can reach its memory (``memory_access``: 1, or why not: Yama's
+        ptrace_scope 2 or 3 forbids process_vm_readv to all but root)."""
+        address, _, _ = self.alloc(64, 0, 0)
+        pattern = np.arange(16, dtype=np.float32)
+        try:
+            self.write(address, pattern)
+            same = np.array_equal(self.read(address, 64).view(np.float32), pattern)
+            access = "1" if same else "the memory read back differs"
+        except KernelError as exc:
+            access = str(exc).split(":")[0].removeprefix("the harness could not reach ")
         answer = self._ask("probe")
         self.kill()
-        return _facts(answer.partition(" ")[2])
+        return {**_facts(answer.partition(" ")[2]), "memory_access": access}
 
     def load(
         self, artifact: Path, threads: int, memory_cap_bytes: int, require_filter: bool = True
