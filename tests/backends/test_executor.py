@@ -12,6 +12,7 @@ import os
 import platform
 import socket
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -199,3 +200,45 @@ def test_the_parent_is_not_dumpable_once_it_evaluates():
     protect_parent()
     libc = ctypes.CDLL(None)
     assert libc.prctl(3, 0, 0, 0, 0) == 0  # PR_GET_DUMPABLE: its /proc files are closed to peers
+
+
+_WITHOUT_PTRACE = """
+import ctypes, os, sys
+import numpy as np
+libc = ctypes.CDLL(None, use_errno=True)
+class Header(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+class Data(ctypes.Structure):
+    _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32),
+                ("inheritable", ctypes.c_uint32)]
+assert libc.prctl(24, 19, 0, 0, 0) == 0  # PR_CAPBSET_DROP CAP_SYS_PTRACE, as Docker does
+header, data = Header(0x20080522, 0), (Data * 2)()
+assert libc.capget(ctypes.byref(header), data) == 0
+data[0].effective &= ~(1 << 19)
+data[0].permitted &= ~(1 << 19)
+assert libc.capset(ctypes.byref(header), data) == 0
+from accelopt import settings
+from accelopt.backends.cpu.compiler import compiler_for
+from accelopt.backends.cpu.remote import ExecutorDevice
+device = ExecutorDevice(compiler_for(settings.c_compiler()), os.environ)
+x = device.upload(np.linspace(-3, 3, 1024, dtype=np.float32), into=device.empty((1024,)))
+y = device.empty((1024,), fill=np.nan)
+kernel = device.load(sys.argv[1], 2, threads=1, memory_cap_bytes=1 << 30)
+kernel([x, y])
+assert not np.isnan(device.to_host(y)).any()
+print(device.isolation["privileges"], device.isolation["seccomp"])
+"""
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="simulates a container's root: needs root")
+def test_a_root_worker_without_cap_sys_ptrace_still_reaches_its_kernel(tmp_path, accelopt_cache):
+    # Docker's root has no CAP_SYS_PTRACE: a kernel process turned nobody would be out of the
+    # worker's reach, so it stays uid 0 and drops every capability instead.
+    artifact = unchecked(tmp_path, SILU)
+    script = tmp_path / "without_ptrace.py"
+    script.write_text(_WITHOUT_PTRACE)
+    run = subprocess.run(
+        [sys.executable, str(script), str(artifact)], capture_output=True, text=True, timeout=120
+    )
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert run.stdout.split() == ["root-without-capabilities", "1"]

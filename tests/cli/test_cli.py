@@ -178,7 +178,7 @@ def test_describe_sandbox_names_each_layer_and_warns_for_missing_ones():
     from accelopt.cli.hardware import describe_sandbox
 
     full = {"seccomp": "1", "seccomp_load": "1", "uid": "65534", "dropped": "1",
-            "no_new_privs": "1", "network": "none"}  # fmt: skip
+            "privileges": "nobody", "no_new_privs": "1", "network": "none"}  # fmt: skip
     line, warnings = describe_sandbox(full)
     assert "seccomp" in line and "nobody" in line and "no network" in line and warnings == []
     line, warnings = describe_sandbox({**full, "seccomp": "0", "network": "host"})
@@ -187,3 +187,5 @@ def test_describe_sandbox_names_each_layer_and_warns_for_missing_ones():
     assert describe_sandbox({"error": "no C compiler"})[0] == "unknown"
     _, warnings = describe_sandbox({**full, "memory_access": "its memory (EPERM)"})
     assert any("process_vm_readv" in w for w in warnings)
+    line, _ = describe_sandbox({**full, "uid": "0", "privileges": "root-without-capabilities"})
+    assert "every capability dropped" in line

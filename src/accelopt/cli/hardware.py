@@ -97,11 +97,15 @@ def describe_sandbox(facts: dict[str, str]) -> tuple[str, list[str]]:
         return "unknown", [f"the kernel sandbox could not be probed: {facts['error']}"]
     filtered = facts.get("seccomp") == "1" and facts.get("seccomp_load") == "1"
     isolated = facts.get("network") == "none"
-    dropped = facts.get("dropped") == "1" and facts.get("uid") == "65534"
+    privileges = {
+        "nobody": "runs as nobody (root's privileges dropped)",
+        "root-without-capabilities": "runs as root with every capability dropped",
+        "user": f"runs as uid {facts.get('uid')}",
+    }.get(facts.get("privileges", ""), f"runs as uid {facts.get('uid')} (root's privileges kept)")
     parts = [
         "a separate process per evaluation",
         "system calls filtered (seccomp) while loading and running" if filtered else "no filter",
-        "runs as nobody (root's privileges dropped)" if dropped else f"uid {facts.get('uid')}",
+        privileges,
         "no new privileges",
         "no network" if isolated else "the host's network namespace",
     ]

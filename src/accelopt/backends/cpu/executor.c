@@ -14,10 +14,12 @@
  * Set-up lines from the worker, each answered by one line:
  *   alloc <bytes> <guard> <fence> <offset>      -> "ok <buffer address> <before> <after>"
  *   calibrate <n>   n empty commands on the pipes -> "ok" (the harness's own round trip)
- *   probe                                       -> "isolation <facts>", then exits: what the
+ *   probe <drop>                                -> "isolation <facts>", then waits for the
+ *                                                  worker to close the command pipe: what the
  *                                                  sandbox below can apply on this system
- *   load <threads> <memory cap bytes> <require> <path> -> "loaded <facts>" | "error <why>"
- *                                                  (require 1: no filter, no kernel)
+ *   load <threads> <memory cap bytes> <require> <drop> <path> -> "loaded <facts>" | "error <why>"
+ *                                                  (require 1: no filter, no kernel; drop: how
+ *                                                  root gives up root, below)
  * then binary commands on the command pipe: {u32 op, u32 calls, u32 args, u32 sequence} and
  * calls*args u64 addresses; after each command one byte on the done pipe: the sequence's low
  * byte (a kernel that writes there is out of step with the worker, which kills it).
@@ -211,7 +213,7 @@ static int sandbox_for_loading(void) {
     allow_compute(&f, getpid());
     static const long loader[] = {
         SYS_read, SYS_pread64, SYS_close, SYS_fstat, SYS_newfstatat, SYS_lseek, SYS_seccomp,
-        SYS_setresuid, SYS_setresgid, SYS_setgroups, SYS_prlimit64, SYS_rt_sigaction,
+        SYS_setresuid, SYS_setresgid, SYS_setgroups, SYS_prlimit64, SYS_rt_sigaction, SYS_capset,
         SYS_sysinfo, SYS_uname, SYS_readlinkat, SYS_faccessat, SYS_getdents64, SYS_fcntl,
         SYS_statfs, SYS_fstatfs, SYS_prctl,
 #ifdef SYS_statx
@@ -290,8 +292,26 @@ typedef void (*kernel_fn)();
 static kernel_fn kernel;
 static void noop(void) {}
 
-static int drop_privileges(void) {
-    if (geteuid() != 0) return 0;
+/* How a root worker's kernel process gives up root (the worker chooses: it must still reach the
+ * process's memory, which takes CAP_SYS_PTRACE for another user's process):
+ * DROP_TO_NOBODY: become nobody (65534), losing every capability;
+ * DROP_CAPABILITIES: stay uid 0, with no capability left (effective, permitted, inheritable,
+ *   ambient, bounding), as in a container that withholds CAP_SYS_PTRACE from root. */
+#define DROP_NONE 0
+#define DROP_TO_NOBODY 1
+#define DROP_CAPABILITIES 2
+
+static int drop_capabilities(void) {
+    for (int cap = 0; cap < 64; cap++) prctl(PR_CAPBSET_DROP, cap, 0, 0, 0); /* past the last: EINVAL */
+    prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0);
+    struct { uint32_t version; int pid; } header = {0x20080522 /* _LINUX_CAPABILITY_VERSION_3 */, 0};
+    struct { uint32_t effective, permitted, inheritable; } none[2] = {{0, 0, 0}, {0, 0, 0}};
+    return (int)syscall(SYS_capset, &header, none);
+}
+
+static int drop_privileges(int mode) {
+    if (geteuid() != 0 || mode == DROP_NONE) return 0;
+    if (mode == DROP_CAPABILITIES) return drop_capabilities();
     if (syscall(SYS_setgroups, 0, NULL) != 0) return -1;
     if (setresgid(NOBODY, NOBODY, NOBODY) != 0) return -1;
     return setresuid(NOBODY, NOBODY, NOBODY);
@@ -312,20 +332,30 @@ static void cap_memory(unsigned long long extra) {
 
 /* The layers applied, as "name=value" words: seccomp filters (while loading, while running),
  * the user the kernel runs as, whether root's privileges were dropped. */
-static void report(const char *word, int loading, int running, int dropped) {
-    reply("%s seccomp_load=%d seccomp=%d uid=%d dropped=%d no_new_privs=1", word, loading == 0,
-          running == 0, (int)getuid(), dropped == 0);
+static void report(const char *word, int loading, int running, int dropped, int mode) {
+    const char *privileges = mode == DROP_NONE ? (geteuid() == 0 ? "root" : "user")
+                             : dropped != 0    ? "root"
+                             : mode == DROP_TO_NOBODY ? "nobody"
+                                                      : "root-without-capabilities";
+    reply("%s seccomp_load=%d seccomp=%d uid=%d dropped=%d privileges=%s no_new_privs=1", word,
+          loading == 0, running == 0, (int)getuid(), dropped == 0 && mode != DROP_NONE,
+          privileges);
 }
 
-static void do_probe(void) {
-    int dropped = drop_privileges();
+/* The layers as a kernel would get them; then it waits (a read of the command pipe, allowed)
+ * so that the worker can check it still reaches this process's memory. */
+static void do_probe(int mode) {
+    int dropped = drop_privileges(mode);
     int loading = sandbox_for_loading();
     int running = sandbox_for_running();
-    report("isolation", loading, running, dropped);
+    report("isolation", loading, running, dropped, mode);
+    char byte;
+    (void)!read(CMD_FD, &byte, 1);
     _exit(0);
 }
 
-static void do_load(int threads, unsigned long long memory_cap, int require, const char *path) {
+static void do_load(int threads, unsigned long long memory_cap, int require, int mode,
+                    const char *path) {
     int loading = sandbox_for_loading();
     if (loading != 0 && require) {
         reply("error the system call filter could not be installed: %s", strerror(errno));
@@ -338,7 +368,7 @@ static void do_load(int threads, unsigned long long memory_cap, int require, con
     omp_set_num_threads(threads);
 #pragma omp parallel
     { (void)omp_get_thread_num(); } /* the thread pool exists before the kernel's first call */
-    int dropped = drop_privileges();
+    int dropped = drop_privileges(mode);
     prctl(PR_SET_PDEATHSIG, SIGKILL); /* a change of user clears it */
     cap_memory(memory_cap);
     int running = sandbox_for_running();
@@ -346,7 +376,7 @@ static void do_load(int threads, unsigned long long memory_cap, int require, con
         reply("error the system call filter could not be installed: %s", strerror(errno));
         _exit(0);
     }
-    report("loaded", loading, running, dropped);
+    report("loaded", loading, running, dropped, mode);
     close(SETUP_FD);
 }
 
@@ -425,18 +455,18 @@ int main(int argc, char **argv) {
     char line[4352];
     while (fgets(line, sizeof line, setup_in)) {
         unsigned long long bytes, guard, fence, offset, cap;
-        int threads, rounds, require, at = 0;
+        int threads, rounds, require, mode, at = 0;
         if (sscanf(line, "alloc %llu %llu %llu %llu", &bytes, &guard, &fence, &offset) == 4) {
             do_alloc((size_t)bytes, (size_t)guard, (size_t)fence, (size_t)offset);
         } else if (sscanf(line, "calibrate %d", &rounds) == 1) {
             for (int i = 0; i < rounds; i++) command(0);
             reply("ok");
-        } else if (strncmp(line, "probe", 5) == 0) {
-            do_probe();
-        } else if (sscanf(line, "load %d %llu %d %n", &threads, &cap, &require, &at) == 3 &&
-                   at > 0) {
+        } else if (sscanf(line, "probe %d", &mode) == 1) {
+            do_probe(mode);
+        } else if (sscanf(line, "load %d %llu %d %d %n", &threads, &cap, &require, &mode, &at) ==
+                       4 && at > 0) {
             line[strcspn(line, "\n")] = 0;
-            do_load(threads, cap, require, line + at);
+            do_load(threads, cap, require, mode, line + at);
             for (;;) command(1);
         } else {
             return EXIT_PROTOCOL;

@@ -140,6 +140,25 @@ def _transfer_one(fn: Any, pid: int, local: int, remote: int, n: int) -> None:
         done += moved
 
 
+DROP_NONE, DROP_TO_NOBODY, DROP_CAPABILITIES = 0, 1, 2
+CAP_SYS_PTRACE = 19
+
+
+def drop_mode() -> int:
+    """How a kernel process gives up root (executor.c): not at all for a non-root worker; to
+    nobody where this worker can still reach another user's memory (CAP_SYS_PTRACE); else (a
+    container's root without CAP_SYS_PTRACE) by dropping every capability and keeping uid 0."""
+    if os.geteuid() != 0:
+        return DROP_NONE
+    try:
+        with open("/proc/self/status") as f:
+            line = next(x for x in f if x.startswith("CapEff:"))
+        effective = int(line.split()[1], 16)
+    except (OSError, StopIteration, ValueError):
+        return DROP_CAPABILITIES
+    return DROP_TO_NOBODY if effective >> CAP_SYS_PTRACE & 1 else DROP_CAPABILITIES
+
+
 def _facts(words: str) -> dict[str, str]:
     return dict(item.partition("=")[::2] for item in words.split())
 
@@ -210,10 +229,11 @@ class Executor:
         return self.overhead_s
 
     def probe(self) -> dict[str, str]:
-        """What the sandbox can apply here (the process applies it, answers, and exits), and
-        whether this process can reach its memory (``memory_access``: 1, or why not: Yama's
-        ptrace_scope 2 or 3 forbids process_vm_readv to all but root)."""
+        """What the sandbox can apply here (the process applies it as for a kernel and answers),
+        and whether this process still reaches its memory afterwards (``memory_access``: 1, or
+        why not: e.g. Yama's ptrace_scope 2 or 3)."""
         address, _, _ = self.alloc(64, 0, 0)
+        answer = self._ask(f"probe {drop_mode()}")
         pattern = np.arange(16, dtype=np.float32)
         try:
             self.write(address, pattern)
@@ -221,7 +241,6 @@ class Executor:
             access = "1" if same else "the memory read back differs"
         except KernelError as exc:
             access = str(exc).split(":")[0].removeprefix("the harness could not reach ")
-        answer = self._ask("probe")
         self.kill()
         return {**_facts(answer.partition(" ")[2]), "memory_access": access}
 
@@ -231,7 +250,8 @@ class Executor:
         """Load the kernel; from here the process is untrusted and its set-up channel closed.
         ``require_filter``: refuse to run the kernel where the system call filter cannot be
         installed (else run it and say so in the facts)."""
-        answer = self._ask(f"load {threads} {memory_cap_bytes} {int(require_filter)} {artifact}")
+        require = int(require_filter)
+        answer = self._ask(f"load {threads} {memory_cap_bytes} {require} {drop_mode()} {artifact}")
         word, _, rest = answer.partition(" ")
         if word != "loaded":
             raise KernelLoadError(rest or answer)
