@@ -48,6 +48,19 @@ def device(accelopt_cache) -> Iterator[ExecutorDevice]:
     dev.close()
 
 
+def running_commands(fragment: str) -> list[str]:
+    """The command lines of the processes on this machine that contain ``fragment``."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            line = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if fragment in line:
+            found.append(line)
+    return found
+
+
 def run_once(device: ExecutorDevice, artifact: Path) -> np.ndarray:
     x = device.upload(np.linspace(-3, 3, N, dtype=np.float32), into=device.empty((N,)))
     y = device.empty((N,), fill=np.nan)
@@ -124,8 +137,7 @@ def test_starting_a_process_is_refused_and_nothing_outlives_the_kernel(device, t
     error = assert_refused(device, artifact, "clone", "clone3", "rt_sigaction", "vfork")
     assert "start processes" in str(error)
     assert not marker.exists()
-    children = subprocess.run(["pgrep", "-f", f"touch {marker}"], capture_output=True)
-    assert children.returncode == 1  # no such process
+    assert not running_commands(f"touch {marker}")  # no such process anywhere
 
 
 def test_fork_is_refused(device, tmp_path):
@@ -211,7 +223,8 @@ class Header(ctypes.Structure):
 class Data(ctypes.Structure):
     _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32),
                 ("inheritable", ctypes.c_uint32)]
-assert libc.prctl(24, 19, 0, 0, 0) == 0  # PR_CAPBSET_DROP CAP_SYS_PTRACE, as Docker does
+if libc.prctl(24, 19, 0, 0, 0) != 0:  # PR_CAPBSET_DROP CAP_SYS_PTRACE, as Docker does
+    sys.exit(77)  # this root may not change its bounding set (no CAP_SETPCAP)
 header, data = Header(0x20080522, 0), (Data * 2)()
 assert libc.capget(ctypes.byref(header), data) == 0
 data[0].effective &= ~(1 << 19)
@@ -240,5 +253,7 @@ def test_a_root_worker_without_cap_sys_ptrace_still_reaches_its_kernel(tmp_path,
     run = subprocess.run(
         [sys.executable, str(script), str(artifact)], capture_output=True, text=True, timeout=120
     )
+    if run.returncode == 77:
+        pytest.skip("this root cannot drop a capability from its bounding set")
     assert run.returncode == 0, run.stderr[-2000:]
     assert run.stdout.split() == ["root-without-capabilities", "1"]
