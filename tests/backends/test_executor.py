@@ -257,3 +257,23 @@ def test_a_root_worker_without_cap_sys_ptrace_still_reaches_its_kernel(tmp_path,
         pytest.skip("this root cannot drop a capability from its bounding set")
     assert run.returncode == 0, run.stderr[-2000:]
     assert run.stdout.split() == ["root-without-capabilities", "1"]
+
+
+def test_a_replaced_executor_binary_is_built_again_not_run(accelopt_cache, tmp_path):
+    from accelopt.backends.cpu.executor import executor_binary
+
+    cc = compiler_for(settings.c_compiler())
+    import hashlib
+
+    binary = executor_binary(cc)
+    forged = b"#!/bin/sh\necho forged\n"
+    binary.chmod(0o755)
+    binary.write_bytes(forged)
+    executor_binary.cache_clear()
+    try:
+        rebuilt = executor_binary(cc).read_bytes()
+    finally:
+        executor_binary.cache_clear()
+    assert rebuilt != forged and rebuilt[:4] == b"\x7fELF"
+    recorded = binary.with_suffix(".sha256").read_text().strip()
+    assert recorded == hashlib.sha256(rebuilt).hexdigest()

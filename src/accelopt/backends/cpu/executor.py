@@ -75,15 +75,26 @@ def executor_env(worker_env: Mapping[str, str]) -> dict[str, str]:
     return {k: v for k, v in worker_env.items() if k.startswith(_ENV_PREFIXES)}
 
 
+def _sha256(path: Path) -> str:
+    with path.open("rb") as f:
+        return hashlib.file_digest(f, "sha256").hexdigest()
+
+
 @cache
 def executor_binary(cc: Compiler) -> Path:
-    """The executor built by ``cc`` (once per source and compiler, in the cache; read-only)."""
+    """The executor built by ``cc`` (once per source and compiler, in the cache; read-only, with
+    its SHA-256 beside it, checked before the first use in a process: a binary that differs from
+    the one built is built again, never run)."""
     source = SOURCE.read_bytes()
     key = hashlib.sha256(b"\0".join([source, *(p.encode() for p in cc.command),
                                       cc.version.encode(), " ".join(FLAGS).encode()]))  # fmt: skip
     target = settings.cache_dir() / "executor" / f"accelopt-executor-{key.hexdigest()[:16]}"
-    if target.is_file() and os.access(target, os.X_OK):
-        return target
+    digest = target.with_suffix(".sha256")
+    try:
+        if target.is_file() and digest.read_text().strip() == _sha256(target):
+            return target
+    except OSError:
+        pass  # no hash recorded: build it
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
     cmd = [*cc.command, *FLAGS, "-o", str(tmp), str(SOURCE), *LIBS]
@@ -92,6 +103,10 @@ def executor_binary(cc: Compiler) -> Path:
         tmp.unlink(missing_ok=True)
         raise ExecutorStartError(f"the kernel executor does not build: {out.stderr.strip()[-400:]}")
     tmp.chmod(0o555)
+    hash_tmp = tmp.with_suffix(".sha256")
+    hash_tmp.write_text(_sha256(tmp) + "\n")
+    hash_tmp.chmod(0o444)
+    os.replace(hash_tmp, digest)  # the hash first: whoever sees the binary sees its hash
     os.replace(tmp, target)
     return target
 
