@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,6 +17,14 @@ from accelopt.problems.records import Problem, Sizes
 if TYPE_CHECKING:  # annotations only: a worker process loads no pydantic model for these
     from accelopt.backends.facts import BackendFacts
     from accelopt.hardware.spec import HardwareSpec
+
+
+# Signals that kill a process touching memory it may not: in a kernel call, most likely an access
+# outside its buffers (the correctness calls' buffers are fenced by inaccessible pages).
+MEMORY_FAULTS = {
+    signal.SIGSEGV: "a memory access outside its buffers?",
+    signal.SIGBUS: "a memory access outside its buffers, or a misaligned one?",
+}
 
 
 class KernelLoadError(Exception):

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from accelopt.backends.base import MEMORY_FAULTS
 from accelopt.backends.status import Status
 from accelopt.profiling.protocol import Channel, ProtocolError
 from accelopt.profiling.worker import LOG_NAME, read_log
@@ -113,19 +114,11 @@ def describe_exit(returncode: int | None) -> str:
     return f"exited with status {returncode}"
 
 
-# Signals that kill a process touching memory it may not: in a kernel call, most likely an access
-# outside its buffers (the correctness calls' buffers are fenced by inaccessible pages).
-_MEMORY_FAULTS = {
-    signal.SIGSEGV: "a memory access outside its buffers?",
-    signal.SIGBUS: "a memory access outside its buffers, or a misaligned one?",
-}
-
-
 def describe_death(returncode: int, phase: str) -> str:
     """Who died and how: the kernel when a memory fault killed it during a call, else the worker."""
-    if phase == "call" and returncode < 0 and -returncode in _MEMORY_FAULTS:
+    if phase == "call" and returncode < 0 and -returncode in MEMORY_FAULTS:
         sig = signal.Signals(-returncode)
-        return f"the kernel was killed by {sig.name} ({_MEMORY_FAULTS[sig]})"
+        return f"the kernel was killed by {sig.name} ({MEMORY_FAULTS[sig]})"
     return f"the worker {describe_exit(returncode)}"
 
 

@@ -12,6 +12,7 @@ import time
 import traceback
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -119,6 +120,13 @@ class EvaluationRun:
             self._close()
         return self.result
 
+    def _kernel_memory(self) -> AbstractContextManager[object]:
+        """The address-space cap while kernel code runs in this process; none where the kernel
+        has a process of its own (capped there, for its whole life: executor.c)."""
+        if getattr(self.device, "kernel_pids", ()):
+            return nullcontext()
+        return sandbox.memory_cap(self.config.memory_cap_bytes)
+
     def _close(self) -> None:
         isolation = getattr(self.device, "isolation", None)
         if isolation is not None:  # the kernel ran in its own process, never in this one
@@ -146,7 +154,7 @@ class EvaluationRun:
         self.phase("load")
         self.backend.set_threads(self.threads)
         try:
-            with sandbox.memory_cap(self.config.memory_cap_bytes):  # constructors run here
+            with self._kernel_memory():  # constructors run here
                 self.loaded = self.backend.load(
                     artifact, self.problem, self.device, self.config.memory_cap_bytes
                 )
@@ -165,7 +173,7 @@ class EvaluationRun:
         self.result["kernel_ran"] = True
         start = time.perf_counter()
         try:
-            with sandbox.memory_cap(self.config.memory_cap_bytes):
+            with self._kernel_memory():
                 self.loaded(arrays)
         except KernelError as exc:  # Triton's or the launcher's error: the build failed
             build_error = exc.status is Status.CRASH and not exc.fault
@@ -196,7 +204,7 @@ class EvaluationRun:
         self.phase("call", detail)
         self.result["kernel_ran"] = True
         try:
-            with sandbox.memory_cap(self.config.memory_cap_bytes):
+            with self._kernel_memory():
                 self.loaded(arrays)
         except KernelError as exc:
             message = f"{exc} during the kernel call ({detail})"
@@ -297,7 +305,7 @@ class EvaluationRun:
             self.result["kernel_ran"] = True
             pids = getattr(self.device, "kernel_pids", ())
             before = contention.snapshot(pids)
-            with sandbox.memory_cap(self.config.memory_cap_bytes):
+            with self._kernel_memory():
                 canaries = self.device.canaries([o for _, o in sets], self.seeds[0])
                 samples, count = self._timed_loop(calls, sets, canaries, fresh, audit)
             self.result["time_s"] = time.perf_counter() - start

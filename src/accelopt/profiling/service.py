@@ -200,6 +200,7 @@ def build_evaluation(
     """The ``Evaluation`` of a worker's raw result (or of a failure the service itself reports,
     e.g. ``{"status": "CRASH", "error": ...}``), scored against the roofline on ``hardware``."""
     roof = roofline(problem.cost.evaluate(problem.workload(workload).sizes), hardware)
+    secrets = _secrets()
     judged = verdict(
         raw.get("status"),
         str(raw.get("error", "")),
@@ -214,7 +215,7 @@ def build_evaluation(
         kernel_hash=kernel.hash,
         hardware=hardware.key(),
         status=judged.status,
-        error=redact(judged.error, _secrets()),
+        error=redact(judged.error, secrets),
         latency_s=raw.get("latency_s"),
         min_s=raw.get("min_s"),
         noise=raw.get("noise"),
@@ -239,5 +240,5 @@ def build_evaluation(
         wall_s=wall_s,
         network_isolated=raw.get("network_isolated"),
         isolation=raw.get("isolation"),
-        log=redact(str(raw.get("log", "")), _secrets()),
+        log=redact(str(raw.get("log", "")), secrets),
     )

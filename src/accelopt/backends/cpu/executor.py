@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from accelopt import settings
-from accelopt.backends.base import KernelError, KernelLoadError
+from accelopt.backends.base import MEMORY_FAULTS, KernelError, KernelLoadError
 from accelopt.backends.status import Status
 from accelopt.hardware.toolchain import Compiler
 
@@ -349,7 +349,7 @@ class Executor:
         message = describe_executor_exit(code, when, _log_tail())
         if code == EXIT_FORBIDDEN:
             return KernelError(message, Status.REJECTED)
-        fault = code is not None and -code in (signal.SIGSEGV, signal.SIGBUS)
+        fault = code is not None and -code in MEMORY_FAULTS
         return KernelError(message, Status.CRASH, fault=fault)
 
     def kill(self) -> None:
@@ -376,12 +376,6 @@ def _log_tail(limit: int = 400) -> str:
         return ""
 
 
-_FAULTS = {
-    signal.SIGSEGV: "a memory access outside its buffers?",
-    signal.SIGBUS: "a memory access outside its buffers, or a misaligned one?",
-}
-
-
 def describe_executor_exit(code: int | None, when: str, log_tail: str = "") -> str:
     """Why the kernel's process ended, in one sentence."""
     if code is None:
@@ -397,8 +391,8 @@ def describe_executor_exit(code: int | None, when: str, log_tail: str = "") -> s
         return "the kernel broke the harness's protocol; its process was killed"
     if code < 0:
         sig = signal.Signals(-code)
-        if sig in _FAULTS:
-            return f"the kernel was killed by {sig.name} ({_FAULTS[sig]})"
+        if sig in MEMORY_FAULTS:
+            return f"the kernel was killed by {sig.name} ({MEMORY_FAULTS[sig]})"
         return f"the kernel's process died from {sig.name} ({signal.strsignal(sig)})" + (
             f" {when}" if when else ""
         )
