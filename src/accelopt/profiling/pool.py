@@ -46,7 +46,9 @@ class Deadlines:
 
     A timed call's deadline follows the kernel's own slowest correctness call, as the parent saw
     it (``timing_factor`` times it, at least ``timing_floor_s``); before any call has been seen,
-    ``call_s`` (scaled from the roofline) applies.
+    ``call_s`` (scaled from the roofline) applies. In a re-timing session (one request, several
+    kernels checked one after another, then timed interleaved) it is the slowest correctness call
+    of any of its kernels: the ``CallClock`` spans the request.
     """
 
     compile_s: float

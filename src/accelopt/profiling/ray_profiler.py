@@ -19,6 +19,10 @@ that it is tested without Ray:
   device actor is left, every unfinished job fails with one ``ClusterLostError``, after the
   results already received: the caller never hangs and loses nothing it was given.
 
+A re-timing session (``RayRunner.retime``, ``session.py``) is one job like the others: it goes to
+one device actor, whose ``Evaluator`` times its kernels interleaved in one worker; a lost actor is
+retried like any job and, when retries run out, every kernel gets a ``CRASH`` naming the reason.
+
 Without an address a local Ray instance is started (devices: ``actors``, default 1) and shut down
 on close; if this process is already connected to Ray (a test, a notebook), that connection is
 used and left open. Ray is imported only when a ``RayRunner`` is made: the rest of this module is
@@ -46,10 +50,12 @@ from accelopt.backends.status import Status
 from accelopt.errors import UserError
 from accelopt.hardware.spec import HardwareSpec
 from accelopt.problems.loader import load_problem
+from accelopt.problems.records import Problem
 from accelopt.profiling.config import EvalConfig
 from accelopt.profiling.evaluation import Evaluation
 from accelopt.profiling.profiler import ClusterLostError, Job, Outcome
 from accelopt.profiling.service import build_evaluation
+from accelopt.profiling.session import Retiming
 
 GET_TIMEOUT_S = 30.0  # fetching a result Ray already reported ready
 PROBE_TIMEOUT_S = 3.0  # one TCP connection to the head
@@ -91,6 +97,19 @@ class RayOptions:
 # -- the dispatcher (no Ray) -------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class RetimeJob:
+    """A re-timing session: ``kernels`` timed interleaved on one device (``session.py``)."""
+
+    kernels: tuple[Kernel, ...]
+    problem: Problem
+    workload: str
+
+
+Work = Job | RetimeJob  # what an actor is given: an evaluation or a re-timing session
+Answer = Evaluation | Retiming  # ... and what it answers
+
+
 class ActorLost(Exception):
     """The actor holding a job died or stopped answering: the job may run elsewhere."""
 
@@ -110,13 +129,13 @@ class Fleet(Protocol):
 
     def starting(self) -> int: ...
 
-    def submit(self, actor: str, job: Job) -> Hashable: ...
+    def submit(self, actor: str, job: Work) -> Hashable: ...
 
     def wait(self, tickets: list[Hashable], timeout: float) -> list[Hashable]:
         """The tickets whose answer is in (waits at most ``timeout`` for the first)."""
         ...
 
-    def result(self, ticket: Hashable) -> Evaluation:
+    def result(self, ticket: Hashable) -> Answer:
         """The answer; raises ActorLost, JobFailed or ClusterLostError."""
         ...
 
@@ -131,13 +150,13 @@ class Fleet(Protocol):
     def describe(self, actor: str) -> str: ...
 
 
-Failure = Callable[[Job, str], Evaluation]
+Failure = Callable[[Work, str], Answer]
 
 
 @dataclass
 class _Task:
-    job: Job
-    future: Future[tuple[Evaluation, bool]]
+    job: Work
+    future: Future[tuple[Answer, bool]]
     attempts: int = 0
     tried: set[str] = field(default_factory=set)
     actor: str = ""
@@ -148,7 +167,8 @@ class Dispatcher:
     """Hands jobs to actors (``slots`` at a time each), collects answers, retries lost jobs.
 
     ``submit`` may be called from any thread; one thread calls ``step`` (``start`` makes it).
-    Every submitted future completes: with ``(evaluation, measured)``, or ``ClusterLostError``.
+    Every submitted future completes: with ``(answer, measured)`` (an ``Evaluation`` for a
+    ``Job``, a ``Retiming`` for a ``RetimeJob``), or ``ClusterLostError``.
     """
 
     def __init__(
@@ -178,8 +198,8 @@ class Dispatcher:
     def broken(self) -> ClusterLostError | None:
         return self._broken
 
-    def submit(self, job: Job) -> Future[tuple[Evaluation, bool]]:
-        future: Future[tuple[Evaluation, bool]] = Future()
+    def submit(self, job: Work) -> Future[tuple[Answer, bool]]:
+        future: Future[tuple[Answer, bool]] = Future()
         with self._lock:
             if self._broken is not None:
                 future.set_exception(self._broken)
@@ -318,9 +338,9 @@ class Dispatcher:
             self._pending.appendleft(task)
 
     @staticmethod
-    def _finish(task: _Task, evaluation: Evaluation, measured: bool) -> None:
+    def _finish(task: _Task, answer: Answer, measured: bool) -> None:
         if not task.future.done():
-            task.future.set_result((evaluation, measured))
+            task.future.set_result((answer, measured))
 
     def _break(self, lost: ClusterLostError) -> None:
         with self._lock:
@@ -339,6 +359,24 @@ def service_failure(job: Job, reason: str, hardware: HardwareSpec, threads: int)
     kernel, problem, workload = job
     failure = {"status": Status.CRASH.value, "error": f"profiling service: {reason}"}
     return build_evaluation(kernel, problem, workload, hardware, threads, failure)
+
+
+def service_retiming_failure(
+    job: RetimeJob, reason: str, hardware: HardwareSpec, threads: int
+) -> Retiming:
+    """The answer to a session the service could not run: every kernel a CRASH that says why."""
+    evaluations = tuple(
+        service_failure((k, job.problem, job.workload), reason, hardware, threads)
+        for k in job.kernels
+    )
+    nothing = (None,) * len(job.kernels)
+    return Retiming(evaluations, nothing, nothing, rounds=0)
+
+
+def failure_of(work: Work, reason: str, hardware: HardwareSpec, threads: int) -> Answer:
+    if isinstance(work, RetimeJob):
+        return service_retiming_failure(work, reason, hardware, threads)
+    return service_failure(work, reason, hardware, threads)
 
 
 # -- the actor ---------------------------------------------------------------------------------
@@ -372,6 +410,13 @@ class DeviceActor:
     ) -> Evaluation:
         kernel = Kernel(source, backend, name)
         return self.evaluator.evaluate(kernel, load_problem(problem), workload)
+
+    def retime(
+        self, sources: list[tuple[str, str]], backend: str, problem: str, workload: str
+    ) -> Retiming:
+        """``sources``: (source, name) per kernel, the reference first."""
+        kernels = [Kernel(source, backend, name) for source, name in sources]
+        return self.evaluator.retime(kernels, load_problem(problem), workload)
 
     def close(self) -> None:
         self.evaluator.close()
@@ -501,9 +546,15 @@ class RayFleet:
     def starting(self) -> int:
         return sum(1 for a in self.actors.values() if a.info is None and not a.dead)
 
-    def submit(self, actor: str, job: Job) -> Hashable:
-        kernel, problem, workload = job
+    def submit(self, actor: str, job: Work) -> Hashable:
         handle = self.actors[actor].handle
+        if isinstance(job, RetimeJob):
+            sources = [(k.source, k.name) for k in job.kernels]
+            backend = job.kernels[0].backend
+            return self._guard(
+                lambda: handle.retime.remote(sources, backend, job.problem.name, job.workload)
+            )
+        kernel, problem, workload = job
         return self._guard(
             lambda: handle.evaluate.remote(
                 kernel.source, kernel.backend, kernel.name, problem.name, workload
@@ -519,7 +570,7 @@ class RayFleet:
 
         return self._guard(both)
 
-    def result(self, ticket: Hashable) -> Evaluation:
+    def result(self, ticket: Hashable) -> Answer:
         errors = self.ray.exceptions
         try:
             value = self.ray.get(ticket, timeout=GET_TIMEOUT_S)
@@ -529,7 +580,7 @@ class RayFleet:
             raise JobFailed(_brief(exc)) from None
         except errors.RayError as exc:  # the actor or its node died, or the answer was lost
             raise ActorLost(_brief(exc)) from None
-        if not isinstance(value, Evaluation):
+        if not isinstance(value, Evaluation | Retiming):
             raise JobFailed(f"the actor answered a {type(value).__name__}")
         return value
 
@@ -654,8 +705,8 @@ class RayRunner:
             restarts = options.restarts if options.restarts is not None else 2 * count + 2
             self.fleet = RayFleet(ray, hardware, config, count, restarts, self.session.probe_target)
 
-            def failure(job: Job, reason: str) -> Evaluation:
-                return service_failure(job, reason, hardware, self.threads)
+            def failure(job: Work, reason: str) -> Answer:
+                return failure_of(job, reason, hardware, self.threads)
 
             self.dispatcher = Dispatcher(
                 self.fleet, options.policy, config.workers, failure, self.session.where
@@ -715,9 +766,18 @@ class RayRunner:
             except ClusterLostError as exc:
                 lost = lost or exc
                 continue
+            assert isinstance(evaluation, Evaluation)
             yield Outcome(futures[future], evaluation, measured)
         if lost is not None:
             raise lost
+
+    def retime(self, kernels: Sequence[Kernel], problem: Problem, workload: str) -> Retiming:
+        """One session on one device actor; raises ClusterLostError when the cluster is lost."""
+        if not kernels:
+            raise ValueError("a re-timing session needs at least one kernel")
+        answer, _ = self.dispatcher.submit(RetimeJob(tuple(kernels), problem, workload)).result()
+        assert isinstance(answer, Retiming)
+        return answer
 
     def close(self) -> None:
         lost = self.dispatcher.broken  # a lost cluster: no point asking its actors to close

@@ -2,6 +2,10 @@
 
 ``evaluate`` never raises for a bad kernel: every outcome is an ``Evaluation`` with a status.
 
+``retime`` times several kernels interleaved in one worker, under one device lock, and says how
+fast each is relative to the first (``session.py``): what decides a win that separate evaluations
+cannot tell from noise.
+
 Ceilings are ceilings: before a kernel is called SUSPICIOUS for beating this machine's measured
 ceiling, that ceiling is re-measured (``Evaluator.remeasure``) and the kernel scored again against
 the higher figure (DESIGN.md, Hardware).
@@ -13,7 +17,7 @@ import os
 import subprocess
 import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -34,6 +38,7 @@ from accelopt.profiling.evaluation import Evaluation
 from accelopt.profiling.pool import Deadlines, WorkerPool
 from accelopt.profiling.references import seed_pool
 from accelopt.profiling.scoring import blames_the_ceiling, verdict
+from accelopt.profiling.session import MIN_ROUNDS, Retiming, RoundSeries, retiming
 from accelopt.redaction import redact, secrets_to_redact
 
 Job = tuple[Kernel, Problem, str]
@@ -128,6 +133,49 @@ class Evaluator:
         job: Job = (kernel, problem, workload)
         return self._scored(job, raw, seeds, wall_s)
 
+    def retime(self, kernels: Sequence[Kernel], problem: Problem, workload: str) -> Retiming:
+        """``kernels`` (the first is the reference) checked as evaluations are, then timed
+        interleaved in one worker under one device lock (``session.py``): a fresh evaluation of
+        each (never cached) and each one's speed relative to the first. A kernel the static
+        checks reject is REJECTED and left out of the session; a worker that dies takes them all.
+        """
+        _check_session(kernels, self.config)
+        start = time.perf_counter()
+        seeds = self._seeds(problem, workload)
+        reasons = [get_backend(k.backend).check(k.source) for k in kernels]
+        live = [k for k, reason in zip(kernels, reasons, strict=True) if not reason]
+        raw: dict[str, Any] = {}
+        if live:
+            sizes = problem.workload(workload).sizes
+            peak_s = roofline(problem.cost.evaluate(sizes), self.hardware).peak_s
+            deadlines = self._deadlines(peak_s)
+            request = self._retime_request(live, problem, workload, seeds)
+            raw = self.pool.run(request, deadlines, self.config.output_cap_bytes)
+        results, series = iter(_session_results(raw, len(live))), iter(_session_series(raw, live))
+        wall_s = time.perf_counter() - start
+        evaluations: list[Evaluation] = []
+        timed: list[RoundSeries] = []
+        for kernel, reason in zip(kernels, reasons, strict=True):
+            rejected = {"status": str(Status.REJECTED), "error": reason}
+            one = rejected if reason else next(results)
+            evaluations.append(self._scored((kernel, problem, workload), one, seeds, wall_s))
+            timed.append([] if reason else next(series))
+        pid, rounds = raw.get("worker_pid"), raw.get("rounds")
+        return retiming(
+            evaluations,
+            timed,
+            rounds if isinstance(rounds, int) else 0,
+            pid if isinstance(pid, int) else None,
+        )
+
+    def _retime_request(
+        self, kernels: Sequence[Kernel], problem: Problem, workload: str, seeds: list[int]
+    ) -> dict[str, Any]:
+        request = self._request(kernels[0], problem, workload, seeds)
+        del request["source"], request["kernel_name"]
+        sources = [{"source": k.source, "kernel_name": k.name} for k in kernels]
+        return {**request, "type": "retime", "kernels": sources, "min_rounds": MIN_ROUNDS}
+
     def _scored(self, job: Job, raw: dict[str, Any], seeds: list[int], wall_s: float) -> Evaluation:
         """The evaluation of ``raw``; one SUSPICIOUS only for beating the roofline is scored again
         after the ceiling that bounds it is re-measured (the higher figure kept)."""
@@ -175,6 +223,42 @@ class Evaluator:
             futures = [executor.submit(self.evaluate, *job) for job in jobs]
             for future in futures:
                 yield future.result()
+
+
+def _check_session(kernels: Sequence[Kernel], config: EvalConfig) -> None:
+    if not kernels:
+        raise ValueError("a re-timing session needs at least one kernel")
+    if len({k.backend for k in kernels}) > 1:
+        raise ValueError("a re-timing session times kernels of one backend, on one device")
+    if config.check_only:
+        raise UserError("re-timing measures speed: it cannot run with check_only")
+
+
+def _list_of(value: Any, kind: type, count: int) -> bool:
+    """Whether ``value`` (from a worker's answer) is a list of ``count`` ``kind``."""
+    if not isinstance(value, list) or len(value) != count:
+        return False
+    return all(isinstance(v, kind) for v in value)
+
+
+def _session_results(raw: dict[str, Any], count: int) -> list[dict[str, Any]]:
+    """Each kernel's raw result from a session's answer; the worker's failure (a crash, a
+    timeout, a worker that could not start) for every kernel when it did not answer."""
+    results = raw.get("results")
+    if _list_of(results, dict, count):
+        isolated = raw.get("network_isolated")
+        return [{**r, "network_isolated": isolated} for r in results]
+    if results is not None:  # an answer of the wrong shape: the worker is not to be believed
+        raw = {"status": str(Status.CRASH), "error": "the worker answered a malformed session"}
+    return [dict(raw) for _ in range(count)]
+
+
+def _session_series(raw: dict[str, Any], kernels: Sequence[Kernel]) -> list[RoundSeries]:
+    """Each timed kernel's round medians (empty where none came back)."""
+    series = raw.get("round_s")
+    if _list_of(series, list, len(kernels)):
+        return [[x if isinstance(x, int | float) else None for x in s] for s in series]
+    return [[] for _ in kernels]
 
 
 def _secrets() -> tuple[str, ...]:

@@ -4,6 +4,10 @@ Started by the pool as ``python -m accelopt.profiling.worker FD``. It isolates i
 network, capped files), sends its stdout/stderr to a log file in its scratch directory, then serves
 JSON requests on the socket FD. Before each step that runs kernel code it tells the parent which
 phase it enters, so the parent can apply that phase's deadline and name it when the worker dies.
+
+A request is an evaluation (``run.EvaluationRun``) or, of type ``retime``, a re-timing session of
+several kernels (``run.RetimeRun``): its result holds one result per kernel under ``results``, each
+with the session's log (the kernels ran in one worker, interleaved: their output is one stream).
 """
 
 from __future__ import annotations
@@ -54,9 +58,9 @@ def serve(channel: Channel, scratch: Path, network_isolated: bool, lock: Path | 
         from accelopt.hardware import devicelock
 
         with devicelock.shared(lock):
-            from accelopt.profiling.run import EvaluationRun
+            from accelopt.profiling.run import EvaluationRun, RetimeRun
     else:
-        from accelopt.profiling.run import EvaluationRun
+        from accelopt.profiling.run import EvaluationRun, RetimeRun
 
     channel.send(
         {
@@ -76,9 +80,13 @@ def serve(channel: Channel, scratch: Path, network_isolated: bool, lock: Path | 
         work_dir.mkdir()
         os.chdir(work_dir)
         _reset_log()
-        result: dict[str, Any] = EvaluationRun(request, channel).execute()
+        session = request.get("type") == "retime"
+        run = RetimeRun(request, channel) if session else EvaluationRun(request, channel)
+        result: dict[str, Any] = run.execute()
         sys.stdout.flush()
-        result["log"] = read_log(scratch, int(request["config"]["output_cap_bytes"]))
+        log = read_log(scratch, int(request["config"]["output_cap_bytes"]))
+        for each in result["results"] if session else [result]:
+            each["log"] = log
         os.chdir(scratch)
         shutil.rmtree(work_dir, ignore_errors=True)
         channel.send({"type": "result", **result})

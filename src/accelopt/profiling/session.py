@@ -1,0 +1,99 @@
+"""Re-timing: kernels timed interleaved in one worker, on one device, under one device lock.
+
+Two evaluations of two kernels made apart (other worker processes, other moments, maybe other
+machines) differ by more than the kernels do when the kernels are close: the noise between
+processes does not average out. A re-timing session builds, loads and checks every kernel as an
+evaluation does, then times them in rounds (round r times kernel 0 for a slice, then kernel 1, ...,
+the order reversed every other round: A B B A, so drift cancels), and compares each kernel with the
+first, the reference, round by round: in each round, the median seconds per call of a kernel's
+samples over the reference's. The ratio reported is the median of those per-round ratios, with the
+95 % interval of that median (``timing.ci_half_width``), relative to it.
+
+This module holds the record and the pure arithmetic; the worker's side is ``run.RetimeRun``, the
+parent's ``service.Evaluator.retime``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from accelopt.profiling.evaluation import Evaluation
+from accelopt.profiling.timing import ci_half_width
+
+MIN_ROUNDS = 8  # rounds a session times, at least (ci_half_width needs 6 ratios for an interval)
+MIN_SLICE_S = 0.02  # a kernel's slice of a round lasts at least this long (about ten batches)
+
+RoundSeries = Sequence[float | None]  # per round: a kernel's median seconds per call (None: absent)
+
+
+@dataclass(frozen=True)
+class Retiming:
+    """Kernels timed interleaved in one worker on one device; the first is the reference.
+
+    ``evaluations``: fresh, one per kernel, in the order given; never cached (each is a whole
+    evaluation: its own checks, latency and interval). ``ratios``: per kernel, the median over
+    rounds of (its round median / the first kernel's round median); 1.0 for the first; None when
+    that kernel or the first did not pass. ``ratio_ci``: the relative half-width of a 95 % interval
+    of that median ratio (0.0 for the first; None where unknown). ``rounds``: rounds timed.
+    ``worker_pid``: the worker process that timed them all (None when none answered).
+    """
+
+    evaluations: tuple[Evaluation, ...]
+    ratios: tuple[float | None, ...]
+    ratio_ci: tuple[float | None, ...]
+    rounds: int
+    worker_pid: int | None = None
+
+
+def round_order(round_index: int, count: int) -> list[int]:
+    """The kernels' order in a round: forward, then backward (A B, B A, A B, ...)."""
+    forward = list(range(count))
+    return forward if round_index % 2 == 0 else forward[::-1]
+
+
+def slice_seconds(min_time_s: float, min_rounds: int) -> float:
+    """How long each kernel is timed per round: ``min_time_s`` spread over the first rounds."""
+    return max(MIN_SLICE_S, min_time_s / max(1, min_rounds))
+
+
+def round_ratios(reference: RoundSeries, other: RoundSeries) -> list[float]:
+    """``other`` over ``reference``, in the rounds where both were timed."""
+    pairs = zip(reference, other, strict=False)
+    return [o / r for r, o in pairs if r is not None and r > 0 and o is not None]
+
+
+def ratio_estimate(ratios: Sequence[float]) -> tuple[float | None, float | None]:
+    """The median ratio and its 95 % interval's relative half-width (None: too few rounds)."""
+    if not ratios:
+        return None, None
+    half = ci_half_width(ratios)
+    return float(np.median(ratios)), None if math.isinf(half) else half
+
+
+def retiming(
+    evaluations: Sequence[Evaluation],
+    series: Sequence[RoundSeries],
+    rounds: int,
+    worker_pid: int | None = None,
+) -> Retiming:
+    """The record of a session: ``series`` holds each kernel's round medians (empty for a kernel
+    never timed); a kernel compares with the first only where both passed."""
+    ratios: list[float | None] = []
+    cis: list[float | None] = []
+    reference_ok = bool(evaluations) and evaluations[0].passed
+    for i, evaluation in enumerate(evaluations):
+        if not (reference_ok and evaluation.passed):
+            ratios.append(None)
+            cis.append(None)
+        elif i == 0:
+            ratios.append(1.0)
+            cis.append(0.0)
+        else:
+            ratio, ci = ratio_estimate(round_ratios(series[0], series[i]))
+            ratios.append(ratio)
+            cis.append(ci)
+    return Retiming(tuple(evaluations), tuple(ratios), tuple(cis), rounds, worker_pid)

@@ -1,0 +1,257 @@
+"""Re-timing sessions: several kernels checked as evaluations are, then timed interleaved in one
+worker under one device lock, each compared with the first (``profiling.session``).
+
+The real pool runs two sessions (module fixtures): a passing one and one where kernels fail at
+different steps. The record's arithmetic and the ray dispatcher's lost-session answer are tested
+without a worker. No assertion on absolute times: only on ratios of kernels timed side by side.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from accelopt.backends.kernel import Kernel
+from accelopt.backends.numpy.backend import reference_kernel
+from accelopt.backends.status import Status
+from accelopt.errors import UserError
+from accelopt.hardware.spec import HardwareSpec
+from accelopt.problems import load_problem
+from accelopt.profiling.config import EvalConfig
+from accelopt.profiling.evaluation import Evaluation
+from accelopt.profiling.profiler import CachedProfiler, make_profiler
+from accelopt.profiling.ray_profiler import RetimeJob, failure_of
+from accelopt.profiling.session import (
+    Retiming,
+    ratio_estimate,
+    retiming,
+    round_order,
+    round_ratios,
+)
+
+MATMUL = load_problem("matmul")
+VARIANTS = Path(__file__).parents[1] / "search" / "variants"
+# One OpenMP thread: the medians then hold when other processes load the machine.
+CONFIG = EvalConfig(
+    seeds=2, min_calls=5, min_time_s=0.02, call_timeout_floor_s=5.0, threads=1, ci_time_cap_s=0.3
+)
+GOOD = (VARIANTS / "matmul_good.c").read_text()
+# The same code under another hash: the preprocessor drops the line.
+SAME = "#define UNUSED_TAG 1\n" + GOOD
+# The whole product computed twice (the compiler cannot know the passes are identical).
+TWICE = GOOD.replace(
+    "#pragma omp parallel for",
+    "volatile int passes = 2;\n    for (int p = 0; p < passes; p++)\n#pragma omp parallel for",
+    1,
+)
+CRASH_ON_CALL_40 = """
+#include <stddef.h>
+#include <string.h>
+
+static int calls;
+
+void kernel(const float *restrict lhs, const float *restrict rhs, float *restrict out) {
+    if (++calls == 40) { volatile float *nowhere = NULL; *nowhere = lhs[0]; }
+    for (int i = 0; i < M; i++) {
+        float *o = out + (size_t)i * N;
+        memset(o, 0, sizeof(float) * N);
+        for (int k = 0; k < K; k++)
+            for (int j = 0; j < N; j++)
+                o[j] += lhs[(size_t)i * K + k] * rhs[(size_t)k * N + j];
+    }
+}
+"""
+
+
+def kernel(source: str, name: str) -> Kernel:
+    return Kernel(source, "cpu", name)
+
+
+class RecordingCache:
+    """An ``EvaluationCache`` that remembers every use."""
+
+    def __init__(self) -> None:
+        self.uses: list[str] = []
+
+    def get_evaluation(
+        self, kernel_hash: str, problem: str, workload: str, hardware: str
+    ) -> Evaluation | None:
+        self.uses.append(f"get {kernel_hash}")
+        return None
+
+    def put_evaluation(self, evaluation: Evaluation) -> None:
+        self.uses.append(f"put {evaluation.kernel_hash}")
+
+
+@pytest.fixture(scope="module")
+def local(accelopt_cache, hw) -> Iterator[tuple[CachedProfiler, RecordingCache, list[Any]]]:
+    """The local profiler with a recording cache; its pool's requests are recorded too."""
+    cache = RecordingCache()
+    requests: list[dict[str, Any]] = []
+    with make_profiler("local", hw, CONFIG, store=cache) as profiler:
+        pool = profiler.runner.evaluator.pool  # type: ignore[attr-defined]
+        run = pool.run
+
+        def recorded(request: dict[str, Any], *args: Any) -> dict[str, Any]:
+            requests.append(request)
+            return run(request, *args)
+
+        pool.run = recorded
+        yield profiler, cache, requests
+
+
+@pytest.fixture(scope="module")
+def passing(local) -> tuple[Retiming, list[dict[str, Any]], set[int]]:
+    profiler, cache, requests = local
+    first = len(requests)
+    kernels = [kernel(GOOD, "parent"), kernel(SAME, "same"), kernel(TWICE, "twice")]
+    result = profiler.retime(kernels, MATMUL, "small")
+    pool = profiler.runner.evaluator.pool  # type: ignore[attr-defined]
+    workers = {w.proc.pid for w in pool._idle}
+    assert cache.uses == []  # neither read nor written
+    return result, requests[first:], workers
+
+
+@pytest.fixture(scope="module")
+def failing(local) -> Retiming:
+    profiler, cache, _ = local
+    kernels = [
+        kernel(GOOD, "parent"),
+        kernel((VARIANTS / "matmul_wrong.c").read_text(), "wrong"),
+        kernel(CRASH_ON_CALL_40, "crashes_when_timed"),
+        kernel('#include <stdio.h>\nvoid kernel(float *a) { puts("hi"); }', "rejected"),
+        kernel(SAME, "same"),
+    ]
+    result = profiler.retime(kernels, MATMUL, "small")
+    assert cache.uses == []
+    return result
+
+
+@pytest.mark.timeout(120)
+def test_kernels_are_compared_with_the_first(passing):
+    result, _, _ = passing
+    assert [e.status for e in result.evaluations] == [Status.PASSED] * 3
+    assert [e.kernel for e in result.evaluations] == ["parent", "same", "twice"]
+    assert all(
+        e.latency_s and e.ci_low_s and e.calls >= CONFIG.min_calls for e in result.evaluations
+    )
+    assert result.rounds >= 8
+    same, twice = result.ratios[1], result.ratios[2]
+    assert result.ratios[0] == 1.0 and same is not None and twice is not None
+    assert 0.8 < same < 1.25, result
+    assert twice > 1.4, result
+    assert all(ci is not None and ci >= 0 for ci in result.ratio_ci), result
+
+
+@pytest.mark.timeout(120)
+def test_one_worker_timed_them_all(passing):
+    result, requests, workers = passing
+    assert len(requests) == 1  # one request to the pool: one worker process took them all
+    assert requests[0]["type"] == "retime" and len(requests[0]["kernels"]) == 3
+    assert result.worker_pid in workers
+    # each kernel in its own executor process, closed with the session
+    assert all(e.isolation is not None for e in result.evaluations)
+
+
+@pytest.mark.timeout(120)
+def test_each_kernel_gets_its_own_verdict(failing):
+    statuses = [e.status for e in failing.evaluations]
+    assert statuses == [
+        Status.PASSED, Status.INCORRECT, Status.CRASH, Status.REJECTED, Status.PASSED
+    ], [e.error for e in failing.evaluations]  # fmt: skip
+    crashed = failing.evaluations[2]
+    assert "SIGSEGV" in crashed.error or "signal" in crashed.error, crashed.error
+    assert failing.ratios[:4] == (1.0, None, None, None)
+    assert failing.ratio_ci[1:4] == (None, None, None)
+    same = failing.ratios[4]
+    assert same is not None and 0.8 < same < 1.25, failing
+    assert failing.evaluations[4].latency_s is not None
+
+
+@pytest.mark.timeout(120)
+def test_kernels_that_run_in_the_worker_itself_are_retimed_too(local):
+    """The numpy kind runs in the worker's own process (no executor): one memory cap for all."""
+    profiler, cache, _ = local
+    reference = reference_kernel(MATMUL)
+    tagged = Kernel(reference.source + "\nTAG = 1\n", "numpy", "tagged")
+    result = profiler.retime([reference, tagged], MATMUL, "small")
+    assert [e.status for e in result.evaluations] == [Status.PASSED] * 2, result
+    assert result.ratios[1] is not None and 0.5 < result.ratios[1] < 2.0, result
+    assert cache.uses == []
+
+
+def test_retime_refuses_check_only(hw):
+    runner = _NoRunner()
+    profiler = CachedProfiler("fake", hw, CONFIG.model_copy(update={"check_only": True}), runner)
+    with pytest.raises(UserError, match="check_only"):
+        profiler.retime([kernel(GOOD, "a")], MATMUL, "small")
+    assert runner.calls == 0
+
+
+class _NoRunner:
+    threads = 1
+    capacity = 1
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def run(self, jobs: Any) -> Iterator[Any]:
+        self.calls += 1
+        return iter(())
+
+    def retime(self, *args: Any) -> Retiming:
+        self.calls += 1
+        raise AssertionError("not to be called")
+
+    def close(self) -> None:
+        pass
+
+
+# -- the record's arithmetic (no worker) --------------------------------------------------------
+
+
+def evaluation(name: str, status: Status = Status.PASSED) -> Evaluation:
+    return Evaluation(
+        problem="matmul", workload="small", backend="cpu", kernel=name, kernel_hash=name,
+        hardware="hw", status=status, peak_s=1e-6, bound="matmul", tolerance=1e-4,
+    )  # fmt: skip
+
+
+def test_rounds_alternate_their_order():
+    assert [round_order(r, 3) for r in range(3)] == [[0, 1, 2], [2, 1, 0], [0, 1, 2]]
+
+
+def test_ratios_are_taken_round_by_round():
+    reference = [1.0, 2.0, None, 1.0]
+    other = [2.0, 4.0, 3.0, None]
+    assert round_ratios(reference, other) == [2.0, 2.0]
+    assert ratio_estimate([]) == (None, None)
+    assert ratio_estimate([2.0, 2.0]) == (2.0, None)  # too few rounds for an interval
+    ratio, ci = ratio_estimate([1.0, 1.1, 0.9, 1.0, 1.05, 0.95, 1.0, 1.0])
+    assert ratio == 1.0 and ci is not None and 0 < ci < 0.2
+
+
+def test_a_kernel_that_failed_has_no_ratio():
+    rounds = [[1.0] * 8, [2.0] * 8, [3.0] * 8]
+    evals = [evaluation("a"), evaluation("b"), evaluation("c", Status.INCORRECT)]
+    record = retiming(evals, rounds, 8, 123)
+    assert record.ratios == (1.0, 2.0, None)
+    assert record.ratio_ci == (0.0, 0.0, None)
+    assert (record.rounds, record.worker_pid) == (8, 123)
+    lost_reference = retiming([evaluation("a", Status.CRASH), evaluation("b")], rounds[:2], 8)
+    assert lost_reference.ratios == (None, None)
+
+
+def test_a_session_the_service_lost_is_a_crash_for_every_kernel():
+    hardware = HardwareSpec(
+        name="cpu:test", backend="cpu", matmul_rate=1e11, vector_rate=1e11, bandwidth=1e10, cores=2
+    )
+    job = RetimeJob((kernel(GOOD, "a"), kernel(SAME, "b")), MATMUL, "small")
+    answer = failure_of(job, "the job was lost 3 times", hardware, 2)
+    assert isinstance(answer, Retiming)
+    assert [e.status for e in answer.evaluations] == [Status.CRASH, Status.CRASH]
+    assert all("lost 3 times" in e.error for e in answer.evaluations)
+    assert answer.ratios == (None, None) and answer.rounds == 0

@@ -1,0 +1,40 @@
+"""A re-timing session through the ray profiler: one job, one device actor, one worker."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from accelopt.backends.kernel import Kernel
+from accelopt.backends.status import Status
+from accelopt.problems import load_problem
+from accelopt.profiling.config import EvalConfig
+from accelopt.profiling.profiler import make_profiler
+
+pytestmark = pytest.mark.ray
+
+MATMUL = load_problem("matmul")
+GOOD = (Path(__file__).parents[1] / "search" / "variants" / "matmul_good.c").read_text()
+TWICE = GOOD.replace(
+    "#pragma omp parallel for",
+    "volatile int passes = 2;\n    for (int p = 0; p < passes; p++)\n#pragma omp parallel for",
+    1,
+)
+CONFIG = EvalConfig(
+    seeds=2, min_calls=5, min_time_s=0.02, call_timeout_floor_s=5.0, threads=1, ci_time_cap_s=0.3
+)
+
+
+@pytest.mark.timeout(120)
+def test_a_session_runs_on_one_device_actor(ray_cluster, hw):
+    kernels = [Kernel(GOOD, "cpu", "parent"), Kernel(TWICE, "cpu", "twice")]
+    with make_profiler("ray", hw, CONFIG, actors=1) as profiler:
+        result = profiler.retime(kernels, MATMUL, "small")
+        assert profiler.measured == 0  # a session is not an evaluation of the cache's
+    assert [e.status for e in result.evaluations] == [Status.PASSED, Status.PASSED], [
+        e.error for e in result.evaluations
+    ]
+    assert result.worker_pid is not None and result.rounds >= 8
+    assert result.ratios[0] == 1.0
+    assert result.ratios[1] is not None and result.ratios[1] > 1.4, result
