@@ -163,6 +163,32 @@ def test_budget_stops_new_calls_cleanly(server):
     assert budget.spent_usd == pytest.approx(1.2)
 
 
+def test_concurrent_calls_overshoot_the_budget_by_one_call_at_most():
+    """Every call reserves what it may cost before it starts: eight calls at once against a
+    budget of three do not all pass the check before any is charged."""
+
+    def responder(request):
+        return Reply("x", prompt_tokens=10, completion_tokens=8000, delay_s=0.2)
+
+    with ScriptedServer(default=responder) as s:
+        budget = Budget(max_usd=0.05)
+        client = LLMClient(config(s, concurrency=8), budget=budget)
+
+        async def eight():
+            try:
+                return await asyncio.gather(
+                    *(client.complete("planner", MESSAGES, i) for i in range(8))
+                )
+            finally:
+                await client.aclose()
+
+        calls = run(eight())
+        one_call = 8192 * 2.0 / 1e6 + 0.001  # max_tokens at $2/M out, and the prompt
+        assert budget.spent_usd <= 0.05 + one_call
+        assert len(s.requests) < 8 and sum(not c.ok for c in calls) == 8 - len(s.requests)
+        assert budget.reserved_usd == 0.0
+
+
 def test_budget_from_the_config(server):
     cfg = Config.model_validate({**config(server).model_dump(), "budget": {"max_tokens": 10}})
     client = LLMClient(cfg)

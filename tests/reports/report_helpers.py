@@ -92,7 +92,7 @@ def make_fake_run(store: Store, run_id: str = "fakerun00001", strategy: str = "b
         store.put_evaluation(_evaluation(h, status, latency, error))
     for t, best, spent in ((0, "base", 0.0), (1, "k1", 0.01), (2, "k4", 0.03)):
         latency = dict((k[0], k[7]) for k in KERNELS)[best]
-        store.add_iteration(run_id, IterationRecord(t, (best,), best, latency, PEAK_S / latency,
+        store.commit_iteration(run_id, IterationRecord(t, (best,), best, latency, PEAK_S / latency,
                                                     spent, 2 * t))  # fmt: skip
     lesson = Lesson("Vectorize <inner> loops", "Use SIMD & unroll.", "o[i] = a[i];", "/* simd */")
     store.add_experience(Experience(lesson, "positive", 2.0, "silu", "cpu", SPEC.key(),

@@ -69,7 +69,7 @@ def test_two_stores_on_one_workspace_write_at_once(tmp_path, make_run, make_call
         for th in threads:
             th.join()
         assert len(a.llm_calls("run-0001")) == 2 * PER_THREAD
-        assert b.find_call("a-0") is not None and a.find_call("b-0") is not None
+        assert b.find_call("a-0", ["run-0001"]) and a.find_call("b-0", ["run-0001"])
 
 
 CHILD = textwrap.dedent(

@@ -15,7 +15,7 @@ from accelopt.profiling.config import HARNESS_VERSION
 from accelopt.store.errors import AmbiguousRunError, SchemaVersionError, StoreError
 from accelopt.store.records import IterationRecord
 from accelopt.store.schema import SCHEMA_VERSION
-from accelopt.store.store import DB_NAME, Store
+from accelopt.store.store import DB_NAME, Spent, Store
 
 # -- opening ----------------------------------------------------------------------------------
 
@@ -269,7 +269,7 @@ def test_recorder_for_unknown_run_is_an_error(store):
         store.recorder("nope")
 
 
-def test_find_across_runs_ignores_failed_and_replayed(store, make_run, make_call):
+def test_replay_is_scoped_to_the_run_and_the_runs_it_names(store, make_run, make_call):
     store.create_run(make_run("r1"))
     store.create_run(make_run("r2"))
     r1, r2 = store.recorder("r1"), store.recorder("r2")
@@ -277,12 +277,29 @@ def test_find_across_runs_ignores_failed_and_replayed(store, make_run, make_call
     r1.record(make_call("replayed", replayed=True))
     r1.record(make_call("paid", reply="first"))
     r2.record(make_call("paid", reply="second"))
-    assert r2.find("failed") is None
-    assert r2.find("replayed") is None
-    assert r2.find("unknown") is None
-    found = r2.find("paid")
-    assert found is not None and found.reply == "first"  # from the other run, the first one
-    assert r1.find("paid") == found
+    assert r1.find("failed") is None
+    assert r1.find("replayed") is None
+    assert r1.find("unknown") is None
+    assert r1.find("paid").reply == "first"
+    assert r2.find("paid").reply == "second"  # its own, never the other run's
+    store.create_run(make_run("r3"))
+    assert store.recorder("r3").find("paid") is None  # a new run pays for fresh samples
+    asked = store.recorder("r3", replay_from=("r1",))
+    assert asked.find("paid").reply == "first"
+    with pytest.raises(StoreError, match="no run"):
+        store.recorder("r3", replay_from=("nope",))
+
+
+def test_spent_counts_every_session_of_the_runs(store, make_run, make_call):
+    store.create_run(make_run("r1"))
+    store.create_run(make_run("r2"))
+    store.recorder("r1").record(make_call("1", tokens_in=10, tokens_out=5, cost_usd=0.5))
+    store.recorder("r1").record(make_call("2", tokens_in=1, tokens_out=1, cost_usd=None))
+    store.recorder("r1").record(make_call("3", replayed=True, tokens_in=7, cost_usd=0.0))
+    store.recorder("r2").record(make_call("4", tokens_in=100, tokens_out=0, cost_usd=2.0))
+    assert store.spent(["r1"]) == Spent(0.5, 17, 1)
+    assert store.spent(["r1", "r2"]) == Spent(2.5, 117, 1)
+    assert store.spent([]) == Spent(0.0, 0, 0)
 
 
 def test_usage_sums_per_agent_with_unknown_costs(store, make_run, make_call):
@@ -349,15 +366,15 @@ def test_iterations_round_trip_and_replace(store, make_run):
         spent_usd=0.0,
         evaluated=1,
     )
-    store.add_iteration("run-0001", first)
-    store.add_iteration("run-0001", zeroth)
+    store.commit_iteration("run-0001", first)
+    store.commit_iteration("run-0001", zeroth)
     assert store.iterations("run-0001") == [zeroth, first]
     again = dataclasses.replace(first, beam=("k3",), best_hash="k3", spent_usd=0.75)
-    store.add_iteration("run-0001", again)
+    store.commit_iteration("run-0001", again)
     assert store.iterations("run-0001") == [zeroth, again]
     assert store.iterations("nope") == []
     with pytest.raises(StoreError, match="no run"):
-        store.add_iteration("nope", first)
+        store.commit_iteration("nope", first)
 
 
 # -- experiences ------------------------------------------------------------------------------

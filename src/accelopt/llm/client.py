@@ -57,6 +57,19 @@ class Usage:
             self.cost_usd += call.cost_usd
 
 
+CHARS_PER_TOKEN = 3  # fewer than most tokenizers average on code and prose: a safe estimate
+
+
+def estimate(endpoint: Endpoint, messages: list[Message]) -> tuple[float, int]:
+    """The most a call may cost, as the budget reserves it: its prompt (about one token per
+    CHARS_PER_TOKEN characters) and a reply of ``max_tokens``, at the endpoint's price ($0 when
+    the price is unknown)."""
+    tokens_in = sum(len(m.get("content", "")) for m in messages) // CHARS_PER_TOKEN + 1
+    price = price_for(endpoint)
+    usd = price.cost(tokens_in, endpoint.max_tokens) if price else 0.0
+    return usd, tokens_in + endpoint.max_tokens
+
+
 @dataclass
 class _Reply:
     text: str
@@ -110,15 +123,25 @@ class LLMClient:
             "started_at": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         }
         recorded = self.recorder.find(key) if self.replay else None
-        refusal = self.budget.exhausted() if self.budget is not None else ""
         if recorded is not None:  # already paid for: no request, no charge
             call = recorded.model_copy(update={**base, "replayed": True, "cost_usd": 0.0})
-        elif refusal:
-            call = LLMCall(**base, error=refusal)
         else:
-            call = await self._call(endpoint, messages, base)
+            call = await self._paid(endpoint, messages, base)
         self._account(call)
         return call
+
+    async def _paid(self, endpoint: Endpoint, messages: list[Message], base: dict) -> LLMCall:
+        """A request under the budget: an estimate is reserved while it runs."""
+        if self.budget is None:
+            return await self._call(endpoint, messages, base)
+        usd, tokens = estimate(endpoint, messages)
+        refusal = self.budget.reserve(usd, tokens)
+        if refusal:
+            return LLMCall(**base, error=refusal)
+        try:
+            return await self._call(endpoint, messages, base)
+        finally:
+            self.budget.release(usd, tokens)
 
     def _account(self, call: LLMCall) -> None:
         self.recorder.record(call)

@@ -1,8 +1,12 @@
 """The store's SQLite schema, the connection settings, and the schema version check.
 
-Version history (``SCHEMA_VERSION``): 1, the first schema. A later version adds a function to
-``MIGRATIONS`` that upgrades the previous one in place; opening a database whose version is newer
-than this code knows raises ``SchemaVersionError`` rather than guessing.
+Version history (``SCHEMA_VERSION``): 1, the first schema; 2, an iteration is one commit:
+experiences carry the (iteration, parent, plan) that learned them, unique per run, and stay
+invisible until their iteration is committed; the lessons each parent was shown (``retrievals``)
+and the one-session re-timings (``retimings``) are kept per iteration, so that a resumed iteration
+is built from exactly what the killed one saw. A later version adds a function to ``MIGRATIONS``
+that upgrades the previous one in place; opening a database whose version is newer than this code
+knows raises ``SchemaVersionError`` rather than guessing.
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ from pathlib import Path
 
 from accelopt.store.errors import SchemaVersionError, StoreError
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 BUSY_TIMEOUT_MS = 10_000
 
 _SCHEMA_V1 = """
@@ -148,8 +152,42 @@ CREATE TRIGGER experiences_au AFTER UPDATE ON experiences BEGIN
 END;
 """
 
+_SCHEMA_V2 = """
+ALTER TABLE experiences ADD COLUMN iteration INTEGER;            -- NULL: imported or by hand
+ALTER TABLE experiences ADD COLUMN parent_hash TEXT NOT NULL DEFAULT '';
+ALTER TABLE experiences ADD COLUMN plan_title TEXT NOT NULL DEFAULT '';
+ALTER TABLE experiences ADD COLUMN committed INTEGER NOT NULL DEFAULT 1;
+CREATE UNIQUE INDEX experiences_origin ON experiences (run_id, iteration, parent_hash, plan_title)
+    WHERE iteration IS NOT NULL;
+
+-- The lessons a parent was shown in an iteration (experience ids, in order): a resumed iteration
+-- shows the same ones, whatever the memory holds by then.
+CREATE TABLE retrievals (
+    run_id      TEXT NOT NULL REFERENCES runs (id),
+    iteration   INTEGER NOT NULL,
+    parent_hash TEXT NOT NULL,
+    ids         TEXT NOT NULL,                -- JSON list of experience ids
+    PRIMARY KEY (run_id, iteration, parent_hash)
+);
+
+-- One-session re-timings of a parent and its unsure children; never in the evaluation cache.
+CREATE TABLE retimings (
+    run_id      TEXT NOT NULL REFERENCES runs (id),
+    iteration   INTEGER NOT NULL,
+    kernels     TEXT NOT NULL,                -- JSON list of kernel hashes, the parent first
+    data        TEXT NOT NULL,                -- JSON: evaluations, ratios, ratio intervals, rounds
+    created_at  TEXT NOT NULL,
+    PRIMARY KEY (run_id, iteration, kernels)
+);
+"""
+
+
+def _to_v2(conn: sqlite3.Connection) -> None:
+    _run_script(conn, _SCHEMA_V2)
+
+
 # MIGRATIONS[v] upgrades a database at version v - 1 to version v, inside the open transaction.
-MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {}
+MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {2: _to_v2}
 
 
 def connect(path: Path) -> sqlite3.Connection:
@@ -182,6 +220,7 @@ def _ensure_schema(conn: sqlite3.Connection, path: Path) -> None:
         version = _version(conn)
         if version is None:
             _run_script(conn, _SCHEMA_V1)
+            _run_script(conn, _SCHEMA_V2)
             conn.execute("INSERT INTO schema_version (version) VALUES (?)", (SCHEMA_VERSION,))
         elif version > SCHEMA_VERSION:
             raise SchemaVersionError(

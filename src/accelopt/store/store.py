@@ -24,8 +24,9 @@ import datetime
 import json
 import sqlite3
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -321,12 +322,13 @@ class Store:
 
     # -- LLM calls ----------------------------------------------------------------------------
 
-    def recorder(self, run_id: str) -> StoreRecorder:
-        """A ``Recorder`` that stores calls under ``run_id`` (which must exist) and replays
-        successful, paid-for calls of any run."""
+    def recorder(self, run_id: str, replay_from: Sequence[str] = ()) -> StoreRecorder:
+        """A ``Recorder`` that stores calls under ``run_id`` (which must exist) and replays the
+        successful, paid-for calls of that run and of the runs in ``replay_from`` only."""
         with self._read() as conn:
-            self._require_run(conn, run_id)
-        return StoreRecorder(self, run_id)
+            for run in (run_id, *replay_from):
+                self._require_run(conn, run)
+        return StoreRecorder(self, run_id, tuple(replay_from))
 
     def record_call(self, run_id: str, call: LLMCall) -> None:
         """Append ``call`` to the run's calls (every call is kept, even with a repeated id)."""
@@ -352,15 +354,33 @@ class Store:
                 ),
             )
 
-    def find_call(self, key: str) -> LLMCall | None:
-        """The first successful, non-replayed call with this replay key, from any run."""
+    def find_call(self, key: str, run_ids: Sequence[str]) -> LLMCall | None:
+        """The first successful, non-replayed call with this replay key in one of ``run_ids``."""
+        if not run_ids:
+            return None
+        marks = ", ".join("?" for _ in run_ids)
         with self._read() as conn:
             row = conn.execute(
                 "SELECT data FROM llm_calls WHERE key = ? AND ok = 1 AND replayed = 0"
-                " ORDER BY seq LIMIT 1",
-                (key,),
+                f" AND run_id IN ({marks}) ORDER BY seq LIMIT 1",
+                (key, *run_ids),
             ).fetchone()
         return None if row is None else LLMCall.model_validate_json(row["data"])
+
+    def spent(self, run_ids: Sequence[str]) -> Spent:
+        """What the runs' calls cost, over every session of each: dollars of the priced calls,
+        tokens, and how many calls had no price. Replayed calls cost nothing."""
+        if not run_ids:
+            return Spent(0.0, 0, 0)
+        marks = ", ".join("?" for _ in run_ids)
+        with self._read() as conn:
+            row = conn.execute(
+                "SELECT total(cost_usd) AS usd, total(tokens_in + tokens_out) AS tokens,"
+                " total(cost_usd IS NULL) AS unknown FROM llm_calls"
+                f" WHERE replayed = 0 AND run_id IN ({marks})",
+                tuple(run_ids),
+            ).fetchone()
+        return Spent(float(row["usd"]), int(row["tokens"]), int(row["unknown"]))
 
     def llm_calls(self, run_id: str) -> list[LLMCall]:
         """The run's calls in the order they were recorded."""
@@ -398,8 +418,11 @@ class Store:
 
     # -- iterations ---------------------------------------------------------------------------
 
-    def add_iteration(self, run_id: str, record: IterationRecord) -> None:
-        """Store the state after one iteration, replacing an earlier record of the same one."""
+    def commit_iteration(
+        self, run_id: str, record: IterationRecord, best_hash: str | None = None
+    ) -> None:
+        """Commit one iteration in one transaction: its record (replacing an earlier record of
+        the same one), the experiences it learned (visible from now on), and the run's best."""
         data = dataclasses.asdict(record)
         with self._write() as conn:
             self._require_run(conn, run_id)
@@ -415,6 +438,15 @@ class Store:
                     json.dumps(data),
                 ),
             )
+            conn.execute(
+                "UPDATE experiences SET committed = 1 WHERE run_id = ? AND iteration = ?",
+                (run_id, record.iteration),
+            )
+            if best_hash is not None:
+                conn.execute(
+                    "UPDATE runs SET best_hash = ?, updated_at = ? WHERE id = ?",
+                    (best_hash, now_iso(), run_id),
+                )
 
     def iterations(self, run_id: str) -> list[IterationRecord]:
         """The run's iteration records, by iteration number."""
@@ -427,14 +459,17 @@ class Store:
     # -- optimization memory ------------------------------------------------------------------
 
     def add_experience(self, experience: Experience) -> int:
-        """Store an experience and return its new id (``experience.id`` is ignored);
-        ``created_at`` is set to now where left empty."""
+        """Store an experience and return its id (``experience.id`` is ignored); ``created_at``
+        is set to now where left empty. One learned in a run's iteration (``iteration`` set) is
+        unique per (run, iteration, parent, plan): adding it again returns the first one's id;
+        it stays invisible until ``commit_iteration`` commits that iteration."""
         lesson = experience.lesson
         with self._write() as conn:
             cur = conn.execute(
-                "INSERT INTO experiences (run_id, kind, speedup, problem, backend, hardware, model,"
-                " slow_hash, fast_hash, title, description, before_src, after_src, created_at)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "INSERT OR IGNORE INTO experiences (run_id, kind, speedup, problem, backend,"
+                " hardware, model, slow_hash, fast_hash, title, description, before_src,"
+                " after_src, created_at, iteration, parent_hash, plan_title, committed)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     experience.run_id,
                     experience.kind,
@@ -450,19 +485,119 @@ class Store:
                     lesson.before,
                     lesson.after,
                     experience.created_at or now_iso(),
+                    experience.iteration,
+                    experience.parent_hash,
+                    experience.plan_title,
+                    int(experience.iteration is None),
                 ),
             )
-            assert cur.lastrowid is not None
-            return cur.lastrowid
+            if cur.rowcount == 1:
+                assert cur.lastrowid is not None
+                return cur.lastrowid
+            row = conn.execute(
+                "SELECT id FROM experiences WHERE run_id = ? AND iteration = ?"
+                " AND parent_hash = ? AND plan_title = ?",
+                (
+                    experience.run_id,
+                    experience.iteration,
+                    experience.parent_hash,
+                    experience.plan_title,
+                ),
+            ).fetchone()
+            return int(row["id"])
 
     def experiences(
-        self, *, run_id: str | None = None, problem: str | None = None
+        self,
+        *,
+        run_id: str | None = None,
+        problem: str | None = None,
+        backend: str | None = None,
+        pending: bool = False,
     ) -> list[Experience]:
-        """Experiences, oldest first, optionally only those of one run and/or one problem."""
-        where, params = _filters(run_id=run_id, problem=problem)
+        """Committed experiences, oldest first, optionally only those of one run, problem and/or
+        backend; ``pending``: also those of iterations not committed (yet, or ever: a killed
+        run's)."""
+        where, params = _filters(run_id=run_id, problem=problem, backend=backend)
+        if not pending:
+            where = f"{where} AND committed = 1" if where else "WHERE committed = 1"
         with self._read() as conn:
             rows = conn.execute(f"SELECT * FROM experiences {where} ORDER BY id", params)
             return [_experience(r) for r in rows.fetchall()]
+
+    def experiences_by_id(self, ids: Sequence[int]) -> list[Experience]:
+        """The experiences with these ids, in this order (an id deleted since is left out)."""
+        if not ids:
+            return []
+        marks = ", ".join("?" for _ in ids)
+        with self._read() as conn:
+            rows = conn.execute(f"SELECT * FROM experiences WHERE id IN ({marks})", tuple(ids))
+            found = {r["id"]: _experience(r) for r in rows.fetchall()}
+        return [found[i] for i in ids if i in found]
+
+    def save_retrieval(
+        self, run_id: str, iteration: int, parent_hash: str, ids: Sequence[int]
+    ) -> list[int]:
+        """Keep the lessons ``parent_hash`` was shown in a run's iteration; the first record
+        wins. Returns the ids recorded (the earlier ones when there were)."""
+        with self._write() as conn:
+            self._require_run(conn, run_id)
+            conn.execute(
+                "INSERT OR IGNORE INTO retrievals (run_id, iteration, parent_hash, ids)"
+                " VALUES (?, ?, ?, ?)",
+                (run_id, iteration, parent_hash, json.dumps(list(ids))),
+            )
+            row = conn.execute(
+                "SELECT ids FROM retrievals WHERE run_id = ? AND iteration = ? AND parent_hash = ?",
+                (run_id, iteration, parent_hash),
+            ).fetchone()
+        return [int(i) for i in json.loads(row["ids"])]
+
+    def get_retrieval(self, run_id: str, iteration: int, parent_hash: str) -> list[int] | None:
+        with self._read() as conn:
+            row = conn.execute(
+                "SELECT ids FROM retrievals WHERE run_id = ? AND iteration = ? AND parent_hash = ?",
+                (run_id, iteration, parent_hash),
+            ).fetchone()
+        return None if row is None else [int(i) for i in json.loads(row["ids"])]
+
+    # -- re-timings ---------------------------------------------------------------------------
+
+    def put_retiming(
+        self, run_id: str, iteration: int, kernels: Sequence[str], data: dict[str, Any]
+    ) -> dict[str, Any]:
+        """Keep a one-session re-timing of ``kernels`` (the parent first) in a run's iteration;
+        never in the evaluation cache. The first record of those kernels in that iteration wins:
+        returns the data kept."""
+        key = json.dumps(list(kernels))
+        with self._write() as conn:
+            self._require_run(conn, run_id)
+            conn.execute(
+                "INSERT OR IGNORE INTO retimings (run_id, iteration, kernels, data, created_at)"
+                " VALUES (?, ?, ?, ?, ?)",
+                (
+                    run_id,
+                    iteration,
+                    key,
+                    pydantic_core.to_json(data, inf_nan_mode="constants").decode(),
+                    now_iso(),
+                ),
+            )
+            row = conn.execute(
+                "SELECT data FROM retimings WHERE run_id = ? AND iteration = ? AND kernels = ?",
+                (run_id, iteration, key),
+            ).fetchone()
+        return dict(json.loads(row["data"]))
+
+    def get_retiming(
+        self, run_id: str, iteration: int, kernels: Sequence[str]
+    ) -> dict[str, Any] | None:
+        """The data ``put_retiming`` kept for these kernels in that iteration, or None."""
+        with self._read() as conn:
+            row = conn.execute(
+                "SELECT data FROM retimings WHERE run_id = ? AND iteration = ? AND kernels = ?",
+                (run_id, iteration, json.dumps(list(kernels))),
+            ).fetchone()
+        return None if row is None else dict(json.loads(row["data"]))
 
     def get_experience(self, experience_id: int) -> Experience | None:
         with self._read() as conn:
@@ -476,57 +611,75 @@ class Store:
             conn.execute("DELETE FROM experiences WHERE id = ?", (experience_id,))
 
     def search_experiences(
-        self, query: str, *, limit: int = 50, run_id: str | None = None
+        self,
+        query: str,
+        *,
+        limit: int = 50,
+        run_id: str | None = None,
+        backend: str | None = None,
     ) -> list[tuple[Experience, float]]:
-        """Experiences matching any word of ``query`` (free text; never an FTS5 syntax error),
-        best first, with relevance = -bm25 (higher is better). A query without any word returns
-        the most recent experiences with relevance 0. Optionally only those of one run."""
+        """Committed experiences matching any word of ``query`` (free text; never an FTS5 syntax
+        error), best first, with relevance = -bm25 (higher is better). A query without any word
+        returns the most recent experiences with relevance 0. Optionally only those of one run
+        and/or one backend."""
         if limit <= 0:
             return []
         match = fts_query(query)
+        where, params = _filters(prefix="e.", run_id=run_id, backend=backend)
+        where = f"{where} AND e.committed = 1" if where else "WHERE e.committed = 1"
         with self._read() as conn:
             if match is None:
-                where, params = _filters(run_id=run_id)
                 rows = conn.execute(
-                    f"SELECT *, 0.0 AS score FROM experiences {where} ORDER BY id DESC LIMIT ?",
+                    f"SELECT e.*, 0.0 AS score FROM experiences e {where}"
+                    " ORDER BY e.id DESC LIMIT ?",
                     (*params, limit),
                 ).fetchall()
             else:
-                extra, params = ("AND e.run_id = ?", (run_id,)) if run_id is not None else ("", ())
                 rows = conn.execute(
                     f"SELECT e.*, {_BM25} AS score FROM experiences_fts"
-                    " JOIN experiences e ON e.id = experiences_fts.rowid"
-                    f" WHERE experiences_fts MATCH ? {extra} ORDER BY score, e.id DESC LIMIT ?",
-                    (match, *params, limit),
+                    f" JOIN experiences e ON e.id = experiences_fts.rowid {where}"
+                    " AND experiences_fts MATCH ? ORDER BY score, e.id DESC LIMIT ?",
+                    (*params, match, limit),
                 ).fetchall()
         return [(_experience(r), -float(r["score"]) + 0.0) for r in rows]
 
 
 class StoreRecorder:
     """The ``llm.recorder.Recorder`` of one run: calls are stored with the run id as they come;
-    ``find`` looks in every run of the store, so a resumed or replayed run reuses what was
-    paid for. Thread-safe (through the store's lock)."""
+    ``find`` replays from this run (a resume) and from the runs in ``replay_from`` only (never
+    silently from another run of the workspace). Thread-safe (through the store's lock)."""
 
-    def __init__(self, store: Store, run_id: str) -> None:
+    def __init__(self, store: Store, run_id: str, replay_from: tuple[str, ...] = ()) -> None:
         self.store = store
         self.run_id = run_id
+        self.replay_from = replay_from
 
     def record(self, call: LLMCall) -> None:
         self.store.record_call(self.run_id, call)
 
     def find(self, key: str) -> LLMCall | None:
-        return self.store.find_call(key)
+        return self.store.find_call(key, (self.run_id, *self.replay_from))
+
+
+@dataclass(frozen=True)
+class Spent:
+    """What a run's calls cost over all its sessions (``Store.spent``)."""
+
+    usd: float
+    tokens: int
+    unknown_cost_calls: int
 
 
 # -- rows to records ------------------------------------------------------------------------------
 
 
-def _filters(**columns: Any) -> tuple[str, tuple[Any, ...]]:
+def _filters(prefix: str = "", **columns: Any) -> tuple[str, tuple[Any, ...]]:
     """A ``WHERE`` clause for the columns whose value is not None (names are ours, not input)."""
     given = {name: value for name, value in columns.items() if value is not None}
     if not given:
         return "", ()
-    return "WHERE " + " AND ".join(f"{name} = ?" for name in given), tuple(given.values())
+    clause = " AND ".join(f"{prefix}{name} = ?" for name in given)
+    return f"WHERE {clause}", tuple(given.values())
 
 
 def _run(row: sqlite3.Row) -> RunRecord:
@@ -578,4 +731,7 @@ def _experience(row: sqlite3.Row) -> Experience:
         fast_hash=row["fast_hash"],
         id=row["id"],
         created_at=row["created_at"],
+        iteration=row["iteration"],
+        parent_hash=row["parent_hash"],
+        plan_title=row["plan_title"],
     )
