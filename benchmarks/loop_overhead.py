@@ -3,11 +3,13 @@
 A scripted OpenAI-compatible server answers every agent at once: the planner with a plan, the
 executor with a distinct correct matmul kernel each time (a tagged copy of the i-k-j loop, so no
 two candidates share a hash), the summarizer with a lesson. One run with B=4, N=4, K=2, T=2 on the
-`small` matmul workload, evaluations on one worker so that their time adds up; it prints the wall
-time, the time the worker spent evaluating (compile + correctness + timing, as each evaluation
-reports them), the orchestration overhead per candidate (wall minus that, divided by candidates:
-LLM round trips, prompts, parsing, the store, worker start-ups and hand-offs) and candidates per
-minute. Usage:
+`small` matmul workload, evaluations on one worker so that their time adds up. It prints the wall
+time; the time spent evaluating, as the profiler measured each evaluation from the request to its
+verdict (static checks, the worker's set-up of the kernel's process and buffers, compile,
+correctness, timing, verification) plus the one-session re-timings of unsure children; of that,
+the part the kernel itself took (compile + correctness + timing, as each evaluation reports them);
+and the orchestration: wall minus evaluating (LLM round trips, prompts, parsing, the store,
+profiles for the planner, hand-offs), as a share of the wall time and per candidate. Usage:
 
     python benchmarks/loop_overhead.py [--iterations 2] [--workers 1]
 """
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import json
 import os
 import re
 import tempfile
@@ -92,21 +95,31 @@ def main() -> None:
         result = execute_run(store, run, RunInputs(llm, hardware, eval_config), resume=False)
         wall = time.perf_counter() - start
         evaluations = store.run_evaluations(run.id)
+        sessions = (
+            store._connection()
+            .execute("SELECT data FROM retimings WHERE run_id = ?", (run.id,))
+            .fetchall()
+        )
         requests = len(server.requests)
     evaluated = len(evaluations)
-    eval_time = sum(
+    kernel_s = sum(
         (e.compile_s or 0.0) + (e.check_s or 0.0) + (e.time_s or 0.0) for e in evaluations.values()
     )
-    overhead = (wall - eval_time / args.workers) / max(evaluated, 1)
+    session_s = sum(json.loads(row[0])["evaluations"][0]["wall_s"] or 0.0 for row in sessions)
+    eval_s = sum(e.wall_s or 0.0 for e in evaluations.values()) + session_s
+    orchestration = wall - eval_s / args.workers
     table = Table(title=f"loop overhead: B=4 N=4 K=2 T={args.iterations}, matmul small")
-    for col in ("status", "LLM requests", "candidates", "wall s", "evaluating s",
-                "overhead / candidate ms", "candidates / min"):  # fmt: skip
+    for col in ("status", "LLM requests", "candidates", "re-timings", "wall s", "evaluating s",
+                "of which kernel s", "orchestration s", "orchestration %", "per candidate ms",
+                "candidates / min"):  # fmt: skip
         table.add_column(col, justify="right")
     table.add_row(
-        result.status, str(requests), str(evaluated), f"{wall:.1f}", f"{eval_time:.1f}",
-        f"{overhead * 1e3:.0f}", f"{evaluated / wall * 60:.0f}",
+        result.status, str(requests), str(evaluated), str(len(sessions)), f"{wall:.1f}",
+        f"{eval_s:.1f}", f"{kernel_s:.1f}", f"{orchestration:.2f}",
+        f"{orchestration / wall:.1%}", f"{orchestration / max(evaluated, 1) * 1e3:.0f}",
+        f"{evaluated / wall * 60:.0f}",
     )  # fmt: skip
-    Console(width=150).print(table)
+    Console(width=200).print(table)
     print(f"evaluation workers: {args.workers}; per evaluation: {eval_config.seeds} seeds, "
           f">= {eval_config.min_calls} calls and {eval_config.min_time_s} s of timing")  # fmt: skip
 

@@ -10,14 +10,14 @@ import pytest
 from accelopt.agents.context import problem_view
 from accelopt.agents.executor import ExecutorInput, execute
 from accelopt.agents.fixer import FixerInput, fix
-from accelopt.agents.planner import Plan, PlannerInput, propose
+from accelopt.agents.planner import Plan, PlannerInput, planner_messages, propose
 from accelopt.agents.summarizer import SummarizerInput, summarize
 from accelopt.backends.cpu.backend import CpuBackend
 from accelopt.backends.status import Status
 from accelopt.llm.client import LLMClient
 from accelopt.llm.config import Config
 from accelopt.llm.scripted import Reply, ScriptedServer
-from accelopt.memory.records import Lesson
+from accelopt.memory.records import Experience, Lesson
 from accelopt.problems import load_problem
 from accelopt.profiling.evaluation import Evaluation
 from accelopt.profiling.profile import build_profile
@@ -30,6 +30,16 @@ NEW_KERNEL = "void kernel(const float *lhs, const float *rhs, float *out) { /* v
 LESSON = Lesson(
     "Pack the B panel", "Copy B into a contiguous panel so the micro-kernel streams it."
 )
+
+
+def experience(lesson: Lesson = LESSON, **fields) -> Experience:
+    values = {"kind": "positive", "speedup": 1.42, "problem": "matmul", "backend": "cpu",
+              "hardware": "test-cpu", "model": "m", "run_id": "r", "slow_hash": "s",
+              "fast_hash": "f", **fields}  # fmt: skip
+    return Experience(lesson=lesson, **values)
+
+
+EXPERIENCE = experience()
 
 
 @pytest.fixture()
@@ -63,7 +73,7 @@ def evaluation(hw) -> Evaluation:
     )  # fmt: skip
 
 
-def planner_input(hw, lessons=(LESSON,)) -> PlannerInput:
+def planner_input(hw, lessons=(EXPERIENCE,)) -> PlannerInput:
     cost = PROBLEM.cost.evaluate(PROBLEM.workload("cpu").sizes)
     remarks = ["kernel.c:13:31: optimized: loop vectorized using 64 byte vectors"]
     return PlannerInput(
@@ -98,6 +108,28 @@ def test_planner_sees_profile_lessons_facts_and_kernel(server, client, hw):
         "GFLOP/s",  # ceilings
     ):
         assert text in prompt, text
+
+
+def test_planner_is_told_each_lessons_speedup_kind_and_problem(hw):
+    undo = experience(
+        Lesson("Split the K loop", "Splitting K broke the streaming.", "for (k0 ...)", "for (k"),
+        kind="negative", speedup=2.5, problem="silu",
+    )  # fmt: skip
+    prompt = planner_messages(planner_input(hw, lessons=(EXPERIENCE, undo)))[1]["content"]
+    do_part, undo_part = prompt.split("## 1. Pack the B panel")[1].split("## 2. Split the K loop")
+    assert "do: measured 1.42x faster, from problem matmul: a child kernel that beat" in do_part
+    assert "undo: measured 2.50x slower, from problem silu: a child kernel slower" in undo_part
+    assert "undo this change" in undo_part
+    assert "undo" not in do_part.lower()
+    assert "Before:\n```c\nfor (k0 ...)\n```" in undo_part  # the backend's language fence
+
+
+def test_planner_prompt_renders_byte_identical(hw):
+    lessons = (EXPERIENCE, experience(kind="negative", speedup=1.2, problem="silu"))
+    first = planner_messages(planner_input(hw, lessons=lessons))
+    again = planner_messages(planner_input(hw, lessons=list(lessons)))
+    assert first == again
+    assert [m["content"].encode() for m in first] == [m["content"].encode() for m in again]
 
 
 def test_planner_without_lessons_has_no_lessons_section(server, client, hw):

@@ -153,7 +153,7 @@ def test_packing_b_ranks_first_for_a_matmul_kernel(store: Store) -> None:
             speedup=1.3,
         ),
     )
-    got = retrieve(store, problem_text=MATMUL_TEXT, kernel_text=MATMUL_KERNEL, k=3)
+    got = retrieve(store, backend="cpu", problem_text=MATMUL_TEXT, kernel_text=MATMUL_KERNEL, k=3)
     assert got[0].lesson.title.startswith("Pack B")
     assert len(got) == 3  # the unmatched ones fill the list after the matches
 
@@ -165,7 +165,7 @@ def test_speedup_breaks_a_relevance_tie(store: Store) -> None:
         make_experience("Block matmul alpha", "Block the matmul loops.", speedup=1.2),
         make_experience("Block matmul bravo", "Block the matmul loops.", speedup=3.0),
     )
-    ranked = rank(store, problem_text="matmul blocking", kernel_text="", k=2)
+    ranked = rank(store, backend="cpu", problem_text="matmul blocking", kernel_text="", k=2)
     hits = store.search_experiences("matmul blocking")
     assert hits[0][1] == pytest.approx(hits[1][1])
     assert hits[0][1] > 0
@@ -180,7 +180,7 @@ def test_scopes(store: Store) -> None:
         make_experience("Tile matmul loops for cache", run_id="run-1"),
         make_experience("Unroll the matmul inner loop", run_id="run-2"),
     )
-    args = {"problem_text": MATMUL_TEXT, "kernel_text": MATMUL_KERNEL}
+    args = {"problem_text": MATMUL_TEXT, "kernel_text": MATMUL_KERNEL, "backend": "cpu"}
     assert retrieve(store, scope="off", **args) == []
     run1 = retrieve(store, scope="run", run_id="run-1", **args)
     assert [e.run_id for e in run1] == ["run-1"]
@@ -207,7 +207,7 @@ def test_near_duplicates_are_merged(store: Store) -> None:
             speedup=1.2,
         ),
     )
-    got = retrieve(store, problem_text=MATMUL_TEXT, kernel_text=MATMUL_KERNEL, k=16)
+    got = retrieve(store, backend="cpu", problem_text=MATMUL_TEXT, kernel_text=MATMUL_KERNEL, k=16)
     titles = [e.lesson.title for e in got]
     assert len(got) == 2
     assert "Packing B matrix into panel for matmul" in titles  # the higher speedup wins the tie
@@ -218,9 +218,9 @@ def test_top_k_and_fill(store: Store) -> None:
     titles = ("Tile matmul loops", "Unroll the matmul", "Vectorize matmul with FMA")
     _add(store, *(make_experience(t) for t in titles))
     _add(store, make_experience("Nothing in common", "zzz", problem="other", speedup=5.0))
-    assert len(retrieve(store, problem_text="matmul", kernel_text="", k=2)) == 2
-    got = retrieve(store, problem_text="matmul", kernel_text="", k=10)
+    assert len(retrieve(store, backend="cpu", problem_text="matmul", kernel_text="", k=2)) == 2
+    got = retrieve(store, backend="cpu", problem_text="matmul", kernel_text="", k=10)
     assert len(got) == 4 and got[-1].lesson.title == "Nothing in common"
-    assert retrieve(store, problem_text="matmul", kernel_text="", k=0) == []
+    assert retrieve(store, backend="cpu", problem_text="matmul", kernel_text="", k=0) == []
     # no salient word at all: the memory still comes, by speedup
-    assert retrieve(store, problem_text="", kernel_text="", k=1)[0].speedup == 5.0
+    assert retrieve(store, backend="cpu", problem_text="", kernel_text="", k=1)[0].speedup == 5.0

@@ -30,7 +30,14 @@ def test_negative_only_below_threshold_and_reversed() -> None:
     ]
     pairs = select_pairs(outcomes)
     assert pairs == [
-        Pair(slow_hash="c1", fast_hash="p", speedup=pytest.approx(1.2), kind="negative")
+        Pair(
+            slow_hash="c1",
+            fast_hash="p",
+            speedup=pytest.approx(1.2),
+            kind="negative",
+            parent_hash="p",
+            plan_title="a",
+        )
     ]
     assert pairs[0].speedup > 1.15
 
@@ -44,7 +51,7 @@ def test_best_child_if_it_sped_up_else_worst() -> None:
     # No child sped up: the worst represents the plan.
     worse = [out("p", "a", "c1", 1.3), out("p", "a", "c2", 2.0), out("p", "a", "c3", 1.0)]
     assert representative(worse).child_hash == "c2"
-    assert select_pairs(worse) == [Pair("c2", "p", pytest.approx(2.0), "negative")]
+    assert select_pairs(worse) == [Pair("c2", "p", pytest.approx(2.0), "negative", "p", "a")]
 
 
 def test_groups_are_per_parent_and_plan() -> None:
@@ -66,7 +73,7 @@ def test_failed_children_are_ignored() -> None:
         out("p", "a", "slow", 1.5),
         out("p", "b", "broken2", None),
     ]
-    assert select_pairs(outcomes) == [Pair("slow", "p", pytest.approx(1.5), "negative")]
+    assert select_pairs(outcomes) == [Pair("slow", "p", pytest.approx(1.5), "negative", "p", "a")]
 
 
 def test_positives_take_at_most_half_the_slots() -> None:
@@ -116,4 +123,15 @@ def test_ordering_is_deterministic_with_hash_tiebreaks() -> None:
 
 def test_same_pair_through_two_plans_is_given_once() -> None:
     outcomes = [out("p", "a", "same", 0.5), out("p", "b", "same", 0.5), out("p", "c", "p", 0.5)]
-    assert select_pairs(outcomes) == [Pair("p", "same", pytest.approx(2.0), "positive")]
+    assert select_pairs(outcomes) == [Pair("p", "same", pytest.approx(2.0), "positive", "p", "a")]
+
+
+def test_a_gain_within_the_noise_is_no_lesson() -> None:
+    """A child the beam judged "not faster" (within the noise) never becomes a positive lesson,
+    however its raw medians compare; a slowdown within the noise is no negative one either."""
+    unsure = Outcome("p", "a", "c", 1.0, 1 / 1.05, faster=False, slower=False)
+    assert select_pairs([unsure]) == []
+    noisy_slow = Outcome("p", "a", "c", 1.0, 1.2, faster=False, slower=False)
+    assert select_pairs([noisy_slow]) == []
+    confirmed = Outcome("p", "a", "c", 1.0, 1 / 1.05, faster=True, slower=False)
+    assert [p.kind for p in select_pairs([confirmed])] == ["positive"]

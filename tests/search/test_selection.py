@@ -8,9 +8,11 @@ from accelopt.search.selection import (
     Candidate,
     Comparison,
     best,
+    best_of_plan,
     compare,
     effective_latency,
     next_beam,
+    session_compare,
 )
 from accelopt.store.records import KernelRecord
 
@@ -23,9 +25,9 @@ def ev(latency: float | None, noise: float = 0.02, status: Status = Status.PASSE
     )  # fmt: skip
 
 
-def cand(h: str, latency: float | None, parent: str = "", **kw) -> Candidate:
+def cand(h: str, latency: float | None, parent: str = "", plan: str = "", **kw) -> Candidate:
     record = KernelRecord(hash=h, source=h, backend="cpu", iteration=1, origin="executor",
-                          parent_hash=parent)  # fmt: skip
+                          parent_hash=parent, plan_title=plan)  # fmt: skip
     return Candidate(record, ev(latency, **kw))
 
 
@@ -67,19 +69,56 @@ def test_a_child_within_the_noise_gets_no_credit():
 def test_next_beam_is_elitist_distinct_and_correct_only():
     parents = [cand("a", 1.0), cand("b", 2.0)]
     children = [
-        cand("a1", 0.5, "a"),
-        cand("a1", 0.5, "a"),  # the same kernel twice
-        cand("a2", 0.99, "a"),  # within the noise of a: no credit, ranks after a
-        cand("b1", 0.1, "b", status=Status.INCORRECT),  # wrong: never in the beam
-        cand("b2", 1.5, "b"),
+        cand("a1", 0.5, "a", plan="x"),
+        cand("a1", 0.5, "a", plan="x"),  # the same kernel twice
+        cand("a2", 0.99, "a", plan="y"),  # within the noise of a: no credit, ranks after a
+        cand("b1", 0.1, "b", plan="x", status=Status.INCORRECT),  # wrong: never in the beam
+        cand("b2", 1.5, "b", plan="x"),
     ]
     beam = next_beam(parents, children, width=3)
     assert [c.hash for c in beam] == ["a1", "a", "a2"]
     assert [c.hash for c in next_beam(parents, [], 4)] == ["a", "b"]
 
 
+def test_the_beam_keeps_one_child_per_parent_and_plan():
+    """K siblings of one plan do not fill the beam: the published rule keeps the best child of
+    each (parent, plan); the limit is configurable."""
+    parent = cand("a", 1.0)
+    siblings = [cand(f"s{i}", 0.5 + i / 100, "a", plan="tile") for i in range(3)]
+    broken = cand("x", None, "a", plan="tile", status=Status.CRASH)
+    assert [c.hash for c in best_of_plan([broken, *siblings], parent)] == ["s0"]
+    assert [c.hash for c in best_of_plan(siblings[::-1], parent, limit=2)] == ["s0", "s1"]
+    assert len(best_of_plan(siblings, parent, limit=None)) == 3
+    other = cand("o", 0.8, "a", plan="unroll")
+    kept = [*best_of_plan(siblings, parent), *best_of_plan([other], parent)]
+    assert [c.hash for c in next_beam([parent], kept, width=4)] == ["s0", "o", "a"]
+
+
+def test_a_child_within_the_noise_never_becomes_the_best():
+    """Baseline 1.000 ms and a child at 0.985 ms with 2 % noise: the best stays the baseline."""
+    baseline = cand("base", 1.0)
+    child = cand("c", 0.985, "base", plan="x")
+    assert best(baseline, [child]).hash == "base"
+    assert best(baseline, [cand("fast", 0.5, "base")]).hash == "fast"
+    # re-timed in one session and found faster: the verdict is believed
+    unsure = cand("u", 0.97, "base")
+    assert best(baseline, [unsure]).hash == "base"
+    assert best(baseline, [unsure], {"u": Comparison.FASTER}).hash == "u"
+    assert best(baseline, [unsure], {"u": Comparison.NOT_FASTER}).hash == "base"
+
+
+def test_a_session_verdict_replaces_the_separate_comparison():
+    parent = cand("p", 1.0)
+    kid = cand("k", 0.97, "p")  # unsure by separate evaluations
+    assert effective_latency(kid, parent) == 1.0
+    assert effective_latency(kid, parent, {"k": Comparison.FASTER}) == 0.97
+    assert session_compare(0.97, 0.004) is Comparison.FASTER  # 3 % > 2 x 0.5 %
+    assert session_compare(0.97, 0.02) is Comparison.NOT_FASTER  # 3 % < 2 x 2 %
+    assert session_compare(0.995, 0.0) is Comparison.NOT_FASTER  # below the session floor
+    assert session_compare(None, None) is Comparison.NOT_FASTER
+
+
 def test_best_ignores_failures():
-    assert (
-        best([cand("x", None, status=Status.TIMEOUT), cand("y", 2.0), cand("z", 1.0)]).hash == "z"
-    )
-    assert best([cand("x", None, status=Status.TIMEOUT)]) is None
+    failed = cand("x", None, status=Status.TIMEOUT)
+    assert best(failed, [cand("y", 2.0), cand("z", 1.0)]).hash == "z"
+    assert best(cand("y", 2.0), [failed]).hash == "y"

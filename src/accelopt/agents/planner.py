@@ -10,8 +10,8 @@ from accelopt.agents.context import ProblemView
 from accelopt.agents.prompting import chat
 from accelopt.backends.facts import BackendFacts
 from accelopt.llm.client import LLMClient
-from accelopt.llm.records import LLMCall
-from accelopt.memory.records import Lesson
+from accelopt.llm.records import LLMCall, Message
+from accelopt.memory.records import Experience
 from accelopt.profiling.profile import Profile, render_profile
 
 MAX_STEPS = 12
@@ -23,7 +23,8 @@ class PlannerInput:
     kernel_source: str
     profile: Profile
     facts: BackendFacts
-    lessons: Sequence[Lesson] = ()
+    # the retrieved memory, best first: each lesson with its kind, measured speedup and problem
+    lessons: Sequence[Experience] = ()
 
 
 @dataclass(frozen=True)
@@ -71,8 +72,10 @@ def parse_plan(text: str) -> Plan | None:
     return Plan(title=title[:200], steps=tuple(steps[:MAX_STEPS]))
 
 
-async def propose(client: LLMClient, given: PlannerInput, sample_index: int = 0) -> PlanResult:
-    messages = chat(
+def planner_messages(given: PlannerInput) -> list[Message]:
+    """The planner's system and user messages; the same input renders the same text (a replay
+    key)."""
+    return chat(
         "planner",
         problem=given.problem,
         facts=given.facts,
@@ -81,7 +84,10 @@ async def propose(client: LLMClient, given: PlannerInput, sample_index: int = 0)
         profile_text=render_profile(given.profile),
         lessons=list(given.lessons),
     )
-    call = await client.complete("planner", messages, sample_index)
+
+
+async def propose(client: LLMClient, given: PlannerInput, sample_index: int = 0) -> PlanResult:
+    call = await client.complete("planner", planner_messages(given), sample_index)
     if not call.ok:
         return PlanResult(None, call, call.error)
     plan = parse_plan(call.reply)

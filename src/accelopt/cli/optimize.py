@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -14,6 +15,7 @@ from accelopt.cli import common
 from accelopt.cli.output import (
     JsonOption,
     console,
+    err_console,
     fmt_ms,
     fmt_pct,
     shows_table,
@@ -21,13 +23,23 @@ from accelopt.cli.output import (
     write_json,
 )
 from accelopt.errors import UserError
+from accelopt.llm.budget import Budget
 from accelopt.llm.config import Config, load_config
 from accelopt.problems.loader import list_problems, load_problem
 from accelopt.profiling.config import EvalConfig
 from accelopt.profiling.scoring import geometric_mean_pct
 from accelopt.search.config import SearchConfig
-from accelopt.search.run import OptimizeResult, RunInputs, execute_run, new_run, run_summary
+from accelopt.search.run import (
+    OptimizeResult,
+    RunInputs,
+    execute_run,
+    hardware_note,
+    new_run,
+    run_budget,
+    run_summary,
+)
 from accelopt.store.errors import StoreError
+from accelopt.store.records import RunRecord
 from accelopt.store.store import Store
 
 WorkspaceOption = Annotated[
@@ -77,8 +89,12 @@ def _llm_config(config: Path | None, budget_usd: float | None) -> Config:
 def optimize_command(
     problems: Annotated[list[str] | None, typer.Argument(help="problem names")] = None,
     suite: Annotated[bool, typer.Option("--suite", help="every problem of the suite")] = False,
-    backend: Annotated[str, typer.Option(help="kernel language/device")] = "cpu",
-    workload: Annotated[str, typer.Option(help="sizes: cpu, paper, small or tiny")] = "cpu",
+    backend: Annotated[
+        str | None, typer.Option(help="kernel language/device (default cpu)")
+    ] = None,
+    workload: Annotated[
+        str | None, typer.Option(help="sizes: cpu (default), paper, small or tiny")
+    ] = None,
     config: Annotated[
         Path | None, typer.Option(help="LLM config (default ./accelopt.yaml)")
     ] = None,
@@ -87,10 +103,23 @@ def optimize_command(
     samples: Annotated[int, typer.Option(help="K: kernels per plan")] = 2,
     iterations: Annotated[int, typer.Option(help="T: iterations")] = 8,
     fixer: Annotated[int, typer.Option(help="F: repair rounds per failed kernel")] = 1,
+    per_plan: Annotated[
+        int, typer.Option(help="children of one (parent, plan) the beam may keep")
+    ] = 1,
     strategy: Annotated[str, typer.Option(help="beam or sampling")] = "beam",
     memory: Annotated[str, typer.Option(help="lessons from: off, run or workspace")] = "workspace",
-    budget_usd: Annotated[float | None, typer.Option(help="stop spending at this many $")] = None,
+    budget_usd: Annotated[
+        float | None,
+        typer.Option(
+            help="stop spending at this many $ (with --suite: in total; on --resume: "
+            "replaces the run's own)"
+        ),
+    ] = None,
     resume: Annotated[str | None, typer.Option(help="continue this run")] = None,
+    replay_from: Annotated[
+        list[str] | None,
+        typer.Option(help="reuse this earlier run's answers to identical prompts (repeatable)"),
+    ] = None,
     kernel: Annotated[
         Path | None, typer.Option(help="start from this kernel instead of the shipped baseline")
     ] = None,
@@ -108,39 +137,77 @@ def optimize_command(
     names = list_problems() if suite else list(problems or [])
     if not names and not resume:
         raise UserError("name a problem (see `accelopt bench list`), use --suite, or --resume RUN")
+    if resume and (names or kernel or replay_from):
+        raise UserError(
+            "--resume continues a run as it was recorded: give no problem, --kernel or "
+            "--replay-from with it"
+        )
     common.workspace_dir(workspace)  # a bad workspace is told before any work
     llm = _llm_config(config, budget_usd)
-    hardware = common.hardware_for(backend)
     eval_config = _eval_config(workers)
     show = shows_table(json_path)
-    inputs = RunInputs(
-        llm, hardware, eval_config, console if show else None,
-        profiler=profiler, ray_address=ray_address,
-    )  # fmt: skip
     with open_store(workspace) as store:
         if resume:
-            run = store.get_run(resume)
-            if run is None:
-                raise UserError(f"no run {resume!r} in {store.path}: see `accelopt runs list`")
-            results = [execute_run(store, run, inputs, resume=True)]
+            run = _resumable(store, resume, backend, workload)
+            inputs = _inputs(llm, run.backend, eval_config, show, profiler, ray_address)
+            note = hardware_note(run, inputs.hardware)
+            if note and show:
+                err_console.print(f"[yellow]note:[/yellow] {note}", highlight=False)
+            budget = run_budget(store, run, budget_usd)
+            results = [execute_run(store, run, replace(inputs, budget=budget), resume=True)]
         else:
             search = _search_config(
                 strategy=strategy, beam=beam, plans=plans, samples=samples,
-                iterations=iterations, fixer=fixer, memory=memory,
+                iterations=iterations, fixer=fixer, memory=memory, per_plan=per_plan,
             )  # fmt: skip
+            workload = workload or "cpu"
             for name in names:
                 common.problem_and_workload(load_problem(name).name, workload)
             start = common.read_kernel_file(kernel) if kernel else None
             if start is not None and len(names) != 1:
                 raise UserError("--kernel starts one problem from a file: name exactly one")
+            inputs = _inputs(llm, backend or "cpu", eval_config, show, profiler, ray_address)
+            # one budget for the whole invocation: with --suite, --budget-usd is the total
+            shared = Budget(llm.budget.max_usd, llm.budget.max_tokens)
+            inputs = replace(inputs, budget=shared)
             results = []
             for name in names:
-                run = new_run(store, name, workload, backend, hardware, search, llm, start)
+                run = new_run(store, name, workload, backend or "cpu", inputs.hardware, search,
+                              llm, start, replay_from or ())  # fmt: skip
                 results.append(execute_run(store, run, inputs, resume=False))
         summaries = [_finish(store, r, out if len(names) <= 1 else None, show) for r in results]
         if show and len(results) > 1:
             console.print(suite_results_table(summaries))
     write_json(json_path, summaries if len(summaries) > 1 else summaries[0])
+
+
+def _inputs(
+    llm: Config, backend: str, eval_config: EvalConfig, show: bool, profiler: str,
+    ray_address: str | None,
+) -> RunInputs:  # fmt: skip
+    hardware = common.hardware_for(backend)
+    return RunInputs(
+        llm, hardware, eval_config, console if show else None,
+        profiler=profiler, ray_address=ray_address,
+    )  # fmt: skip
+
+
+def _resumable(store: Store, ref: str, backend: str | None, workload: str | None) -> RunRecord:
+    """The run to resume; a --backend or --workload that contradicts its record is refused
+    (a resume takes them from the record)."""
+    run = store.get_run(ref)
+    if run is None:
+        raise UserError(f"no run {ref!r} in {store.path}: see `accelopt runs list`")
+    for option, given, recorded in (
+        ("--backend", backend, run.backend),
+        ("--workload", workload, run.workload),
+    ):
+        if given is not None and given != recorded:
+            raise UserError(
+                f"run {run.id} is a {recorded} run: a resume takes {option} from its record "
+                f"(omit {option}, or start a new run)"
+            )
+    return run
 
 
 def _finish(store: Store, result: OptimizeResult, out: Path | None, show: bool) -> dict[str, Any]:

@@ -34,3 +34,9 @@ class Experience:
     fast_hash: str
     id: int | None = None  # assigned by the store
     created_at: str = ""
+    # Where a run's loop learned it: (run, iteration, parent, plan) is unique in the store, and
+    # the experience is visible only once that iteration is committed. None: imported or added by
+    # hand, visible at once.
+    iteration: int | None = None
+    parent_hash: str = ""
+    plan_title: str = ""

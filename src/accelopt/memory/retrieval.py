@@ -9,11 +9,22 @@ memory persists in the workspace and is ranked (issue 5, point 4):
   common words, at most ``MAX_TERMS`` (the store's FTS5 query cap). See ``query_terms``.
 - **Relevance**: the store's FTS5 BM25 over title, description, before, after and problem, negated
   so that higher is better. ``4 * k`` candidates are fetched, so that merging leaves k.
-- **Score** = relevance × log2(1 + speedup). See ``score``.
+- **Scope by backend**: a lesson's code is in one language (C for ``cpu``, Python for
+  ``triton``), so only lessons of the planner's backend are candidates. The store filters by
+  ``backend=``, and every candidate is checked again here (``exp.backend == backend``), so that
+  an older store that ignores the filter still never shows a Triton lesson to a C planner.
+- **Score** = relevance × log2(1 + speedup) × preference. See ``score`` and ``preference``.
+- **Preference** for lessons measured where they will be used: ×``SAME_PROBLEM_FACTOR`` (1.5)
+  for a lesson of the same problem, ×``SAME_HARDWARE_FACTOR`` (1.25) for one measured on the same
+  hardware (a ``HardwareSpec.key``); both multiply (1.875). A lesson from elsewhere still ranks
+  first when it is clearly more relevant or faster: the factors only tip near-ties.
 - **Near-duplicates** (similar titles, or the same ``after`` snippet) are merged, keeping the
   higher-scored one. See ``near_duplicate`` and ``dedupe``.
-- **Filling**: when fewer than k lessons match, the rest of the scope fills the list by speedup
-  weight, as the published system showed lessons regardless of relevance.
+- **Filling**: when fewer than k lessons match, the rest of the scope fills the list, by
+  preference (same problem and hardware first), then speedup, as the published system showed
+  lessons regardless of relevance.
+
+Ties are broken by score, then preference, then speedup, then id, then title: deterministic.
 """
 
 from __future__ import annotations
@@ -21,7 +32,7 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Protocol
 
 from accelopt.errors import UserError
@@ -31,17 +42,28 @@ SCOPES = ("off", "run", "workspace")
 MAX_TERMS = 64  # the store's FTS5 query keeps at most 64 tokens; choose them here, in order
 CANDIDATES_PER_RESULT = 4
 DUPLICATE_TITLE_JACCARD = 0.6
+SAME_PROBLEM_FACTOR = 1.5  # a lesson learned on this very problem
+SAME_HARDWARE_FACTOR = 1.25  # a lesson measured on this hardware (its speedup holds here)
 
 
 class ExperienceSource(Protocol):
     """The part of ``accelopt.store.Store`` that retrieval reads."""
 
     def search_experiences(
-        self, query: str, *, limit: int = 50, run_id: str | None = None
+        self,
+        query: str,
+        *,
+        limit: int = 50,
+        run_id: str | None = None,
+        backend: str | None = None,
     ) -> list[tuple[Experience, float]]: ...
 
     def experiences(
-        self, *, run_id: str | None = None, problem: str | None = None
+        self,
+        *,
+        run_id: str | None = None,
+        problem: str | None = None,
+        backend: str | None = None,
     ) -> list[Experience]: ...
 
 
@@ -116,10 +138,20 @@ def weight(speedup: float) -> float:
     return math.log2(1.0 + max(speedup, 1.0))
 
 
-def score(relevance: float, speedup: float) -> float:
-    """relevance × weight(speedup); relevance is -bm25 (higher is better, > 0 for a match),
-    floored at 0 so that a larger speedup never lowers a score."""
-    return max(relevance, 0.0) * weight(speedup)
+def score(relevance: float, speedup: float, prefer: float = 1.0) -> float:
+    """relevance × weight(speedup) × prefer; relevance is -bm25 (higher is better, > 0 for a
+    match), floored at 0 so that a larger speedup never lowers a score."""
+    return max(relevance, 0.0) * weight(speedup) * prefer
+
+
+def preference(exp: Experience, *, problem: str | None, hardware: str | None) -> float:
+    """``SAME_PROBLEM_FACTOR`` if the lesson comes from ``problem``, times
+    ``SAME_HARDWARE_FACTOR`` if it was measured on ``hardware``; 1 otherwise (or when None)."""
+    same_problem = problem is not None and exp.problem == problem
+    same_hardware = hardware is not None and exp.hardware == hardware
+    return (SAME_PROBLEM_FACTOR if same_problem else 1.0) * (
+        SAME_HARDWARE_FACTOR if same_hardware else 1.0
+    )
 
 
 # --- near-duplicates -------------------------------------------------------------------------
@@ -165,16 +197,28 @@ def near_duplicate(a: Experience, b: Experience) -> bool:
     return bool(after) and after == snippet_key(b.lesson.after)
 
 
-def _rank_key(item: tuple[Experience, float]) -> tuple[float, float, int, str]:
+Prefer = Callable[[Experience], float]
+
+
+def _no_preference(exp: Experience) -> float:
+    return 1.0
+
+
+def _rank_key(
+    item: tuple[Experience, float], prefer: Prefer
+) -> tuple[float, float, float, int, str]:
     exp, s = item
-    return (-s, -exp.speedup, exp.id if exp.id is not None else 1 << 62, exp.lesson.title)
+    ident = exp.id if exp.id is not None else 1 << 62
+    return (-s, -prefer(exp), -exp.speedup, ident, exp.lesson.title)
 
 
-def dedupe(scored: Iterable[tuple[Experience, float]]) -> list[tuple[Experience, float]]:
-    """Best first (score, then speedup, then id), each kept only if it is no near-duplicate of
-    one kept before it."""
+def dedupe(
+    scored: Iterable[tuple[Experience, float]], prefer: Prefer = _no_preference
+) -> list[tuple[Experience, float]]:
+    """Best first (score, then ``prefer``, then speedup, then id), each kept only if it is no
+    near-duplicate of one kept before it."""
     kept: list[tuple[Experience, float]] = []
-    for item in sorted(scored, key=_rank_key):
+    for item in sorted(scored, key=lambda item: _rank_key(item, prefer)):
         if not any(near_duplicate(item[0], k[0]) for k in kept):
             kept.append(item)
     return kept
@@ -196,32 +240,56 @@ def rank(
     *,
     problem_text: str,
     kernel_text: str,
+    backend: str | None,
+    hardware: str | None = None,
+    problem: str | None = None,
     k: int = 16,
     scope: str = "workspace",
     run_id: str | None = None,
 ) -> list[tuple[Experience, float]]:
-    """The top ``k`` experiences with their scores, best first (see the module doc)."""
+    """The top ``k`` experiences of ``backend`` (None: every backend) with their scores, best
+    first, preferring those of ``problem`` and ``hardware`` (see the module doc)."""
     run = _scope_run(scope, run_id)
     if scope == "off" or k <= 0:
         return []
-    query = " ".join(query_terms(problem_text, kernel_text))
-    hits = (
-        store.search_experiences(query, limit=CANDIDATES_PER_RESULT * k, run_id=run)
-        if query
-        else []
-    )
-    kept = dedupe((exp, score(rel, exp.speedup)) for exp, rel in hits)[:k]
+
+    def prefer(exp: Experience) -> float:
+        return preference(exp, problem=problem, hardware=hardware)
+
+    hits = _search(store, query_terms(problem_text, kernel_text), k, run, backend)
+    kept = dedupe(((exp, score(rel, exp.speedup, prefer(exp))) for exp, rel in hits), prefer)
     if len(kept) < k:
-        kept = _fill(kept, store.experiences(run_id=run), {exp.id for exp, _ in hits})[:k]
-    return kept
+        pool = [e for e in store.experiences(run_id=run, backend=backend) if _of(e, backend)]
+        kept = _fill(kept, pool, {exp.id for exp, _ in hits}, prefer)
+    return kept[:k]
+
+
+def _search(
+    store: ExperienceSource, terms: list[str], k: int, run: str | None, backend: str | None
+) -> list[tuple[Experience, float]]:
+    """The ``CANDIDATES_PER_RESULT * k`` best matches of the terms, of ``backend`` only."""
+    if not terms:
+        return []
+    limit = CANDIDATES_PER_RESULT * k
+    found = store.search_experiences(" ".join(terms), limit=limit, run_id=run, backend=backend)
+    return [(exp, rel) for exp, rel in found if _of(exp, backend)]
+
+
+def _of(exp: Experience, backend: str | None) -> bool:
+    """Whether ``exp`` is in scope: the store filters already; this guards an older store."""
+    return backend is None or exp.backend == backend
 
 
 def _fill(
-    kept: Sequence[tuple[Experience, float]], pool: Iterable[Experience], matched: set[int | None]
+    kept: Sequence[tuple[Experience, float]],
+    pool: Iterable[Experience],
+    matched: set[int | None],
+    prefer: Prefer,
 ) -> list[tuple[Experience, float]]:
-    """``kept`` followed by the unmatched experiences of the pool (score 0: by speedup)."""
+    """``kept`` followed by the unmatched experiences of the pool (score 0: by preference, then
+    speedup)."""
     rest = [(exp, 0.0) for exp in pool if exp.id not in matched]
-    return dedupe([*kept, *rest])
+    return dedupe([*kept, *rest], prefer)
 
 
 def retrieve(
@@ -229,16 +297,25 @@ def retrieve(
     *,
     problem_text: str,
     kernel_text: str,
+    backend: str | None,
+    hardware: str | None = None,
+    problem: str | None = None,
     k: int = 16,
     scope: str = "workspace",
     run_id: str | None = None,
 ) -> list[Experience]:
-    """The lessons for the planner: ``scope`` "off" gives none, "run" this run's, "workspace"
-    all; the top ``k`` by relevance × speedup weight, near-duplicates merged, best first."""
+    """The lessons for the planner: only those of ``backend`` (the planner's language; None
+    only for tools that want every backend); ``scope`` "off" gives none, "run" this run's,
+    "workspace" all; the top ``k`` by relevance × speedup weight × preference for the same
+    ``problem`` (its name) and ``hardware`` (a ``HardwareSpec.key``), near-duplicates merged,
+    best first."""
     ranked = rank(
         store,
         problem_text=problem_text,
         kernel_text=kernel_text,
+        backend=backend,
+        hardware=hardware,
+        problem=problem,
         k=k,
         scope=scope,
         run_id=run_id,

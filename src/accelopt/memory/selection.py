@@ -4,12 +4,14 @@ After each iteration the summarizer is given at most ``slots`` (8) pairs, chosen
 paper describes its optimization memory:
 
 1. Per (parent kernel, plan) only the children that PASSED count. If the best of them is faster
-   than the parent, that best child is the candidate; otherwise the worst one is (the plan hurt).
-2. Positives: a candidate with speedup ``parent / child > 1.04``. They take at most half of the
-   slots, the largest speedups first.
-3. Negatives: a candidate with ``parent / child < 1 / 1.15`` (the child is over 15 % slower). They
-   fill the slots the positives left, the largest slowdowns first, and are stored reversed: slow is
-   the child, fast is the parent, so that the lesson reads "undo this".
+   than the parent beyond the measured noise (the same verdict the beam uses: ``faster``), that
+   best child is the candidate; otherwise the worst one is (the plan hurt, or did nothing).
+2. Positives: a candidate faster beyond the noise with speedup ``parent / child > 1.04``. They
+   take at most half of the slots, the largest speedups first.
+3. Negatives: a candidate slower beyond the noise (``slower``) with ``parent / child < 1 / 1.15``
+   (the child is over 15 % slower). They fill the slots the positives left, the largest slowdowns
+   first, and are stored reversed: slow is the child, fast is the parent, so that the lesson reads
+   "undo this".
 
 Everything here is pure and deterministic: ties are broken by kernel hashes, then by plan title.
 """
@@ -32,6 +34,8 @@ class Outcome:
     child_hash: str
     parent_latency_s: float
     child_latency_s: float | None  # None when the child did not PASS
+    faster: bool = True  # beat its parent beyond the noise (the beam's verdict)
+    slower: bool = True  # its parent beat it beyond the noise
 
     @property
     def passed(self) -> bool:
@@ -46,6 +50,8 @@ class Pair:
     fast_hash: str
     speedup: float
     kind: str  # "positive" | "negative"
+    parent_hash: str = ""  # where it was learned: (parent, plan)
+    plan_title: str = ""
 
 
 def _ratio(o: Outcome) -> float:
@@ -64,9 +70,10 @@ def _groups(outcomes: Iterable[Outcome]) -> dict[tuple[str, str], list[Outcome]]
 
 
 def representative(children: Sequence[Outcome]) -> Outcome:
-    """The best child if it sped up (ratio > 1), else the worst; ties go to the smaller hash."""
+    """The best child if it sped up beyond the noise, else the worst; ties go to the smaller
+    hash."""
     best = min(children, key=lambda o: (o.child_latency_s, o.child_hash))
-    if _ratio(best) > 1.0:
+    if best.faster and _ratio(best) > 1.0:
         return best
     return min(children, key=lambda o: (-(o.child_latency_s or 0.0), o.child_hash))
 
@@ -87,18 +94,22 @@ def select_pairs(
         return []
     candidates = [representative(c) for c in _groups(outcomes).values()]
     positives = sorted(
-        (o for o in candidates if _ratio(o) > min_positive), key=lambda o: _order(o, -1)
+        (o for o in candidates if o.faster and _ratio(o) > min_positive),
+        key=lambda o: _order(o, -1),
     )
     negatives = sorted(
-        (o for o in candidates if _ratio(o) < max_negative), key=lambda o: _order(o, 1)
+        (o for o in candidates if o.slower and _ratio(o) < max_negative),
+        key=lambda o: _order(o, 1),
     )
-    chosen = [Pair(o.parent_hash, o.child_hash, _ratio(o), POSITIVE) for o in _unique(positives)][
-        : slots // 2
-    ]
-    chosen += [
-        Pair(o.child_hash, o.parent_hash, 1.0 / _ratio(o), NEGATIVE) for o in _unique(negatives)
-    ][: slots - len(chosen)]
+    chosen = [_pair(o, POSITIVE) for o in _unique(positives)][: slots // 2]
+    chosen += [_pair(o, NEGATIVE) for o in _unique(negatives)][: slots - len(chosen)]
     return chosen
+
+
+def _pair(o: Outcome, kind: str) -> Pair:
+    if kind == POSITIVE:
+        return Pair(o.parent_hash, o.child_hash, _ratio(o), kind, o.parent_hash, o.plan_title)
+    return Pair(o.child_hash, o.parent_hash, 1.0 / _ratio(o), kind, o.parent_hash, o.plan_title)
 
 
 def _unique(ordered: Iterable[Outcome]) -> list[Outcome]:

@@ -19,6 +19,9 @@ class SearchConfig(BaseModel):
     memory: Literal["off", "run", "workspace"] = "workspace"
     lessons: int = Field(16, ge=0, description="top-k lessons given to the planner")
     experience_slots: int = Field(8, ge=0, description="new experiences per iteration, at most")
+    per_plan: int = Field(
+        1, ge=1, description="children of one (parent, plan) the beam may keep (published: 1)"
+    )
 
     def executor_calls_per_iteration(self) -> int:
         """B x N x K: the same for both strategies, so that they compare at equal cost."""

@@ -1,18 +1,25 @@
-"""The optimization loop: for T iterations, plan, write, evaluate, repair, select, learn.
+"""The optimization loop: for T iterations, plan, write, evaluate, repair, settle, learn, commit.
 
-Every step is committed to the store as it happens: kernels when they are written, evaluations
-when they are measured, LLM calls when they return (through the store's recorder), the beam at the
-end of each iteration, lessons when they are written. A resumed run replays the recorded calls and
-reuses the cached evaluations, so nothing is paid or measured twice.
+**An iteration is one commit.** What an iteration produces is written as it happens — kernels,
+evaluations (the profiler's cache), LLM calls (the store's recorder), the lessons each parent was
+shown, one-session re-timings, experiences — but the iteration counts only once its record is
+committed; its experiences become visible to retrieval in that same transaction. A run killed at
+any point and resumed runs the uncommitted iteration again from the same inputs: the parents'
+lessons are the ones recorded when it first started, their profiles come from cached evaluations
+(re-timings never replace them), so every prompt is byte-identical and the recorded replies are
+replayed: nothing completed before the kill is paid or measured twice, and experiences are unique
+per (run, iteration, parent, plan).
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import partial
+from typing import Any
 
 from accelopt.agents.context import ProblemView, problem_view
 from accelopt.agents.executor import ExecutorInput, KernelResult, execute
@@ -25,7 +32,7 @@ from accelopt.backends.kernel import Kernel
 from accelopt.backends.status import Status
 from accelopt.hardware.spec import HardwareSpec
 from accelopt.llm.client import LLMClient
-from accelopt.memory.records import Experience, Lesson
+from accelopt.memory.records import Experience
 from accelopt.memory.retrieval import retrieve
 from accelopt.memory.selection import Outcome, Pair, select_pairs
 from accelopt.problems.records import Problem
@@ -34,27 +41,49 @@ from accelopt.profiling.profile import Profile, build_profile
 from accelopt.profiling.profiler import Profiler
 from accelopt.search.config import SearchConfig
 from accelopt.search.progress import Progress
-from accelopt.search.selection import Candidate, Comparison, best, compare, next_beam
+from accelopt.search.selection import (
+    Candidate,
+    Comparison,
+    best,
+    best_of_plan,
+    compare,
+    decide,
+    next_beam,
+    session_compare,
+)
 from accelopt.store.records import IterationRecord, KernelRecord, RunRecord
 from accelopt.store.store import Store
 
 FIXABLE = {Status.COMPILE_ERROR, Status.REJECTED, Status.CRASH, Status.TIMEOUT, Status.INCORRECT}
+# What the loop reports through ``on_phase`` (and the progress line) as it enters each step.
+PHASES = ("planning", "writing", "evaluating", "fixing", "settling", "learning", "committing")
+# Every call site of a run has its own sample index, so that replay (keyed by prompt and sample
+# index) answers a call only from that same call of a killed session, never from a sibling that
+# happened to get the same prompt: planner t × SAMPLE_STRIDE + n (reports/compare.py decodes it),
+# executor t × SAMPLE_STRIDE² + slot, fixer t × SAMPLE_STRIDE² + slot × SAMPLE_STRIDE + round,
+# with slot = n × K + k.
+SAMPLE_STRIDE = 1000
+# Children re-timed beside their parent in one session, at most: each kernel of a session holds
+# its own rotation buffers (hundreds of MiB), so more are split into several sessions.
+SESSION_CHILDREN = 3
+
+PhaseHook = Callable[[str, int], None]
 
 
-@dataclass
+@dataclass(frozen=True)
 class Child:
     """What one (parent, plan) produced: the kernels written for it, evaluated."""
 
     parent: Candidate
     plan: Plan
-    kernels: list[Candidate] = field(default_factory=list)
+    kernels: tuple[Candidate, ...]
 
 
 @dataclass
 class Optimizer:
     store: Store
     client: LLMClient
-    evaluator: Profiler
+    profiler: Profiler  # owns the evaluation cache (the store's)
     backend: Backend
     hardware: HardwareSpec
     problem: Problem
@@ -62,119 +91,131 @@ class Optimizer:
     config: SearchConfig
     run: RunRecord
     progress: Progress | None = None
+    on_phase: PhaseHook | None = None
 
     def __post_init__(self) -> None:
         self.view: ProblemView = problem_view(self.problem, self.workload)
         self.facts: BackendFacts = self.backend.facts(self.hardware)
         self.sizes = self.problem.workload(self.workload).sizes
         self.cost = self.problem.cost.evaluate(self.sizes)
-        self._inflight: dict[str, asyncio.Future[Evaluation]] = {}
         # As many evaluations in flight as the profiler can run (a Ray cluster: many more than
         # asyncio's default thread pool would allow).
-        self._pool = ThreadPoolExecutor(max_workers=max(1, self.evaluator.capacity))
-        self._profiles: dict[str, Profile] = {}
+        self._pool = ThreadPoolExecutor(max_workers=max(1, self.profiler.capacity))
+        # the parent's own work (compiler remarks for profiles) never queues behind evaluations
+        self._local = ThreadPoolExecutor(max_workers=2)
+        self._profiles: dict[str, asyncio.Future[Profile]] = {}
+
+    def phase(self, name: str, t: int) -> None:
+        if self.on_phase is not None:
+            self.on_phase(name, t)
+        if self.progress is not None:
+            self.progress.phase = f"{name} iteration {t}" if t else name
+            self.progress.refresh()
+
+    async def _off_loop(self, fn: Callable[..., Any], *args: Any) -> Any:
+        return await asyncio.get_running_loop().run_in_executor(self._pool, partial(fn, *args))
+
+    async def _here(self, fn: Callable[..., Any], *args: Any) -> Any:
+        return await asyncio.get_running_loop().run_in_executor(self._local, partial(fn, *args))
 
     # -- evaluation ----------------------------------------------------------------------------
-    async def measure(self, kernel: Kernel, fresh: bool = False) -> Evaluation:
-        """The kernel's evaluation: cached (same kernel, problem, workload, hardware, harness)
-        unless ``fresh``; concurrent requests for one kernel share one measurement."""
-        if not fresh:
-            cached = self.store.get_evaluation(
-                kernel.hash, self.problem.name, self.workload, self.hardware.key()
-            )
-            if cached is not None:
-                return cached
-            if kernel.hash in self._inflight:
-                return await self._inflight[kernel.hash]
-        future: asyncio.Future[Evaluation] = asyncio.get_running_loop().create_future()
-        self._inflight[kernel.hash] = future
-        try:
-            evaluation = await asyncio.get_running_loop().run_in_executor(
-                self._pool, partial(self.evaluator.evaluate, kernel, self.problem, self.workload)
-            )
-            self.store.put_evaluation(evaluation)
-            future.set_result(evaluation)
-        except BaseException as exc:
-            future.set_exception(exc)
-            raise
-        finally:
-            self._inflight.pop(kernel.hash, None)
-        self._count(evaluation)
-        return evaluation
-
-    def _count(self, evaluation: Evaluation) -> None:
+    async def measure(self, kernel: Kernel, t: int) -> Evaluation:
+        """The kernel's evaluation, from the profiler (cached, or measured once however many
+        ask for it at the same time)."""
+        self.phase("evaluating", t)
+        evaluation: Evaluation = await self._off_loop(
+            self.profiler.evaluate, kernel, self.problem, self.workload
+        )
         if self.progress is not None:
             self.progress.evaluated += 1
             self.progress.statuses[evaluation.status.value] += 1
             self.progress.refresh()
+        return evaluation
 
     async def admit(
-        self, source: str, parent: Candidate | None, plan: Plan | None, iteration: int, origin: str
+        self, source: str, parent: Candidate | None, plan: Plan | None, t: int, origin: str
     ) -> Candidate:
         """Record a new kernel in the run, then evaluate it (or reuse its evaluation)."""
-        kernel = Kernel(source, self.backend.name, f"{origin}-{iteration}")
+        kernel = Kernel(source, self.backend.name, f"{origin}-{t}")
         record = KernelRecord(
             hash=kernel.hash,
             source=source,
             backend=self.backend.name,
-            iteration=iteration,
+            iteration=t,
             origin=origin,
             parent_hash=parent.hash if parent else "",
             plan_title=plan.title if plan else "",
             plan_steps=plan.steps if plan else (),
         )
         self.store.add_kernel(self.run.id, record)
-        return Candidate(record, await self.measure(kernel))
+        return Candidate(record, await self.measure(kernel, t))
 
     # -- agents --------------------------------------------------------------------------------
     async def profile(self, cand: Candidate) -> Profile:
+        """The kernel's profile for the planner, made once however many plans ask for it."""
         if cand.hash not in self._profiles:
-            remarks = await asyncio.to_thread(
-                self.backend.remarks, cand.kernel.source, self.problem, self.sizes
-            )
-            self._profiles[cand.hash] = build_profile(
-                cand.evaluation, self.cost, self.hardware, remarks
-            )
-        return self._profiles[cand.hash]
+            self._profiles[cand.hash] = asyncio.ensure_future(self._build_profile(cand))
+        return await self._profiles[cand.hash]
 
-    def lessons(self, cand: Candidate) -> list[Lesson]:
-        """The top-k lessons for this kernel from the memory scope of the run."""
+    async def _build_profile(self, cand: Candidate) -> Profile:
+        remarks = await self._here(
+            self.backend.remarks, cand.kernel.source, self.problem, self.sizes
+        )
+        return build_profile(cand.evaluation, self.cost, self.hardware, remarks)
+
+    def lessons(self, t: int, parent: Candidate) -> list[Experience]:
+        """The lessons ``parent`` is shown in iteration ``t``: retrieved when the iteration first
+        starts and recorded, so that a resumed iteration shows exactly the same ones."""
         if self.config.memory == "off" or self.config.lessons == 0:
             return []
-        problem_text = f"{self.problem.name} {self.problem.description}"
-        found = retrieve(
-            self.store,
-            problem_text=problem_text,
-            kernel_text=cand.kernel.source,
-            k=self.config.lessons,
-            scope=self.config.memory,
-            run_id=self.run.id,
-        )
-        return [experience.lesson for experience in found]
+        ids = self.store.get_retrieval(self.run.id, t, parent.hash)
+        if ids is None:
+            found = retrieve(
+                self.store,
+                problem_text=f"{self.problem.name} {self.problem.description}",
+                kernel_text=parent.kernel.source,
+                k=self.config.lessons,
+                scope=self.config.memory,
+                run_id=self.run.id,
+                backend=self.backend.name,
+                hardware=self.hardware.key(),
+                problem=self.problem.name,
+            )
+            found_ids = [e.id for e in found if e.id is not None]
+            ids = self.store.save_retrieval(self.run.id, t, parent.hash, found_ids)
+        return self.store.experiences_by_id(ids)
 
     async def plan_and_write(
-        self, iteration: int, parent: Candidate, n: int, lessons: list[Lesson]
+        self, t: int, parent: Candidate, n: int, lessons: list[Experience]
     ) -> Child | None:
         given = PlannerInput(self.view, parent.kernel.source, await self.profile(parent),
                              self.facts, lessons)  # fmt: skip
-        planned = await propose(self.client, given, sample_index=iteration * 1000 + n)
+        self.phase("planning", t)
+        planned = await propose(self.client, given, sample_index=t * SAMPLE_STRIDE + n)
         if planned.plan is None:
             return None
         plan = planned.plan
         job = ExecutorInput(self.view, parent.kernel.source, plan, self.facts)
+        self.phase("writing", t)
+        slots = [n * self.config.samples + k for k in range(self.config.samples)]
+        base = t * SAMPLE_STRIDE**2
         written = await asyncio.gather(
-            *(execute(self.client, job, sample_index=k) for k in range(self.config.samples))
+            *(execute(self.client, job, sample_index=base + slot) for slot in slots)
         )
         kernels = await asyncio.gather(
-            *(self.evaluate_with_fixes(r, parent, plan, iteration) for r in written if r.source)
+            *(
+                self.evaluate_with_fixes(r, parent, plan, t, base + slot * SAMPLE_STRIDE)
+                for r, slot in zip(written, slots, strict=True)
+                if r.source
+            )
         )
-        return Child(parent, plan, list(kernels))
+        return Child(parent, plan, tuple(kernels))
 
     async def evaluate_with_fixes(
-        self, written: KernelResult, parent: Candidate, plan: Plan, iteration: int
+        self, written: KernelResult, parent: Candidate, plan: Plan, t: int, sample: int
     ) -> Candidate:
         assert written.source is not None
-        cand = await self.admit(written.source, parent, plan, iteration, "executor")
+        cand = await self.admit(written.source, parent, plan, t, "executor")
         for round_ in range(self.config.fixer):
             if cand.evaluation.status not in FIXABLE:
                 break
@@ -186,48 +227,80 @@ class Optimizer:
                 cand.evaluation.log,
                 self.facts,
             )
-            repaired = await fix(self.client, given, sample_index=round_)
+            self.phase("fixing", t)
+            repaired = await fix(self.client, given, sample_index=sample + round_)
             if repaired.source is None:
                 break
-            cand = await self.admit(repaired.source, parent, plan, iteration, "fixer")
+            cand = await self.admit(repaired.source, parent, plan, t, "fixer")
         return cand
 
     # -- selection -----------------------------------------------------------------------------
-    async def settle(self, children: Sequence[Child]) -> None:
-        """Re-time, in one session, each child whose gain over its parent is within 2x noise."""
+    async def settle(self, t: int, children: Sequence[Child]) -> dict[str, Comparison]:
+        """Re-time each parent with its children whose gain is within twice the noise, in one
+        session (interleaved on one device; at most SESSION_CHILDREN children a session, each
+        holding its own buffers); the verdict per child hash."""
+        unsure: dict[str, tuple[Candidate, dict[str, Candidate]]] = {}
         for child in children:
-            for i, kid in enumerate(child.kernels):
-                if compare(kid.evaluation, child.parent.evaluation) is not Comparison.UNSURE:
+            for kid in child.kernels:
+                if kid.hash == child.parent.hash:
                     continue
-                parent_kernel = Kernel(child.parent.kernel.source, self.backend.name, "parent")
-                parent_eval = await self.measure(parent_kernel, fresh=True)
-                kid_eval = await self.measure(
-                    Kernel(kid.kernel.source, self.backend.name, "child"), fresh=True
-                )
-                child.parent = Candidate(child.parent.kernel, parent_eval)
-                child.kernels[i] = Candidate(kid.kernel, kid_eval)
+                if compare(kid.evaluation, child.parent.evaluation) is Comparison.UNSURE:
+                    unsure.setdefault(child.parent.hash, (child.parent, {}))[1][kid.hash] = kid
+        if not unsure:
+            return {}
+        self.phase("settling", t)
+        sessions = [
+            (parent, group)
+            for parent, kids in unsure.values()
+            for group in _chunks(list(kids.values()), SESSION_CHILDREN)
+        ]
+        verdicts = await asyncio.gather(*(self.retime(t, p, kids) for p, kids in sessions))
+        return {h: v for found in verdicts for h, v in found.items()}
 
-    async def learn(self, children: Sequence[Child]) -> None:
-        """Choose this iteration's experiences (published rule) and have each summarized."""
+    async def retime(
+        self, t: int, parent: Candidate, kids: list[Candidate]
+    ) -> dict[str, Comparison]:
+        """One session: the parent and ``kids`` timed interleaved; kept in the store (a resumed
+        iteration reuses it), never in the evaluation cache."""
+        group = [parent, *kids]
+        hashes = [c.hash for c in group]
+        data = self.store.get_retiming(self.run.id, t, hashes)
+        if data is None:
+            kernels = [Kernel(c.kernel.source, self.backend.name, f"retime-{t}") for c in group]
+            session = await self._off_loop(
+                self.profiler.retime, kernels, self.problem, self.workload
+            )
+            data = self.store.put_retiming(self.run.id, t, hashes, {
+                "ratios": list(session.ratios),
+                "ratio_ci": list(session.ratio_ci),
+                "rounds": session.rounds,
+                "evaluations": [e.model_dump() for e in session.evaluations],
+            })  # fmt: skip
+        pairs = zip(hashes[1:], data["ratios"][1:], data["ratio_ci"][1:], strict=True)
+        return {h: session_compare(ratio, ci) for h, ratio, ci in pairs}
+
+    async def learn(
+        self, t: int, children: Sequence[Child], decided: dict[str, Comparison]
+    ) -> None:
+        """Choose this iteration's experiences (published rule, noise-aware) and have each
+        summarized; they stay invisible until the iteration is committed."""
         if self.config.memory == "off" or self.config.experience_slots == 0:
             return
+        self.phase("learning", t)
         outcomes = [
-            Outcome(c.parent.hash, c.plan.title, k.hash, c.parent.latency or 0.0, k.latency)
-            for c in children
-            if c.parent.latency
-            for k in c.kernels
+            _outcome(c, k, decided) for c in children if c.parent.latency for k in c.kernels
         ]
         pairs = select_pairs(outcomes, slots=self.config.experience_slots)
         sources = {c.parent.hash: c.parent.kernel.source for c in children}
         sources |= {k.hash: k.kernel.source for c in children for k in c.kernels}
-        await asyncio.gather(*(self.summarize_pair(p, sources) for p in pairs))
+        await asyncio.gather(*(self.summarize_pair(t, p, sources) for p in pairs))
 
-    async def summarize_pair(self, pair: Pair, sources: dict[str, str]) -> None:
+    async def summarize_pair(self, t: int, pair: Pair, sources: dict[str, str]) -> None:
         given = SummarizerInput(
             self.view, sources[pair.slow_hash], sources[pair.fast_hash], pair.speedup,
             self.facts.language,
         )  # fmt: skip
-        result = await summarize(self.client, given)
+        result = await summarize(self.client, given, sample_index=t)
         if result.lesson is None:
             return
         self.store.add_experience(
@@ -242,70 +315,95 @@ class Optimizer:
                 run_id=self.run.id,
                 slow_hash=pair.slow_hash,
                 fast_hash=pair.fast_hash,
+                iteration=t,
+                parent_hash=pair.parent_hash,
+                plan_title=pair.plan_title,
             )
         )
 
     # -- the loop ------------------------------------------------------------------------------
     async def iteration(
-        self, t: int, beam: list[Candidate], baseline: Candidate
-    ) -> list[Candidate]:
-        parents = beam if self.config.strategy == "beam" else [baseline]
-        per_parent = (
-            self.config.plans
-            if self.config.strategy == "beam"
-            else self.config.plans * self.config.beam  # same executor calls, all from baseline
-        )
+        self, t: int, beam: list[Candidate], baseline: Candidate, overall: Candidate
+    ) -> tuple[list[Candidate], Candidate]:
+        """One iteration from ``beam``: the next beam and the run's best after it."""
+        sampling = self.config.strategy == "sampling"
+        parents = [baseline] if sampling else beam
+        # sampling: the same executor calls as beam search, all from the starting kernel
+        per_parent = self.config.plans * (self.config.beam if sampling else 1)
         jobs = []
         for parent in parents:
-            lessons = self.lessons(parent)
+            lessons = self.lessons(t, parent)
             jobs += [self.plan_and_write(t, parent, n, lessons) for n in range(per_parent)]
         children = [c for c in await asyncio.gather(*jobs) if c is not None]
-        await self.settle(children)
-        await self.learn(children)
-        kids = [k for c in children for k in c.kernels]
-        if self.config.strategy == "sampling":
-            pool = [c for c in [*beam, *kids] if c.latency is not None]
-            return sorted(pool, key=lambda c: c.latency or 0.0)[: self.config.beam] or beam
-        updated = {c.parent.hash: c.parent for c in children}
-        parents_now = [updated.get(p.hash, p) for p in beam]
-        return next_beam(parents_now, kids, self.config.beam) or beam
+        decided = await self.settle(t, children)
+        await self.learn(t, children, decided)
+        limit = self.config.per_plan
+        kids = [k for c in children for k in best_of_plan(c.kernels, c.parent, limit, decided)]
+        lineage = {c.parent.hash: c.parent for c in children}
+        nxt = next_beam(beam, kids, self.config.beam, parents=lineage, decided=decided) or beam
+        return nxt, best(overall, nxt, decided)
 
     def commit(self, t: int, beam: list[Candidate], overall: Candidate) -> None:
-        budget = self.client.budget
-        statuses = dict(self.progress.statuses) if self.progress else {}
-        self.store.add_iteration(
-            self.run.id,
-            IterationRecord(
-                iteration=t,
-                beam=tuple(c.hash for c in beam),
-                best_hash=overall.hash,
-                best_latency_s=overall.latency,
-                best_pct_of_peak=overall.evaluation.pct_of_peak,
-                spent_usd=budget.spent_usd if budget else 0.0,
-                evaluated=self.progress.evaluated if self.progress else 0,
-                failed_by_status={k: v for k, v in statuses.items() if k != "PASSED"},
-            ),
+        """The iteration's record, its experiences and the run's best, in one transaction; $
+        and counts from the store, so they hold across every session of the run."""
+        self.phase("committing", t)
+        spent = self.store.spent([self.run.id])
+        evaluations = self.store.run_evaluations(self.run.id).values()
+        failed = Counter(e.status.value for e in evaluations if not e.passed)
+        record = IterationRecord(
+            iteration=t,
+            beam=tuple(c.hash for c in beam),
+            best_hash=overall.hash,
+            best_latency_s=overall.latency,
+            best_pct_of_peak=overall.evaluation.pct_of_peak,
+            spent_usd=spent.usd,
+            evaluated=len(evaluations),
+            failed_by_status=dict(sorted(failed.items())),
         )
-        self.store.update_run(self.run.id, best_hash=overall.hash)
+        self.store.commit_iteration(self.run.id, record, best_hash=overall.hash)
         if self.progress is not None:
+            budget = self.client.budget
             self.progress.iteration = t
+            self.progress.phase = ""
             self.progress.best_latency_s = overall.latency
             self.progress.best_pct = overall.evaluation.pct_of_peak
-            self.progress.spent_usd = budget.spent_usd if budget else 0.0
+            self.progress.spent_usd = spent.usd
             self.progress.unknown_cost_calls = budget.unknown_cost_calls if budget else 0
             self.progress.refresh()
 
-    async def optimize(self, baseline: Candidate, beam: list[Candidate], start: int) -> str:
+    def exhausted(self) -> bool:
+        return self.client.budget is not None and bool(self.client.budget.exhausted())
+
+    async def optimize(
+        self, baseline: Candidate, beam: list[Candidate], overall: Candidate, start: int
+    ) -> str:
         """Iterations ``start..T`` from ``beam``; returns the run's final status."""
-        overall = best([baseline, *beam]) or baseline
         try:
             for t in range(start, self.config.iterations + 1):
-                if self.client.budget is not None and self.client.budget.exhausted():
+                if self.exhausted():
                     return "budget"
-                beam = await self.iteration(t, beam, baseline)
-                overall = best([overall, *beam]) or overall
+                beam, overall = await self.iteration(t, beam, baseline, overall)
                 self.commit(t, beam, overall)
         finally:
             self._pool.shutdown(wait=False)
-        exhausted = self.client.budget is not None and self.client.budget.exhausted()
-        return "budget" if exhausted else "finished"
+            self._local.shutdown(wait=False)
+        return "budget" if self.exhausted() else "finished"
+
+
+def _outcome(child: Child, kid: Candidate, decided: dict[str, Comparison]) -> Outcome:
+    """What memory selection needs of one kernel written for ``child``'s plan, with the beam's
+    noise-aware verdicts (faster than its parent; slower than it)."""
+    parent = child.parent
+    return Outcome(
+        parent.hash,
+        child.plan.title,
+        kid.hash,
+        parent.latency or 0.0,
+        kid.latency,
+        faster=decide(kid, parent, decided),
+        slower=compare(parent.evaluation, kid.evaluation) is Comparison.FASTER,
+    )
+
+
+def _chunks(items: list[Candidate], size: int) -> list[list[Candidate]]:
+    return [items[i : i + size] for i in range(0, len(items), size)]

@@ -17,6 +17,7 @@ class Progress:
     problem: str
     iterations: int
     iteration: int = 0
+    phase: str = ""  # what the loop does now, e.g. "planning iteration 2"
     best_latency_s: float | None = None
     best_pct: float | None = None
     spent_usd: float = 0.0
@@ -32,8 +33,9 @@ class Progress:
         failed = ", ".join(f"{s} {n}" for s, n in sorted(self.statuses.items()) if s != "PASSED")
         unknown = self.unknown_cost_calls
         cost = f"${self.spent_usd:.4f}" + (f" (+{unknown} calls, price unknown)" if unknown else "")
+        doing = f" | {self.phase}" if self.phase else ""
         return Text(
-            f"{self.problem}: iteration {self.iteration}/{self.iterations} | best {best} "
+            f"{self.problem}: iteration {self.iteration}/{self.iterations}{doing} | best {best} "
             f"({pct} of peak) | {cost} | evaluated {self.evaluated}"
             + (f" | failed: {failed}" if failed else "")
         )

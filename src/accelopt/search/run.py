@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -12,6 +13,7 @@ from rich.console import Console
 from accelopt.backends.base import get_backend
 from accelopt.errors import UserError
 from accelopt.hardware.spec import HardwareSpec
+from accelopt.llm.budget import Budget
 from accelopt.llm.client import LLMClient, Usage
 from accelopt.llm.config import AGENTS, Config
 from accelopt.llm.preflight import check_endpoints
@@ -19,7 +21,7 @@ from accelopt.problems.loader import load_problem
 from accelopt.profiling.config import EvalConfig
 from accelopt.profiling.profiler import make_profiler
 from accelopt.search.config import SearchConfig
-from accelopt.search.loop import Optimizer
+from accelopt.search.loop import Optimizer, PhaseHook
 from accelopt.search.progress import Progress
 from accelopt.search.selection import Candidate
 from accelopt.store.records import RunRecord
@@ -40,21 +42,38 @@ class RunInputs:
     """What a run needs besides its record: endpoints, device, evaluation settings."""
 
     llm: Config
-    hardware: HardwareSpec
+    hardware: HardwareSpec  # this machine's ceilings now (a resumed run keeps its recorded ones)
     eval_config: EvalConfig
     console: Console | None = None  # live progress when given
     check_llm: bool = True  # probe the endpoints before spending anything
     profiler: str = "local"  # local | ray
     ray_address: str | None = None
+    budget: Budget | None = None  # shared by the runs of one --suite; default: the run's own
+    on_phase: PhaseHook | None = None  # told each step of the loop as it starts
 
 
 def new_run(
     store: Store, problem: str, workload: str, backend: str, hardware: HardwareSpec,
     search: SearchConfig, llm: Config, start_source: str | None = None,
+    replay_from: Sequence[str] = (),
 ) -> RunRecord:  # fmt: skip
-    """Record a new run. ``start_source``: a kernel to start from instead of the baseline."""
+    """Record a new run: everything a resume needs (the search, the models, the budget, the
+    hardware spec it is scored against). ``start_source``: a kernel to start from instead of the
+    baseline; ``replay_from``: runs whose recorded answers it may reuse for identical prompts."""
+    sources = []
+    for other in replay_from:
+        found = store.get_run(other)
+        if found is None:
+            raise UserError(f"no run {other!r} to replay from: see `accelopt runs list`")
+        sources.append(found.id)
     models = {agent: llm.endpoint(agent).model for agent in AGENTS}
-    config: dict[str, Any] = {"search": search.model_dump(), "models": models}
+    config: dict[str, Any] = {
+        "search": search.model_dump(),
+        "models": models,
+        "budget": llm.budget.model_dump(),
+        "hardware_spec": hardware.model_dump(mode="json"),
+        "replay_from": sources,
+    }
     if start_source is not None:
         config["start_source"] = start_source
     run = RunRecord(
@@ -70,8 +89,61 @@ def new_run(
     return run
 
 
-def _client(store: Store, run: RunRecord, llm: Config, replay: bool) -> LLMClient:
-    return LLMClient(llm, recorder=store.recorder(run.id), replay=replay)
+def run_hardware(run: RunRecord, current: HardwareSpec) -> HardwareSpec:
+    """The ceilings the run is scored against: those recorded when it started (evaluations are
+    cached under their key, the committed best among them), even if this machine's changed."""
+    recorded = run.config.get("hardware_spec")
+    if recorded is not None:
+        spec = HardwareSpec.model_validate(recorded)
+        if spec.key() == run.hardware:
+            return spec
+    if current.key() == run.hardware:
+        return current
+    raise UserError(
+        f"run {run.id} was scored against the ceilings {run.hardware}, which this machine no "
+        f"longer has and the run did not record; start a new run (accelopt optimize "
+        f"{run.problem} --kernel FILE to go on from its best kernel)"
+    )
+
+
+def hardware_note(run: RunRecord, current: HardwareSpec) -> str:
+    """What to tell a user resuming a run whose device's ceilings changed since, or ''."""
+    if current.key() == run.hardware:
+        return ""
+    return (
+        f"this machine's ceilings changed since run {run.id} started ({run.hardware} → "
+        f"{current.key()}); it goes on against the ceilings it started with, so that its "
+        "figures stay comparable: start a new run to use the new ones"
+    )
+
+
+def check_models(run: RunRecord, llm: Config) -> None:
+    """A resume asks the models the run was started with: replies are replayed by prompt and
+    model, so another model would pay again for every answer already recorded."""
+    recorded: dict[str, str] = run.config.get("models", {})
+    now = {agent: llm.endpoint(agent).model for agent in AGENTS}
+    changed = [a for a in AGENTS if recorded.get(a) not in (None, now[a])]
+    if changed:
+        was = ", ".join(f"{a} {recorded[a]!r}" for a in changed)
+        new = ", ".join(f"{a} {now[a]!r}" for a in changed)
+        raise UserError(
+            f"run {run.id} was made with {was} but the config now names {new}; point --config "
+            "at the configuration the run started with, or start a new run"
+        )
+
+
+def run_budget(store: Store, run: RunRecord, max_usd: float | None = None) -> Budget:
+    """The run's budget as recorded (``max_usd`` replaces its dollars when given), with what
+    every earlier session of the run spent already counted."""
+    limits = run.config.get("budget") or {}
+    spent = store.spent([run.id])
+    return Budget(
+        max_usd=max_usd if max_usd is not None else limits.get("max_usd"),
+        max_tokens=limits.get("max_tokens"),
+        spent_usd=spent.usd,
+        spent_tokens=spent.tokens,
+        unknown_cost_calls=spent.unknown_cost_calls,
+    )
 
 
 async def _drive(optimizer: Optimizer, resume: bool) -> tuple[str, Candidate, Candidate]:
@@ -90,20 +162,21 @@ async def _drive(optimizer: Optimizer, resume: bool) -> tuple[str, Candidate, Ca
     records = store.iterations(run.id) if resume else []
     if not records:
         optimizer.commit(0, [baseline], baseline)
-        beam, start = [baseline], 1
+        beam, overall, start = [baseline], baseline, 1
     else:
         kernels = {k.hash: k for k in store.kernels(run.id)}
         evaluations = store.run_evaluations(run.id)
         last = records[-1]
         beam = [Candidate(kernels[h], evaluations[h]) for h in last.beam if h in evaluations]
         beam, start = beam or [baseline], last.iteration + 1
-    status = await optimizer.optimize(baseline, beam, start)
+        overall = committed_best(store, run.id) or baseline
+    status = await optimizer.optimize(baseline, beam, overall, start)
     return status, baseline, committed_best(store, run.id) or baseline
 
 
 def committed_best(store: Store, run_id: str) -> Candidate | None:
     """The run's best kernel as the loop committed it (noise-aware: a kernel within the noise of
-    its parent never displaced it), with its evaluation."""
+    the best so far never displaced it), with its evaluation."""
     run = store.get_run(run_id)
     kernels = {k.hash: k for k in store.kernels(run_id)}
     evaluations = store.run_evaluations(run_id)
@@ -113,23 +186,31 @@ def committed_best(store: Store, run_id: str) -> Candidate | None:
 
 
 def execute_run(store: Store, run: RunRecord, inputs: RunInputs, resume: bool) -> OptimizeResult:
-    """Run (or resume) ``run`` to its end; its status is committed whatever happens."""
+    """Run (or resume) ``run`` to its end; its status is committed whatever happens. Everything
+    is taken from the run's record: problem, workload, backend, search settings, the hardware
+    spec it is scored against, its budget, and the runs it may replay from."""
     search = SearchConfig.model_validate(run.config["search"])
     problem = load_problem(run.problem)
     backend = get_backend(run.backend)
-    client = _client(store, run, inputs.llm, replay=resume)
+    hardware = run_hardware(run, inputs.hardware)
+    if resume:
+        check_models(run, inputs.llm)
+    budget = inputs.budget or run_budget(store, run)
+    replay_from = tuple(run.config.get("replay_from", ()))
+    recorder = store.recorder(run.id, replay_from)
+    client = LLMClient(inputs.llm, recorder=recorder, replay=True, budget=budget)
     if inputs.check_llm:
         asyncio.run(check_endpoints(list(client.endpoints.values())))
     progress = Progress(run.problem, search.iterations, console=inputs.console)
     store.update_run(run.id, status="running")
     status = "failed"
     try:
-        # No store for the profiler: Optimizer.measure reads and writes the same cache itself.
         with make_profiler(
-            inputs.profiler, inputs.hardware, inputs.eval_config, ray_address=inputs.ray_address
-        ) as evaluator:
-            optimizer = Optimizer(store, client, evaluator, backend, inputs.hardware, problem,
-                                  run.workload, search, run, progress)  # fmt: skip
+            inputs.profiler, hardware, inputs.eval_config, ray_address=inputs.ray_address,
+            store=store,
+        ) as profiler:  # fmt: skip
+            optimizer = Optimizer(store, client, profiler, backend, hardware, problem,
+                                  run.workload, search, run, progress, inputs.on_phase)  # fmt: skip
             progress.start()
             status, baseline, top = asyncio.run(_run_and_close(optimizer, resume))
     except KeyboardInterrupt:

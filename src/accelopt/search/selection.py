@@ -10,7 +10,7 @@ in one session before deciding.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -67,39 +67,103 @@ def compare(child: Evaluation, parent: Evaluation) -> Comparison:
     return Comparison.UNSURE
 
 
-def effective_latency(child: Candidate, parent: Candidate | None) -> float | None:
+# Re-timed interleaved in one session, a parent and its child share the machine's state, so the
+# 2 % between separate evaluations does not apply; a gain is believed beyond twice the session's
+# own interval of the ratio, and never below 2 x SESSION_MIN_NOISE.
+SESSION_MIN_NOISE = 0.005
+
+
+def session_compare(ratio: float | None, ratio_ci: float | None) -> Comparison:
+    """The verdict of a one-session re-timing: ``ratio`` = child / parent time (median over
+    interleaved rounds), ``ratio_ci`` its interval's relative half-width."""
+    if ratio is None or ratio <= 0:
+        return Comparison.NOT_FASTER
+    noise = max(SESSION_MIN_NOISE, ratio_ci or 0.0)
+    return Comparison.FASTER if 1.0 - ratio > 2 * noise else Comparison.NOT_FASTER
+
+
+def decide(child: Candidate, parent: Candidate | None, decided: Mapping[str, Comparison]) -> bool:
+    """Whether ``child`` beat ``parent`` beyond the noise: the re-timing's verdict where it was
+    re-timed against that parent, else the comparison of the two evaluations."""
+    if parent is None or parent.latency is None:
+        return child.latency is not None
+    if child.kernel.parent_hash == parent.hash and child.hash in decided:
+        return decided[child.hash] is Comparison.FASTER
+    return compare(child.evaluation, parent.evaluation) is Comparison.FASTER
+
+
+def effective_latency(
+    child: Candidate, parent: Candidate | None, decided: Mapping[str, Comparison] | None = None
+) -> float | None:
     """What a candidate is ranked by: its latency, except that a child that is not faster than
     its parent beyond the noise gets no credit for its apparent gain."""
     if child.latency is None:
         return None
     if parent is None or parent.latency is None:
         return child.latency
-    if compare(child.evaluation, parent.evaluation) is Comparison.FASTER:
+    if decide(child, parent, decided or {}):
         return child.latency
     return max(child.latency, parent.latency)
 
 
 def next_beam(
-    parents: Sequence[Candidate], children: Sequence[Candidate], width: int
+    elite: Sequence[Candidate],
+    children: Sequence[Candidate],
+    width: int,
+    *,
+    parents: Mapping[str, Candidate] | None = None,
+    decided: Mapping[str, Comparison] | None = None,
 ) -> list[Candidate]:
-    """The best ``width`` of parents and children together (elitism), distinct by hash, PASSED
-    only, ranked by effective latency; on a tie the parent (then the earlier candidate) wins."""
-    by_hash = {p.hash: p for p in parents}
+    """The best ``width`` of the elite and the children together (elitism), distinct by hash,
+    PASSED only, ranked by effective latency against each child's parent (looked up in
+    ``parents``, default the elite); on a tie the elite (then the earlier candidate) wins."""
+    lineage = {p.hash: p for p in elite} | dict(parents or {})
     ranked: list[tuple[float, int, Candidate]] = []
     seen: set[str] = set()
-    for order, cand in enumerate([*parents, *children]):
+    for order, cand in enumerate([*elite, *children]):
         if cand.hash in seen:
             continue
         seen.add(cand.hash)
-        parent = None if cand.hash in by_hash else by_hash.get(cand.kernel.parent_hash)
-        latency = effective_latency(cand, parent)
+        parent = None if order < len(elite) else lineage.get(cand.kernel.parent_hash)
+        latency = effective_latency(cand, parent, decided)
         if latency is not None:
             ranked.append((latency, order, cand))
     ranked.sort(key=lambda item: (item[0], item[1]))
     return [cand for _, _, cand in ranked[:width]]
 
 
-def best(candidates: Sequence[Candidate]) -> Candidate | None:
-    """The fastest PASSED candidate by median latency."""
+def best_of_plan(
+    kernels: Sequence[Candidate],
+    parent: Candidate,
+    limit: int | None = 1,
+    decided: Mapping[str, Comparison] | None = None,
+) -> list[Candidate]:
+    """The ``limit`` best of the kernels written for one plan of ``parent`` (by effective
+    latency; PASSED only; None: all): the published rule keeps one child per (parent, plan), so
+    that K siblings of one plan cannot fill the beam."""
+    scored = [(effective_latency(k, parent, decided), i, k) for i, k in enumerate(kernels)]
+    ranked = sorted((s, i, k) for s, i, k in scored if s is not None)
+    return [k for _, _, k in ranked[:limit]]
+
+
+def fastest(candidates: Sequence[Candidate]) -> Candidate | None:
+    """The fastest PASSED candidate by median latency alone (not noise-aware: for reports)."""
     passed = [c for c in candidates if c.latency is not None]
     return min(passed, key=lambda c: c.latency or 0.0) if passed else None
+
+
+def best(
+    current: Candidate,
+    candidates: Sequence[Candidate],
+    decided: Mapping[str, Comparison] | None = None,
+) -> Candidate:
+    """The run's best after ``candidates`` were seen: ``current`` unless one beats it beyond the
+    noise (a child of ``current`` by its re-timing's verdict), the fastest such first."""
+    if current.latency is None:
+        current = fastest(candidates) or current
+    for cand in sorted(
+        (c for c in candidates if c.latency is not None), key=lambda c: c.latency or 0.0
+    ):
+        if cand.hash != current.hash and decide(cand, current, decided or {}):
+            current = cand
+    return current

@@ -1,0 +1,63 @@
+"""One session of a run for test_kill_resume.py: starts (or resumes) a matmul run and writes each
+phase the loop enters to a log, so that the test can SIGKILL it in a chosen phase.
+
+    python kill_driver.py WORKSPACE CONFIG HARDWARE_JSON PHASE_LOG [--resume RUN]
+
+Every child is made "unsure" against its parent by the evaluations alone (``compare`` patched), so
+that every iteration settles its children in a one-session re-timing; the session's verdict, on
+real measurements, decides.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from agents_pool import variant
+
+from accelopt.hardware.spec import HardwareSpec
+from accelopt.llm.config import load_config
+from accelopt.profiling.config import EvalConfig
+from accelopt.profiling.evaluation import Evaluation
+from accelopt.search import loop
+from accelopt.search.config import SearchConfig
+from accelopt.search.run import RunInputs, execute_run, new_run
+from accelopt.search.selection import Comparison
+from accelopt.store.store import Store
+
+SEARCH = SearchConfig(beam=2, plans=2, samples=1, iterations=2, fixer=1)
+EVAL = EvalConfig(seeds=2, min_calls=5, min_time_s=0.02, workers=2)
+
+
+def always_unsure(child: Evaluation, parent: Evaluation) -> Comparison:
+    both = child.passed and parent.passed and child.latency_s and parent.latency_s
+    return Comparison.UNSURE if both else Comparison.NOT_FASTER
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    for name in ("workspace", "config", "hardware", "phases"):
+        parser.add_argument(name, type=Path)
+    parser.add_argument("--resume")
+    args = parser.parse_args()
+    loop.compare = always_unsure  # type: ignore[assignment]
+    hardware = HardwareSpec.model_validate_json(args.hardware.read_text())
+    llm = load_config(args.config)
+    with args.phases.open("a", buffering=1) as log, Store.open(args.workspace) as store:
+
+        def on_phase(name: str, t: int) -> None:
+            log.write(f"{name} {t}\n")
+
+        run = store.get_run(args.resume) if args.resume else None
+        if run is None:
+            run = new_run(store, "matmul", "small", "cpu", hardware, SEARCH, llm, variant("slow"))
+        log.write(f"run {run.id}\n")
+        inputs = RunInputs(llm, hardware, EVAL, check_llm=False, on_phase=on_phase)
+        execute_run(store, run, inputs, resume=args.resume is not None)
+
+
+if __name__ == "__main__":
+    main()

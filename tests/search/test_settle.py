@@ -1,0 +1,118 @@
+"""Settling unsure children: one re-timing session per parent, the parent and its unsure
+children interleaved on one device, the verdict from their ratio; kept per iteration, so that a
+resumed iteration reuses it; never written over the evaluations prompts were built from."""
+
+from __future__ import annotations
+
+import asyncio
+
+from accelopt.agents.planner import Plan
+from accelopt.backends.base import get_backend
+from accelopt.backends.kernel import Kernel
+from accelopt.backends.status import Status
+from accelopt.llm.client import LLMClient
+from accelopt.llm.config import Config
+from accelopt.problems.loader import load_problem
+from accelopt.profiling.evaluation import Evaluation
+from accelopt.profiling.session import Retiming
+from accelopt.search.config import SearchConfig
+from accelopt.search.loop import SESSION_CHILDREN, Child, Optimizer
+from accelopt.search.selection import Candidate, Comparison
+from accelopt.store.records import KernelRecord, RunRecord
+from accelopt.store.store import Store
+
+
+def evaluation(source: str, latency: float) -> Evaluation:
+    return Evaluation(
+        problem="matmul", workload="small", backend="cpu", kernel="k",
+        kernel_hash=Kernel(source).hash, hardware="hw", status=Status.PASSED, latency_s=latency,
+        noise=0.02, peak_s=1e-5, bound="matmul", tolerance=2e-5,
+    )  # fmt: skip
+
+
+class SessionProfiler:
+    """A profiler whose re-timing sessions find each kernel at the ratio it is told."""
+
+    kind = "fake"
+    capacity = 2
+    threads = 1
+
+    def __init__(self, ratios: dict[str, float]) -> None:
+        self.ratios = ratios
+        self.sessions: list[list[str]] = []
+
+    def evaluate(self, kernel, problem, workload, *, fresh=False):
+        raise AssertionError("settling never evaluates a kernel on its own")
+
+    def retime(self, kernels, problem, workload) -> Retiming:
+        hashes = [k.hash for k in kernels]
+        self.sessions.append(hashes)
+        ratios = tuple(1.0 if i == 0 else self.ratios[h] for i, h in enumerate(hashes))
+        evaluations = tuple(
+            evaluation(k.source, 1e-3 * r) for k, r in zip(kernels, ratios, strict=True)
+        )
+        return Retiming(evaluations, ratios, tuple(0.002 for _ in kernels), rounds=8)
+
+
+def candidate(source: str, latency: float, parent: str = "", plan: str = "p") -> Candidate:
+    kernel = Kernel(source)
+    record = KernelRecord(kernel.hash, source, "cpu", 1, "executor", parent, plan)
+    return Candidate(record, evaluation(source, latency))
+
+
+def optimizer(tmp_path, hw, profiler) -> Optimizer:
+    store = Store.open(tmp_path)
+    run = RunRecord("r1", "matmul", "small", "cpu", hw.key(), "beam", {})
+    store.create_run(run)
+    llm = Config.model_validate({"llm": {"default": {"base_url": "http://127.0.0.1:9/v1",
+                                                     "model": "m"}}})  # fmt: skip
+    return Optimizer(store, LLMClient(llm), profiler, get_backend("cpu"), hw,
+                     load_problem("matmul"), "small", SearchConfig(), run)  # fmt: skip
+
+
+def test_one_session_per_parent_with_all_its_unsure_children(tmp_path, hw):
+    parent = candidate("void kernel(){int p;}", 1.0)
+    unsure_a = candidate("void kernel(){int a;}", 0.97, parent.hash, "tile")
+    unsure_b = candidate("void kernel(){int b;}", 0.965, parent.hash, "unroll")
+    clear = candidate("void kernel(){int c;}", 0.5, parent.hash, "pack")  # no doubt: not re-timed
+    other = candidate("void kernel(){int q;}", 2.0)
+    other_kid = candidate("void kernel(){int d;}", 1.94, other.hash)
+    profiler = SessionProfiler({unsure_a.hash: 0.95, unsure_b.hash: 0.999, other_kid.hash: 0.9})
+    opt = optimizer(tmp_path, hw, profiler)
+    children = [
+        Child(parent, Plan("tile", ("x",)), (unsure_a, clear)),
+        Child(parent, Plan("unroll", ("x",)), (unsure_b,)),
+        Child(other, Plan("t", ("x",)), (other_kid,)),
+    ]
+    decided = asyncio.run(opt.settle(1, children))
+    assert sorted(profiler.sessions) == sorted(
+        [[parent.hash, unsure_a.hash, unsure_b.hash], [other.hash, other_kid.hash]]
+    )  # the parent timed once, beside every unsure child of its own
+    assert decided == {
+        unsure_a.hash: Comparison.FASTER,  # 5 % faster in one session: believed
+        unsure_b.hash: Comparison.NOT_FASTER,  # 0.1 %: within the session's noise
+        other_kid.hash: Comparison.FASTER,
+    }
+    data = opt.store.get_retiming("r1", 1, [parent.hash, unsure_a.hash, unsure_b.hash])
+    assert data is not None and data["rounds"] == 8
+    # a resumed iteration reuses the session kept in the store: nothing is timed again
+    again = optimizer(tmp_path / "again", hw, SessionProfiler({}))
+    again.store, again.run = opt.store, opt.run
+    assert asyncio.run(again.settle(1, children)) == decided
+    assert again.profiler.sessions == []
+
+
+def test_many_unsure_children_are_split_into_sessions_of_a_few(tmp_path, hw):
+    """Each kernel of a session holds its own buffers: a parent with many unsure children is
+    re-timed in several sessions, each beside the parent."""
+    parent = candidate("void kernel(){int p;}", 1.0)
+    kids = [
+        candidate(f"void kernel(){{int k{i};}}", 0.97, parent.hash, f"plan {i}") for i in range(7)
+    ]
+    profiler = SessionProfiler({k.hash: 0.9 for k in kids})
+    opt = optimizer(tmp_path, hw, profiler)
+    children = [Child(parent, Plan(k.kernel.plan_title, ("x",)), (k,)) for k in kids]
+    decided = asyncio.run(opt.settle(1, children))
+    assert [len(s) for s in profiler.sessions] == [1 + SESSION_CHILDREN] * 2 + [2]
+    assert all(s[0] == parent.hash for s in profiler.sessions)
+    assert set(decided) == {k.hash for k in kids}
