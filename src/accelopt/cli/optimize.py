@@ -153,7 +153,7 @@ def optimize_command(
             note = hardware_note(run, inputs.hardware)
             if note and show:
                 err_console.print(f"[yellow]note:[/yellow] {note}", highlight=False)
-            budget = run_budget(store, run, budget_usd)
+            budget = run_budget(store, run, budget_usd, fallback=llm)
             results = [execute_run(store, run, replace(inputs, budget=budget), resume=True)]
         else:
             search = _search_config(

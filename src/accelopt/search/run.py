@@ -132,10 +132,15 @@ def check_models(run: RunRecord, llm: Config) -> None:
         )
 
 
-def run_budget(store: Store, run: RunRecord, max_usd: float | None = None) -> Budget:
-    """The run's budget as recorded (``max_usd`` replaces its dollars when given), with what
-    every earlier session of the run spent already counted."""
-    limits = run.config.get("budget") or {}
+def run_budget(
+    store: Store, run: RunRecord, max_usd: float | None = None, fallback: Config | None = None
+) -> Budget:
+    """The run's budget as recorded (``max_usd`` replaces its dollars when given; a run recorded
+    before budgets were, ``fallback``'s), with what every earlier session of the run spent
+    already counted."""
+    limits = run.config.get("budget")
+    if limits is None:
+        limits = fallback.budget.model_dump() if fallback is not None else {}
     spent = store.spent([run.id])
     return Budget(
         max_usd=max_usd if max_usd is not None else limits.get("max_usd"),
@@ -195,7 +200,7 @@ def execute_run(store: Store, run: RunRecord, inputs: RunInputs, resume: bool) -
     hardware = run_hardware(run, inputs.hardware)
     if resume:
         check_models(run, inputs.llm)
-    budget = inputs.budget or run_budget(store, run)
+    budget = inputs.budget or run_budget(store, run, fallback=inputs.llm)
     replay_from = tuple(run.config.get("replay_from", ()))
     recorder = store.recorder(run.id, replay_from)
     client = LLMClient(inputs.llm, recorder=recorder, replay=True, budget=budget)
