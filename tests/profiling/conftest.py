@@ -13,6 +13,7 @@ import pytest
 from accelopt.backends.kernel import Kernel
 
 KERNELS_DIR = Path(__file__).parent / "kernels"
+sys.path.insert(0, str(Path(__file__).parent))  # fakes.py
 
 _UNSHARE_PROBE = """
 import ctypes, sys

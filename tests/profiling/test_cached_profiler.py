@@ -9,9 +9,9 @@ from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 
 import pytest
+from fakes import fake_evaluation, variant
 
 from accelopt.backends.kernel import Kernel
-from accelopt.backends.status import Status
 from accelopt.hardware.spec import HardwareSpec
 from accelopt.problems import load_problem
 from accelopt.profiling.config import EvalConfig
@@ -22,21 +22,6 @@ from accelopt.profiling.session import Retiming
 SILU = load_problem("silu")
 CONFIG = EvalConfig(seeds=2, min_calls=5, min_time_s=0.02)
 WAIT_S = 30.0  # no test waits this long unless it is broken
-
-
-def variant(i: int, name: str = "") -> Kernel:
-    source = SILU.kernel_path("baseline").read_text()
-    tagged = source.replace("{", f"{{ volatile int tag = {i}; (void)tag;", 1)
-    return Kernel(tagged, "cpu", name or f"v{i}")
-
-
-def fake_evaluation(job: Job, hardware: HardwareSpec, seed: int) -> Evaluation:
-    kernel, problem, workload = job
-    return Evaluation(
-        problem=problem.name, workload=workload, backend=kernel.backend, kernel=kernel.name,
-        kernel_hash=kernel.hash, hardware=hardware.key(), status=Status.PASSED, latency_s=1e-3,
-        peak_s=1e-4, bound="memory", tolerance=problem.tolerance, seeds=[seed],
-    )  # fmt: skip
 
 
 class MemoryCache:

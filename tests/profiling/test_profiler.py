@@ -6,14 +6,13 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 
 import pytest
+from fakes import fake_evaluation, variant
 
-from accelopt.backends.kernel import Kernel
 from accelopt.backends.status import Status
 from accelopt.errors import UserError
 from accelopt.hardware.spec import HardwareSpec
 from accelopt.problems import load_problem
 from accelopt.profiling.config import EvalConfig
-from accelopt.profiling.evaluation import Evaluation
 from accelopt.profiling.profiler import (
     CachedProfiler,
     ClusterLostError,
@@ -26,22 +25,6 @@ from accelopt.store.store import Store
 
 SILU = load_problem("silu")
 TIMED = EvalConfig(seeds=2, min_calls=5, min_time_s=0.02, call_timeout_floor_s=5.0)
-
-
-def variant(i: int, name: str = "") -> Kernel:
-    """The silu baseline with a harmless line, so that each ``i`` hashes differently."""
-    source = SILU.kernel_path("baseline").read_text()
-    tagged = source.replace("{", f"{{ volatile int tag = {i}; (void)tag;", 1)
-    return Kernel(tagged, "cpu", name or f"v{i}")
-
-
-def fake_evaluation(job: Job, hardware: HardwareSpec, seed: int) -> Evaluation:
-    kernel, problem, workload = job
-    return Evaluation(
-        problem=problem.name, workload=workload, backend=kernel.backend, kernel=kernel.name,
-        kernel_hash=kernel.hash, hardware=hardware.key(), status=Status.PASSED, latency_s=1e-3,
-        peak_s=1e-4, bound="memory", tolerance=problem.tolerance, seeds=[seed],
-    )  # fmt: skip
 
 
 class FakeRunner:

@@ -113,6 +113,6 @@ def test_many_unsure_children_are_split_into_sessions_of_a_few(tmp_path, hw):
     opt = optimizer(tmp_path, hw, profiler)
     children = [Child(parent, Plan(k.kernel.plan_title, ("x",)), (k,)) for k in kids]
     decided = asyncio.run(opt.settle(1, children))
-    assert [len(s) for s in profiler.sessions] == [1 + SESSION_CHILDREN] * 2 + [2]
+    assert sorted(len(s) for s in profiler.sessions) == [2] + [1 + SESSION_CHILDREN] * 2
     assert all(s[0] == parent.hash for s in profiler.sessions)
     assert set(decided) == {k.hash for k in kids}

@@ -241,6 +241,20 @@ def test_run_evaluations(store, make_run, make_kernel, make_evaluation):
     assert store.run_evaluations("nope") == {}
 
 
+def test_run_evaluations_after_a_ceiling_was_raised(store, make_run, make_kernel, make_evaluation):
+    """Kernels evaluated after the run's device had a ceiling re-measured are cached under the
+    raised spec's key (same device, another digest): still the run's evaluations."""
+    store.create_run(make_run(hardware="cpu:x-aaaaaaaaaaaa"))
+    for h in ("k0", "k1", "k2"):
+        store.add_kernel("run-0001", make_kernel(h))
+    store.put_evaluation(make_evaluation("k0", hardware="cpu:x-aaaaaaaaaaaa", latency_s=1.0))
+    store.put_evaluation(make_evaluation("k0", hardware="cpu:x-bbbbbbbbbbbb", latency_s=9.0))
+    store.put_evaluation(make_evaluation("k1", hardware="cpu:x-bbbbbbbbbbbb", latency_s=2.0))
+    store.put_evaluation(make_evaluation("k2", hardware="cpu:y-cccccccccccc"))  # another device
+    got = store.run_evaluations("run-0001")
+    assert {h: e.latency_s for h, e in got.items()} == {"k0": 1.0, "k1": 2.0}
+
+
 # -- LLM calls --------------------------------------------------------------------------------
 
 

@@ -309,16 +309,30 @@ class Store:
         self, run_id: str, harness_version: str = HARNESS_VERSION
     ) -> dict[str, Evaluation]:
         """Kernel hash -> cached evaluation, for the run's kernels on the run's problem, workload
-        and hardware (kernels without one are absent), in the order the kernels were added."""
+        and hardware (kernels without one are absent), in the order the kernels were added.
+
+        A kernel evaluated after a ceiling of the run's device was re-measured during the run is
+        cached under the raised ceilings' key (the same device name, another digest): its
+        evaluation is found there when the run's own key has none, the newest first."""
+        run = self.get_run(run_id)
+        if run is None:
+            return {}
+        device = run.hardware.rsplit("-", 1)[0] + "-"
         with self._read() as conn:
             rows = conn.execute(
-                "SELECT k.hash, e.data FROM run_kernels k JOIN runs r ON r.id = k.run_id"
-                " JOIN evaluations e ON e.kernel_hash = k.hash AND e.problem = r.problem"
-                " AND e.workload = r.workload AND e.hardware = r.hardware"
-                " AND e.harness_version = ? WHERE k.run_id = ? ORDER BY k.seq",
-                (harness_version, run_id),
-            ).fetchall()
-        return {r["hash"]: Evaluation.model_validate_json(r["data"]) for r in rows}
+                "SELECT k.hash, (SELECT e.data FROM evaluations e WHERE e.kernel_hash = k.hash"
+                " AND e.problem = ? AND e.workload = ? AND e.harness_version = ?"
+                " AND substr(e.hardware, 1, ?) = ?"
+                " ORDER BY e.hardware = ? DESC, e.created_at DESC, e.rowid DESC LIMIT 1) AS data"
+                " FROM run_kernels k WHERE k.run_id = ? ORDER BY k.seq",
+                (run.problem, run.workload, harness_version, len(device), device,
+                 run.hardware, run_id),
+            ).fetchall()  # fmt: skip
+        return {
+            r["hash"]: Evaluation.model_validate_json(r["data"])
+            for r in rows
+            if r["data"] is not None
+        }
 
     # -- LLM calls ----------------------------------------------------------------------------
 
