@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from accelopt.agents.context import ProblemView
 from accelopt.agents.prompting import chat
 from accelopt.llm.client import LLMClient
-from accelopt.llm.records import LLMCall
+from accelopt.llm.records import LLMCall, Message
 from accelopt.memory.records import Lesson
+from accelopt.profiling.profile import Profile, render_profile
 
 
 @dataclass(frozen=True)
@@ -19,6 +21,11 @@ class SummarizerInput:
     fast_source: str
     speedup: float
     language: str = "c"
+    # the plan the executor carried out between the two kernels, and what each one measured
+    plan_title: str = ""
+    plan_steps: Sequence[str] = ()
+    slow_profile: Profile | None = None
+    fast_profile: Profile | None = None
 
 
 @dataclass(frozen=True)
@@ -30,7 +37,13 @@ class LessonResult:
 
 
 _NO_LESSON = re.compile(r"^\W*no\s+lesson\W*$", re.IGNORECASE | re.MULTILINE)
-_FIELD = re.compile(r"^\W*(title|lesson|description|before|after)\W*:\s*(.*)$", re.IGNORECASE)
+# "TITLE: x", "**Title:** x", "**Lesson**: x", "## Title: x", or a bare "### Before" (the value
+# on the lines below)
+_FIELD = re.compile(
+    r"^\s*(?:#{1,6}\s*)?[*_]{0,2}\s*(title|lesson|description|before|after)\s*[*_]{0,2}\s*"
+    r"(?::[*_]{0,2}\s*(.*)|[:\s]*)$",
+    re.IGNORECASE,
+)
 _FENCE = re.compile(r"```[^\n]*\n(.*?)```", re.DOTALL)
 
 
@@ -41,7 +54,7 @@ def _sections(text: str) -> dict[str, str]:
     for line in text.splitlines():
         if m := _FIELD.match(line):
             current = "lesson" if m.group(1).lower() == "description" else m.group(1).lower()
-            sections[current] = [m.group(2)]
+            sections[current] = [m.group(2) or ""]
         elif current is not None:
             sections[current].append(line)
     return {k: "\n".join(v).strip() for k, v in sections.items()}
@@ -66,18 +79,30 @@ def parse_lesson(text: str) -> Lesson | None:
     )
 
 
-async def summarize(
-    client: LLMClient, given: SummarizerInput, sample_index: int = 0
-) -> LessonResult:
-    messages = chat(
+def _profile_text(profile: Profile | None) -> str:
+    return render_profile(profile).strip() if profile is not None else ""
+
+
+def summarizer_messages(given: SummarizerInput) -> list[Message]:
+    """The summarizer's system and user messages; the same input renders the same text."""
+    return chat(
         "summarizer",
         problem=given.problem,
         slow_source=given.slow_source.strip(),
         fast_source=given.fast_source.strip(),
         speedup=given.speedup,
         language=given.language,
+        plan_title=given.plan_title.strip(),
+        plan_steps=[step.strip() for step in given.plan_steps],
+        slow_profile_text=_profile_text(given.slow_profile),
+        fast_profile_text=_profile_text(given.fast_profile),
     )
-    call = await client.complete("summarizer", messages, sample_index)
+
+
+async def summarize(
+    client: LLMClient, given: SummarizerInput, sample_index: int = 0
+) -> LessonResult:
+    call = await client.complete("summarizer", summarizer_messages(given), sample_index)
     if not call.ok:
         return LessonResult(None, call, error=call.error)
     lesson = parse_lesson(call.reply)
