@@ -97,9 +97,28 @@ def cache_key(source: str, defines: Mapping[str, int], signature: str, cc: Compi
     return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:24]
 
 
+# Where the compiler's messages point. kernel.c is the kernel's source verbatim (``_write_inputs``):
+# the prototype is force-included (-include, its own file) and the sizes are -D macros, so nothing
+# is prepended and "kernel.c:12:" is line 12 of the source as written. Only messages about the
+# other two places are renamed, so that the reader knows they are not in the kernel.
+_PLACES = (
+    (f"./{HEADER_NAME}", f"{HEADER_NAME} (the contract's prototype, force-included)"),
+    (HEADER_NAME, f"{HEADER_NAME} (the contract's prototype, force-included)"),
+    ("<command-line>", "<command-line> (the sizes, -D macros)"),
+)
+
+
+def _rename_places(line: str) -> str:
+    for place, name in _PLACES:
+        if line.startswith(place) or line.startswith(f"In file included from {place}"):
+            return line.replace(place, name, 1)
+    return line
+
+
 def trim_compiler_output(text: str, source_path: str) -> str:
-    """Keep the lines that say what is wrong (errors and their context), with a short path."""
-    lines = [line.replace(source_path, "kernel.c") for line in text.splitlines()]
+    """Keep the lines that say what is wrong (errors and their context), with a short path;
+    their line numbers are the kernel source's own (``_PLACES``)."""
+    lines = [_rename_places(line.replace(source_path, SOURCE_NAME)) for line in text.splitlines()]
     keep: list[str] = []
     for i, line in enumerate(lines):
         if re.search(r"\berror\b|undefined reference", line):
