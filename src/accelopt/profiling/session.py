@@ -5,9 +5,12 @@ machines) differ by more than the kernels do when the kernels are close: the noi
 processes does not average out. A re-timing session builds, loads and checks every kernel as an
 evaluation does, then times them in rounds (round r times kernel 0 for a slice, then kernel 1, ...,
 the order reversed every other round: A B B A, so drift cancels), and compares each kernel with the
-first, the reference, round by round: in each round, the median seconds per call of a kernel's
-samples over the reference's. The ratio reported is the median of those per-round ratios, with the
-95 % interval of that median (``timing.ci_half_width``), relative to it.
+first, the reference, round by round: in each round, the fastest batch of a kernel's slice (its
+seconds per call) over the reference's. The fastest, not the median: a slice in which another
+process takes a core stalls most of a parallel kernel's calls by a scheduler time slice
+(milliseconds, measured here on 2 cores), and stalls only ever add time, so the fastest batch of a
+slice is the one the machine left alone. The ratio reported is the median of those per-round
+ratios, with the 95 % interval of that median (``timing.ci_half_width``), relative to it.
 
 This module holds the record and the pure arithmetic; the worker's side is ``run.RetimeRun``, the
 parent's ``service.Evaluator.retime``.
@@ -27,7 +30,8 @@ from accelopt.profiling.timing import ci_half_width
 MIN_ROUNDS = 8  # rounds a session times, at least (ci_half_width needs 6 ratios for an interval)
 MIN_SLICE_S = 0.02  # a kernel's slice of a round lasts at least this long (about ten batches)
 
-RoundSeries = Sequence[float | None]  # per round: a kernel's median seconds per call (None: absent)
+# per round: a kernel's fastest seconds per call (None: absent)
+RoundSeries = Sequence[float | None]
 
 
 @dataclass(frozen=True)
@@ -36,7 +40,7 @@ class Retiming:
 
     ``evaluations``: fresh, one per kernel, in the order given; never cached (each is a whole
     evaluation: its own checks, latency and interval). ``ratios``: per kernel, the median over
-    rounds of (its round median / the first kernel's round median); 1.0 for the first; None when
+    rounds of (its round's fastest batch / the first kernel's); 1.0 for the first; None when
     that kernel or the first did not pass. ``ratio_ci``: the relative half-width of a 95 % interval
     of that median ratio (0.0 for the first; None where unknown). ``rounds``: rounds timed.
     ``worker_pid``: the worker process that timed them all (None when none answered).
@@ -80,7 +84,7 @@ def retiming(
     rounds: int,
     worker_pid: int | None = None,
 ) -> Retiming:
-    """The record of a session: ``series`` holds each kernel's round medians (empty for a kernel
+    """The record of a session: ``series`` holds each kernel's round figures (empty for a kernel
     never timed); a kernel compares with the first only where both passed."""
     ratios: list[float | None] = []
     cis: list[float | None] = []
