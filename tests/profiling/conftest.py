@@ -13,7 +13,8 @@ import pytest
 from accelopt.backends.kernel import Kernel
 
 KERNELS_DIR = Path(__file__).parent / "kernels"
-sys.path.insert(0, str(Path(__file__).parent))  # fakes.py
+# support/fakes.py, importable as `fakes` (not this folder: its conftest would shadow others')
+sys.path.insert(0, str(Path(__file__).parent / "support"))
 
 _UNSHARE_PROBE = """
 import ctypes, sys

@@ -10,7 +10,7 @@ from accelopt.agents.planner import Plan
 from accelopt.agents.prompting import chat
 from accelopt.backends.facts import BackendFacts
 from accelopt.llm.client import LLMClient
-from accelopt.llm.records import LLMCall
+from accelopt.llm.records import LLMCall, Message
 
 
 @dataclass(frozen=True)
@@ -38,8 +38,9 @@ def kernel_from(call: LLMCall, language: str) -> KernelResult:
     return KernelResult(extracted.source, call, extracted.reason)
 
 
-async def execute(client: LLMClient, given: ExecutorInput, sample_index: int = 0) -> KernelResult:
-    messages = chat(
+def executor_messages(given: ExecutorInput) -> list[Message]:
+    """The executor's system and user messages (deterministic: a replay key)."""
+    return chat(
         "executor",
         problem=given.problem,
         facts=given.facts,
@@ -47,5 +48,8 @@ async def execute(client: LLMClient, given: ExecutorInput, sample_index: int = 0
         kernel_source=given.kernel_source.strip(),
         plan=given.plan,
     )
-    call = await client.complete("executor", messages, sample_index)
+
+
+async def execute(client: LLMClient, given: ExecutorInput, sample_index: int = 0) -> KernelResult:
+    call = await client.complete("executor", executor_messages(given), sample_index)
     return kernel_from(call, given.facts.language)

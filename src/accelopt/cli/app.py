@@ -14,7 +14,7 @@ import typer
 from rich.markup import escape
 
 from accelopt.backends.kernel import Kernel
-from accelopt.cli import bench, common, llm, memory, optimize, report, runs, worker
+from accelopt.cli import bench, common, llm, memory, optimize, prompt, report, runs, worker
 from accelopt.cli.output import (
     JsonOption,
     console,
@@ -44,6 +44,7 @@ app.command("optimize")(optimize.optimize_command)
 app.command("report")(report.report_command)
 runs.app.command("compare")(report.compare_command)
 app.command("worker")(worker.worker_command)
+app.command("prompt")(prompt.prompt_command)
 
 
 @app.command("eval")

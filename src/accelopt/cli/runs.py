@@ -101,13 +101,16 @@ def _print_show(p: dict[str, Any]) -> None:
     console.print(f"parameters: {p['config'].get('search')}", highlight=False)
     console.print(f"models: {p['config'].get('models')}", highlight=False)
     table = Table(title="best per iteration", title_justify="left")
-    for col in ("iteration", "best ms", "% of peak", "beam", "evaluated", "failed", "$"):
+    for col in ("iteration", "best ms", "% of peak", "beam", "evaluated", "failed", "$",
+                "calls without a result"):  # fmt: skip
         table.add_column(col, justify="right")
     for i in p["iterations"]:
         failed = sum(i["failed_by_status"].values())
+        wasted = ", ".join(f"{what} {n}" for what, n in i.get("wasted", {}).items()) or "—"
         table.add_row(
             str(i["iteration"]), fmt_ms(i["best_latency_s"]), fmt_pct(i["best_pct_of_peak"]),
             str(len(i["beam"])), str(i["evaluated"]), str(failed), f"{i['spent_usd']:.4f}",
+            wasted,
         )  # fmt: skip
     console.print(table)
     table = Table(title="lineage of the best kernel", title_justify="left")

@@ -23,7 +23,8 @@ from typing import Any
 
 from accelopt.agents.context import ProblemView, problem_view
 from accelopt.agents.executor import ExecutorInput, KernelResult, execute
-from accelopt.agents.fixer import FixerInput, fix
+from accelopt.agents.fixer import NO_CODE, FixerInput, fix
+from accelopt.agents.history import TriedPlan
 from accelopt.agents.planner import Plan, PlannerInput, propose
 from accelopt.agents.summarizer import SummarizerInput, summarize
 from accelopt.backends.base import Backend
@@ -40,6 +41,7 @@ from accelopt.profiling.evaluation import Evaluation
 from accelopt.profiling.profile import Profile, build_profile
 from accelopt.profiling.profiler import Profiler
 from accelopt.search.config import SearchConfig
+from accelopt.search.history import plans_tried
 from accelopt.search.progress import Progress
 from accelopt.search.selection import (
     Candidate,
@@ -54,15 +56,19 @@ from accelopt.search.selection import (
 from accelopt.store.records import IterationRecord, KernelRecord, RunRecord
 from accelopt.store.store import Store
 
-FIXABLE = {Status.COMPILE_ERROR, Status.REJECTED, Status.CRASH, Status.TIMEOUT, Status.INCORRECT}
+FIXABLE = {
+    Status.COMPILE_ERROR, Status.REJECTED, Status.CRASH, Status.TIMEOUT, Status.INCORRECT,
+    Status.SUSPICIOUS,
+}  # fmt: skip
 # What the loop reports through ``on_phase`` (and the progress line) as it enters each step.
 PHASES = ("planning", "writing", "evaluating", "fixing", "settling", "learning", "committing")
 # Every call site of a run has its own sample index, so that replay (keyed by prompt and sample
 # index) answers a call only from that same call of a killed session, never from a sibling that
 # happened to get the same prompt: planner t × SAMPLE_STRIDE + n (reports/compare.py decodes it),
-# executor t × SAMPLE_STRIDE² + slot, fixer t × SAMPLE_STRIDE² + slot × SAMPLE_STRIDE + round,
-# with slot = n × K + k.
+# executor t × SAMPLE_STRIDE² + slot (asked again: + REASK), fixer t × SAMPLE_STRIDE² + slot ×
+# SAMPLE_STRIDE + round, with slot = n × K + k.
 SAMPLE_STRIDE = 1000
+REASK = SAMPLE_STRIDE**2 // 2  # an executor asked again after a reply without code: + slot
 # Children re-timed beside their parent in one session, at most: each kernel of a session holds
 # its own rotation buffers (hundreds of MiB), so more are split into several sessions.
 SESSION_CHILDREN = 3
@@ -104,6 +110,7 @@ class Optimizer:
         # the parent's own work (compiler remarks for profiles) never queues behind evaluations
         self._local = ThreadPoolExecutor(max_workers=2)
         self._profiles: dict[str, asyncio.Future[Profile]] = {}
+        self.waste: Counter[str] = Counter()  # this iteration's calls that gave nothing usable
 
     def phase(self, name: str, t: int) -> None:
         if self.on_phase is not None:
@@ -185,54 +192,94 @@ class Optimizer:
             ids = self.store.save_retrieval(self.run.id, t, parent.hash, found_ids)
         return self.store.experiences_by_id(ids)
 
-    async def plan_and_write(
-        self, t: int, parent: Candidate, n: int, lessons: list[Experience]
-    ) -> Child | None:
-        given = PlannerInput(self.view, parent.kernel.source, await self.profile(parent),
-                             self.facts, lessons)  # fmt: skip
-        self.phase("planning", t)
-        planned = await propose(self.client, given, sample_index=t * SAMPLE_STRIDE + n)
-        if planned.plan is None:
-            return None
-        plan = planned.plan
+    async def plan_parent(
+        self,
+        t: int,
+        parent: Candidate,
+        count: int,
+        lessons: list[Experience],
+        tried: Sequence[TriedPlan],
+    ) -> list[Child]:
+        """``count`` plans for ``parent``, each planner call shown the titles already drafted
+        (so that they differ; replay keeps the chain deterministic); each plan's kernels are
+        written as soon as it arrives."""
+        profile = await self.profile(parent)
+        drafted: list[str] = []
+        writing: list[asyncio.Future[Child]] = []
+        for n in range(count):
+            given = PlannerInput(self.view, parent.kernel.source, profile, self.facts, lessons,
+                                 tried=tuple(tried), drafted=tuple(drafted))  # fmt: skip
+            self.phase("planning", t)
+            planned = await propose(self.client, given, sample_index=t * SAMPLE_STRIDE + n)
+            if planned.plan is None:
+                self.waste["planner failed"] += 1
+                continue
+            drafted.append(planned.plan.title)
+            writing.append(asyncio.ensure_future(self.write(t, parent, planned.plan, n)))
+        return list(await asyncio.gather(*writing))
+
+    async def write(self, t: int, parent: Candidate, plan: Plan, n: int) -> Child:
+        """K kernels for one plan, evaluated and repaired."""
         job = ExecutorInput(self.view, parent.kernel.source, plan, self.facts)
         self.phase("writing", t)
         slots = [n * self.config.samples + k for k in range(self.config.samples)]
         base = t * SAMPLE_STRIDE**2
-        written = await asyncio.gather(
-            *(execute(self.client, job, sample_index=base + slot) for slot in slots)
-        )
+        written = await asyncio.gather(*(self.write_one(job, base + slot) for slot in slots))
         kernels = await asyncio.gather(
             *(
                 self.evaluate_with_fixes(r, parent, plan, t, base + slot * SAMPLE_STRIDE)
                 for r, slot in zip(written, slots, strict=True)
-                if r.source
             )
         )
-        return Child(parent, plan, tuple(kernels))
+        return Child(parent, plan, tuple(k for k in kernels if k is not None))
+
+    async def write_one(self, job: ExecutorInput, sample: int) -> KernelResult:
+        """One executor sample; a reply without a usable kernel is asked once more (paid and
+        counted, as the published system retries)."""
+        result = await execute(self.client, job, sample_index=sample)
+        if result.source is None and result.call.ok:
+            self.waste["executor asked again"] += 1
+            result = await execute(self.client, job, sample_index=sample + REASK)
+        return result
 
     async def evaluate_with_fixes(
         self, written: KernelResult, parent: Candidate, plan: Plan, t: int, sample: int
-    ) -> Candidate:
-        assert written.source is not None
-        cand = await self.admit(written.source, parent, plan, t, "executor")
+    ) -> Candidate | None:
+        """Admit the written kernel and repair it while it fails (F rounds); a reply that still
+        had no kernel goes to the fixer too. None when nothing usable came of the sample."""
+        cand = None
+        if written.source is not None:
+            cand = await self.admit(written.source, parent, plan, t, "executor")
+        elif not written.call.ok:
+            self.waste["executor failed"] += 1
+            return None
         for round_ in range(self.config.fixer):
-            if cand.evaluation.status not in FIXABLE:
+            if cand is not None and cand.evaluation.status not in FIXABLE:
                 break
-            given = FixerInput(
-                self.view,
-                cand.kernel.source,
-                cand.evaluation.status.value,
-                cand.evaluation.error,
-                cand.evaluation.log,
-                self.facts,
-            )
             self.phase("fixing", t)
+            given = self.fixer_input(cand, written, parent, plan)
             repaired = await fix(self.client, given, sample_index=sample + round_)
             if repaired.source is None:
                 break
             cand = await self.admit(repaired.source, parent, plan, t, "fixer")
+        if cand is None:
+            self.waste["executor no code"] += 1
         return cand
+
+    def fixer_input(
+        self, cand: Candidate | None, written: KernelResult, parent: Candidate, plan: Plan
+    ) -> FixerInput:
+        """What the fixer is shown: the failed kernel (or the reply that had none), the last
+        correct kernel it descends from, and the plan it was carrying out."""
+        if cand is None:
+            source, status, error, log = "", NO_CODE, written.error, ""
+        else:
+            e = cand.evaluation
+            source, status, error, log = cand.kernel.source, e.status.value, e.error, e.log
+        return FixerInput(
+            self.view, source, status, error, log, self.facts,
+            parent_source=parent.kernel.source, plan_title=plan.title, plan_steps=plan.steps,
+        )  # fmt: skip
 
     # -- selection -----------------------------------------------------------------------------
     async def settle(self, t: int, children: Sequence[Child]) -> dict[str, Comparison]:
@@ -291,17 +338,28 @@ class Optimizer:
             _outcome(c, k, decided) for c in children if c.parent.latency for k in c.kernels
         ]
         pairs = select_pairs(outcomes, slots=self.config.experience_slots)
-        sources = {c.parent.hash: c.parent.kernel.source for c in children}
-        sources |= {k.hash: k.kernel.source for c in children for k in c.kernels}
-        await asyncio.gather(*(self.summarize_pair(t, p, sources) for p in pairs))
+        found = {c.parent.hash: c.parent for c in children}
+        found |= {k.hash: k for c in children for k in c.kernels}
+        plans = {(c.parent.hash, c.plan.title): c.plan for c in children}
+        await asyncio.gather(*(self.summarize_pair(t, p, found, plans) for p in pairs))
 
-    async def summarize_pair(self, t: int, pair: Pair, sources: dict[str, str]) -> None:
+    async def summarize_pair(
+        self,
+        t: int,
+        pair: Pair,
+        found: dict[str, Candidate],
+        plans: dict[tuple[str, str], Plan],
+    ) -> None:
+        slow, fast = found[pair.slow_hash], found[pair.fast_hash]
+        plan = plans[(pair.parent_hash, pair.plan_title)]
         given = SummarizerInput(
-            self.view, sources[pair.slow_hash], sources[pair.fast_hash], pair.speedup,
-            self.facts.language,
+            self.view, slow.kernel.source, fast.kernel.source, pair.speedup, self.facts.language,
+            plan_title=plan.title, plan_steps=plan.steps,
+            slow_profile=await self.profile(slow), fast_profile=await self.profile(fast),
         )  # fmt: skip
         result = await summarize(self.client, given, sample_index=t)
         if result.lesson is None:
+            self.waste["summarizer no lesson" if result.no_lesson else "summarizer failed"] += 1
             return
         self.store.add_experience(
             Experience(
@@ -330,11 +388,15 @@ class Optimizer:
         parents = [baseline] if sampling else beam
         # sampling: the same executor calls as beam search, all from the starting kernel
         per_parent = self.config.plans * (self.config.beam if sampling else 1)
+        self.waste = Counter()
+        kernels = [k for k in self.store.kernels(self.run.id) if k.iteration < t]
+        evaluations = self.store.run_evaluations(self.run.id)
         jobs = []
         for parent in parents:
             lessons = self.lessons(t, parent)
-            jobs += [self.plan_and_write(t, parent, n, lessons) for n in range(per_parent)]
-        children = [c for c in await asyncio.gather(*jobs) if c is not None]
+            tried = plans_tried(kernels, evaluations, parent.hash, before=t)
+            jobs.append(self.plan_parent(t, parent, per_parent, lessons, tried))
+        children = [c for group in await asyncio.gather(*jobs) for c in group]
         decided = await self.settle(t, children)
         await self.learn(t, children, decided)
         limit = self.config.per_plan
@@ -359,6 +421,7 @@ class Optimizer:
             spent_usd=spent.usd,
             evaluated=len(evaluations),
             failed_by_status=dict(sorted(failed.items())),
+            wasted=dict(sorted(self.waste.items())),
         )
         self.store.commit_iteration(self.run.id, record, best_hash=overall.hash)
         if self.progress is not None:

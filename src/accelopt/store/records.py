@@ -48,3 +48,6 @@ class IterationRecord:
     spent_usd: float
     evaluated: int
     failed_by_status: dict[str, int] = field(default_factory=dict)
+    # calls that gave nothing usable: "planner failed", "executor asked again", "executor no
+    # code", "executor failed", "summarizer failed", "summarizer no lesson"
+    wasted: dict[str, int] = field(default_factory=dict)

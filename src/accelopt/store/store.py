@@ -723,6 +723,7 @@ def _iteration(data: dict[str, Any]) -> IterationRecord:
         spent_usd=data["spent_usd"],
         evaluated=data["evaluated"],
         failed_by_status=dict(data.get("failed_by_status", {})),
+        wasted=dict(data.get("wasted", {})),
     )
 
 
