@@ -199,14 +199,15 @@ class Optimizer:
         count: int,
         lessons: list[Experience],
         tried: Sequence[TriedPlan],
+        first: int = 0,
     ) -> list[Child]:
-        """``count`` plans for ``parent``, each planner call shown the titles already drafted
-        (so that they differ; replay keeps the chain deterministic); each plan's kernels are
-        written as soon as it arrives."""
+        """``count`` plans for ``parent`` (planner calls ``first``, ``first + 1``, ...), each
+        call shown the titles already drafted in this chain (so that they differ; replay keeps
+        the chain deterministic); each plan's kernels are written as soon as it arrives."""
         profile = await self.profile(parent)
         drafted: list[str] = []
         writing: list[asyncio.Future[Child]] = []
-        for n in range(count):
+        for n in range(first, first + count):
             given = PlannerInput(self.view, parent.kernel.source, profile, self.facts, lessons,
                                  tried=tuple(tried), drafted=tuple(drafted))  # fmt: skip
             self.phase("planning", t)
@@ -385,17 +386,19 @@ class Optimizer:
     ) -> tuple[list[Candidate], Candidate]:
         """One iteration from ``beam``: the next beam and the run's best after it."""
         sampling = self.config.strategy == "sampling"
-        parents = [baseline] if sampling else beam
-        # sampling: the same executor calls as beam search, all from the starting kernel
-        per_parent = self.config.plans * (self.config.beam if sampling else 1)
+        # sampling: the same planner and executor calls as beam search, all from the starting
+        # kernel, in B chains of N planner calls (as many at once as beam search makes)
+        parents = [baseline] * self.config.beam if sampling else beam
         self.waste = Counter()
         kernels = [k for k in self.store.kernels(self.run.id) if k.iteration < t]
         evaluations = self.store.run_evaluations(self.run.id)
         jobs = []
-        for parent in parents:
+        n = self.config.plans
+        for chain, parent in enumerate(parents):
             lessons = self.lessons(t, parent)
             tried = plans_tried(kernels, evaluations, parent.hash, before=t)
-            jobs.append(self.plan_parent(t, parent, per_parent, lessons, tried))
+            first = chain * n if sampling else 0
+            jobs.append(self.plan_parent(t, parent, n, lessons, tried, first))
         children = [c for group in await asyncio.gather(*jobs) for c in group]
         decided = await self.settle(t, children)
         await self.learn(t, children, decided)
