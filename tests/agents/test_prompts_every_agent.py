@@ -47,3 +47,18 @@ def test_the_fixer_sees_the_failure_the_parent_and_the_plan(backend, status):
     assert FENCE[name] in user and "Block for L2" in user and "what went wrong" in user
     assert source.strip().splitlines()[0] in user  # the parent kernel
     assert fixer_messages(given) == fixer_messages(given)
+
+
+def test_the_summarizer_is_told_which_way_the_plan_went(hw):
+    from accelopt.agents.summarizer import SummarizerInput, summarizer_messages
+
+    source = PROBLEM.kernel_path("baseline").read_text()
+    common = dict(plan_title=PLAN.title, plan_steps=PLAN.steps)
+    up = SummarizerInput(problem_view(PROBLEM, "cpu"), source, source, 1.5, "c", **common)
+    down = SummarizerInput(problem_view(PROBLEM, "cpu"), source, source, 1.5, "c",
+                           plan_made_slower=True, **common)  # fmt: skip
+    assert (
+        "turned the slow kernel (the parent) into the fast one"
+        in (summarizer_messages(up)[-1]["content"])
+    )
+    assert "a change to undo" in summarizer_messages(down)[-1]["content"]

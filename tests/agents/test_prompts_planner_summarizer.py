@@ -119,7 +119,7 @@ def test_summarizer_is_shown_the_plan_both_profiles_and_the_speedup(hw):
         fast_profile=fast,
     )
     prompt = summarizer_messages(given)[1]["content"]
-    plan = prompt.split("# The plan carried out between the two kernels")[1].split("# Slow")[0]
+    plan = prompt.split("# The plan that turned the slow kernel")[1].split("# Slow")[0]
     assert "Pack the B panel\n1. Copy B into panels.\n2. Stream them in the micro-kernel." in plan
     slow_part, fast_part = prompt.split("# Slow kernel")[1].split("# Fast kernel")
     assert "latency: 10.4 ms (median), noise ±2.0 %" in slow_part

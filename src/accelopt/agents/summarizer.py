@@ -26,6 +26,8 @@ class SummarizerInput:
     plan_steps: Sequence[str] = ()
     slow_profile: Profile | None = None
     fast_profile: Profile | None = None
+    # the plan turned the fast kernel (the parent) into the slow one: an "undo" lesson
+    plan_made_slower: bool = False
 
 
 @dataclass(frozen=True)
@@ -96,6 +98,7 @@ def summarizer_messages(given: SummarizerInput) -> list[Message]:
         plan_steps=[step.strip() for step in given.plan_steps],
         slow_profile_text=_profile_text(given.slow_profile),
         fast_profile_text=_profile_text(given.fast_profile),
+        plan_made_slower=given.plan_made_slower,
     )
 
 

@@ -35,7 +35,7 @@ from accelopt.hardware.spec import HardwareSpec
 from accelopt.llm.client import LLMClient
 from accelopt.memory.records import Experience
 from accelopt.memory.retrieval import retrieve
-from accelopt.memory.selection import Outcome, Pair, select_pairs
+from accelopt.memory.selection import NEGATIVE, Outcome, Pair, select_pairs
 from accelopt.problems.records import Problem
 from accelopt.profiling.evaluation import Evaluation
 from accelopt.profiling.profile import Profile, build_profile
@@ -357,6 +357,7 @@ class Optimizer:
             self.view, slow.kernel.source, fast.kernel.source, pair.speedup, self.facts.language,
             plan_title=plan.title, plan_steps=plan.steps,
             slow_profile=await self.profile(slow), fast_profile=await self.profile(fast),
+            plan_made_slower=pair.kind == NEGATIVE,
         )  # fmt: skip
         result = await summarize(self.client, given, sample_index=t)
         if result.lesson is None:
