@@ -147,7 +147,8 @@ def best_of_plan(
 
 
 def fastest(candidates: Sequence[Candidate]) -> Candidate | None:
-    """The fastest PASSED candidate by median latency alone (not noise-aware: for reports)."""
+    """The fastest PASSED candidate by median latency alone (``best`` starts from it when the
+    current best has no latency)."""
     passed = [c for c in candidates if c.latency is not None]
     return min(passed, key=lambda c: c.latency or 0.0) if passed else None
 

@@ -317,7 +317,7 @@ class Store:
         run = self.get_run(run_id)
         if run is None:
             return {}
-        device = run.hardware.rsplit("-", 1)[0] + "-"
+        device = run.hardware.rsplit("-", 1)[0] + "-"  # HardwareSpec.key(): f"{name}-{digest}"
         with self._read() as conn:
             rows = conn.execute(
                 "SELECT k.hash, (SELECT e.data FROM evaluations e WHERE e.kernel_hash = k.hash"
