@@ -32,8 +32,9 @@ class MemoryCache:
         self.lock = threading.Lock()
 
     def get_evaluation(
-        self, kernel_hash: str, problem: str, workload: str, hardware: str
-    ) -> Evaluation | None:
+        self, kernel_hash: str, problem: str, workload: str, hardware: str, *,
+        problem_version: str = "",
+    ) -> Evaluation | None:  # fmt: skip
         with self.lock:
             return self.saved.get((kernel_hash, problem, workload, hardware))
 

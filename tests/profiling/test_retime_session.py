@@ -77,8 +77,9 @@ class RecordingCache:
         self.uses: list[str] = []
 
     def get_evaluation(
-        self, kernel_hash: str, problem: str, workload: str, hardware: str
-    ) -> Evaluation | None:
+        self, kernel_hash: str, problem: str, workload: str, hardware: str, *,
+        problem_version: str = "",
+    ) -> Evaluation | None:  # fmt: skip
         self.uses.append(f"get {kernel_hash}")
         return None
 

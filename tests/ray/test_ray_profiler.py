@@ -125,3 +125,21 @@ def test_the_factory_uses_this_process_ray_and_leaves_it_running(ray_cluster, hw
         assert profiler.capacity == CONFIG.workers  # one actor
         assert profiler.evaluate(variant(400), SILU, "small").status is Status.PASSED
     assert ray_cluster.is_initialized()
+
+
+@pytest.mark.timeout(120)
+def test_a_workspace_problem_travels_to_the_actor(ray_profiler, tmp_path):
+    """The actor is sent the problem's files: the workspace is gone before it evaluates."""
+    import shutil
+    from pathlib import Path
+
+    from accelopt.problems.workspace import add_problem
+
+    files = Path(__file__).parents[1] / "problems" / "workspace_files"
+    problem = add_problem(files / "axpy.py", tmp_path / "ws")
+    shutil.rmtree(tmp_path / "ws")
+    good = Kernel((files / "axpy_rows.c").read_text(), "cpu", "good")
+    wrong = Kernel((files / "axpy_rows_wrong.c").read_text(), "cpu", "wrong")
+    results = evaluate_all(ray_profiler, [(good, problem, "tiny"), (wrong, problem, "tiny")])
+    assert [e.status for e in results] == [Status.PASSED, Status.INCORRECT], results[0].error
+    assert results[0].problem_version == problem.fingerprint

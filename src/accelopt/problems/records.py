@@ -18,13 +18,16 @@ Arrays = tuple[np.ndarray, ...]
 
 @dataclass(frozen=True)
 class TensorSpec:
-    """A float32, contiguous, row-major tensor whose shape is written in size parameters."""
+    """A float32, contiguous, row-major tensor whose shape is written in size parameters.
+
+    Each entry of ``shape`` names a size parameter, or is a decimal literal (``"1"``) for an
+    axis whose length never changes (an imported problem's ``keepdim`` axis, say)."""
 
     name: str
     shape: tuple[str, ...]
 
     def dims(self, sizes: Sizes) -> tuple[int, ...]:
-        return tuple(int(sizes[p]) for p in self.shape)
+        return tuple(int(p) if p.isdigit() else int(sizes[p]) for p in self.shape)
 
     def nbytes(self, sizes: Sizes) -> int:
         return 4 * int(np.prod(self.dims(sizes), dtype=np.int64))
@@ -90,6 +93,26 @@ class Problem:
     generator: Callable[[np.random.Generator, list[tuple[int, ...]]], Arrays] = field(
         default=normal_inputs
     )
+    # How each cost term was obtained (``matmul_flops``, ``vector_flops``, ``bytes`` -> a short
+    # sentence); empty for a cost model written out by hand.
+    cost_notes: Mapping[str, str] = field(default_factory=dict)
+    # Python modules the reference and the generator import (``("torch",)`` for an imported
+    # PyTorch problem); a command that evaluates says what to install when one is missing.
+    requires: tuple[str, ...] = ()
+    # What the agents are shown as the reference (e.g. an imported PyTorch model with the kernel
+    # arguments it maps to); empty: the reference function's own source.
+    reference_text: str = ""
+    # Set by the loader: "suite" (shipped with accelopt) or "workspace" (a user's problem), and
+    # for a workspace problem a hash of its folder's files (its evaluations and references are
+    # cached under it, so an edited problem never reuses a stale verdict).
+    origin: str = "suite"
+    fingerprint: str = ""
+
+    @property
+    def versioned_name(self) -> str:
+        """The name, with the fingerprint of a workspace problem (``name@fingerprint``): what
+        caches of its inputs and references are keyed by."""
+        return f"{self.name}@{self.fingerprint}" if self.fingerprint else self.name
 
     def workload(self, name: str) -> Workload:
         try:

@@ -95,3 +95,11 @@ def harness_digest(root: Path = PACKAGE, parts: tuple[str, ...] = HARNESS_PARTS)
 
 # Part of the evaluation cache key, so results measured by another harness are never reused.
 HARNESS_VERSION = harness_digest()
+
+
+def harness_key(problem_fingerprint: str = "") -> str:
+    """The harness version an evaluation is cached under: the harness's own, and for a
+    workspace problem (which the harness digest does not cover) its fingerprint too."""
+    if not problem_fingerprint:
+        return HARNESS_VERSION
+    return f"{HARNESS_VERSION}+{problem_fingerprint}"

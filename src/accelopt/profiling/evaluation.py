@@ -14,6 +14,9 @@ class Evaluation(BaseModel):
     problem: str
     workload: str
     backend: str
+    # a workspace problem's fingerprint (its files' hash; '' for the suite's): part of the key
+    # the evaluation is cached under, so an edited problem is measured again
+    problem_version: str = ""
     kernel: str  # a label: file name or kind
     kernel_hash: str
     hardware: str  # HardwareSpec.key()

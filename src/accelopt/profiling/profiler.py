@@ -74,8 +74,9 @@ class EvaluationCache(Protocol):
     harness version is part of the key: the store adds the running one)."""
 
     def get_evaluation(
-        self, kernel_hash: str, problem: str, workload: str, hardware: str
-    ) -> Evaluation | None: ...
+        self, kernel_hash: str, problem: str, workload: str, hardware: str, *,
+        problem_version: str = "",
+    ) -> Evaluation | None: ...  # fmt: skip
 
     def put_evaluation(self, evaluation: Evaluation) -> None: ...
 
@@ -174,12 +175,12 @@ class LocalRunner:
         self.evaluator.close()
 
 
-Key = tuple[str, str, str]  # kernel hash, problem, workload
+Key = tuple[str, str, str, str]  # kernel hash, problem, workload, problem's fingerprint
 
 
 def _cache_key(job: Job) -> Key:
     kernel, problem, workload = job
-    return kernel.hash, problem.name, workload
+    return kernel.hash, problem.name, workload, problem.fingerprint
 
 
 def _labelled(evaluation: Evaluation, kernel: Kernel) -> Evaluation:
@@ -244,10 +245,12 @@ class CachedProfiler:
     def _cached(self, key: Key) -> Evaluation | None:
         if self.store is None:
             return None
-        kernel_hash, problem, workload = key
+        kernel_hash, problem, workload, version = key
         with self._lock:
             hardware = self.hardware.key()
-        return self.store.get_evaluation(kernel_hash, problem, workload, hardware)
+        return self.store.get_evaluation(
+            kernel_hash, problem, workload, hardware, problem_version=version
+        )
 
     def _count(self, measured: int = 0, cache_hits: int = 0, shared: int = 0) -> None:
         with self._lock:

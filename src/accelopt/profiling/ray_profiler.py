@@ -49,8 +49,8 @@ from accelopt.backends.kernel import Kernel
 from accelopt.backends.status import Status
 from accelopt.errors import UserError
 from accelopt.hardware.spec import HardwareSpec
-from accelopt.problems.loader import load_problem
 from accelopt.problems.records import Problem
+from accelopt.problems.shipping import ProblemRef, problem_ref, resolve_ref
 from accelopt.profiling.config import EvalConfig
 from accelopt.profiling.evaluation import Evaluation
 from accelopt.profiling.profiler import ClusterLostError, Job, Outcome
@@ -406,17 +406,17 @@ class DeviceActor:
         }
 
     def evaluate(
-        self, source: str, backend: str, name: str, problem: str, workload: str
+        self, source: str, backend: str, name: str, problem: ProblemRef, workload: str
     ) -> Evaluation:
         kernel = Kernel(source, backend, name)
-        return self.evaluator.evaluate(kernel, load_problem(problem), workload)
+        return self.evaluator.evaluate(kernel, resolve_ref(problem), workload)
 
     def retime(
-        self, sources: list[tuple[str, str]], backend: str, problem: str, workload: str
+        self, sources: list[tuple[str, str]], backend: str, problem: ProblemRef, workload: str
     ) -> Retiming:
         """``sources``: (source, name) per kernel, the reference first."""
         kernels = [Kernel(source, backend, name) for source, name in sources]
-        return self.evaluator.retime(kernels, load_problem(problem), workload)
+        return self.evaluator.retime(kernels, resolve_ref(problem), workload)
 
     def close(self) -> None:
         self.evaluator.close()
@@ -551,13 +551,12 @@ class RayFleet:
         if isinstance(job, RetimeJob):
             sources = [(k.source, k.name) for k in job.kernels]
             backend = job.kernels[0].backend
-            return self._guard(
-                lambda: handle.retime.remote(sources, backend, job.problem.name, job.workload)
-            )
+            ref = problem_ref(job.problem)
+            return self._guard(lambda: handle.retime.remote(sources, backend, ref, job.workload))
         kernel, problem, workload = job
         return self._guard(
             lambda: handle.evaluate.remote(
-                kernel.source, kernel.backend, kernel.name, problem.name, workload
+                kernel.source, kernel.backend, kernel.name, problem_ref(problem), workload
             )
         )
 

@@ -30,7 +30,7 @@ from accelopt.backends.guards import describe, find_overruns
 from accelopt.backends.kernel import Kernel
 from accelopt.backends.status import Status
 from accelopt.hardware import devicelock
-from accelopt.problems.loader import load_problem
+from accelopt.problems.shipping import resolve_ref
 from accelopt.profiling import contention, references, sandbox, session
 from accelopt.profiling.config import HARNESS_VERSION, EvalConfig
 from accelopt.profiling.correctness import check_outputs, modified_input
@@ -98,7 +98,7 @@ class EvaluationRun:
     def __init__(self, request: dict[str, Any], channel: Channel) -> None:
         self.channel = channel
         self.config = EvalConfig(**request["config"])
-        self.problem = load_problem(request["problem"])
+        self.problem = resolve_ref(request["problem"])
         self.workload: str = request["workload"]
         self.sizes = self.problem.workload(self.workload).sizes
         self.backend = get_backend(request["backend"])
@@ -268,7 +268,7 @@ class EvaluationRun:
             self.config.reference_memory_bytes,
             self.config.reference_disk_bytes,
         )
-        return store.get(self.problem.name, self.workload, seed, compute)
+        return store.get(self.problem.versioned_name, self.workload, seed, compute)
 
     def _prepared(self) -> Iterator[tuple[str, tuple[np.ndarray, ...], tuple[np.ndarray, ...]]]:
         """Inputs and float64 references per seed, two seeds at a time on two threads (NumPy

@@ -32,6 +32,7 @@ from accelopt.hardware.roofline import roofline
 from accelopt.hardware.spec import HardwareSpec
 from accelopt.llm.config import load_config
 from accelopt.problems.records import Problem
+from accelopt.problems.shipping import problem_ref
 from accelopt.profiling import sandbox
 from accelopt.profiling.config import EvalConfig
 from accelopt.profiling.evaluation import Evaluation
@@ -109,7 +110,7 @@ class Evaluator:
             "source": kernel.source,
             "backend": kernel.backend,
             "kernel_name": kernel.name,
-            "problem": problem.name,
+            "problem": problem_ref(problem),
             "workload": workload,
             "config": self.config.model_dump(),
             "seeds": seeds,
@@ -295,6 +296,7 @@ def build_evaluation(
         problem=problem.name,
         workload=workload,
         backend=kernel.backend,
+        problem_version=problem.fingerprint,
         kernel=kernel.name,
         kernel_hash=kernel.hash,
         hardware=hardware.key(),

@@ -36,7 +36,7 @@ from pydantic import BaseModel
 
 from accelopt.llm.records import LLMCall
 from accelopt.memory.records import Experience, Lesson
-from accelopt.profiling.config import HARNESS_VERSION
+from accelopt.profiling.config import harness_key
 from accelopt.profiling.evaluation import Evaluation
 from accelopt.store.errors import AmbiguousRunError, StoreError
 from accelopt.store.records import IterationRecord, KernelRecord, RunRecord
@@ -265,11 +265,11 @@ class Store:
 
     # -- evaluations --------------------------------------------------------------------------
 
-    def put_evaluation(
-        self, evaluation: Evaluation, harness_version: str = HARNESS_VERSION
-    ) -> None:
+    def put_evaluation(self, evaluation: Evaluation, harness_version: str | None = None) -> None:
         """Cache ``evaluation`` under (kernel hash, problem, workload, hardware, harness version),
-        replacing what was there."""
+        replacing what was there. The harness version is the running harness's, with the
+        problem's fingerprint for a workspace problem (``config.harness_key``)."""
+        harness_version = harness_version or harness_key(evaluation.problem_version)
         with self._write() as conn:
             conn.execute(
                 "INSERT OR REPLACE INTO evaluations (kernel_hash, problem, workload, hardware,"
@@ -295,8 +295,10 @@ class Store:
         problem: str,
         workload: str,
         hardware: str,
-        harness_version: str = HARNESS_VERSION,
+        harness_version: str | None = None,
+        problem_version: str = "",
     ) -> Evaluation | None:
+        harness_version = harness_version or harness_key(problem_version)
         with self._read() as conn:
             row = conn.execute(
                 "SELECT data FROM evaluations WHERE kernel_hash = ? AND problem = ?"
@@ -306,17 +308,20 @@ class Store:
         return None if row is None else Evaluation.model_validate_json(row["data"])
 
     def run_evaluations(
-        self, run_id: str, harness_version: str = HARNESS_VERSION
+        self, run_id: str, harness_version: str | None = None
     ) -> dict[str, Evaluation]:
         """Kernel hash -> cached evaluation, for the run's kernels on the run's problem, workload
         and hardware (kernels without one are absent), in the order the kernels were added.
 
         A kernel evaluated after a ceiling of the run's device was re-measured during the run is
         cached under the raised ceilings' key (the same device name, another digest): its
-        evaluation is found there when the run's own key has none, the newest first."""
+        evaluation is found there when the run's own key has none, the newest first. The harness
+        version is the running one, with the fingerprint of the run's problem (its config's
+        ``problem_version``) for a workspace problem."""
         run = self.get_run(run_id)
         if run is None:
             return {}
+        harness_version = harness_version or harness_key(run.config.get("problem_version", ""))
         device = run.hardware.rsplit("-", 1)[0] + "-"  # HardwareSpec.key(): f"{name}-{digest}"
         with self._read() as conn:
             rows = conn.execute(
