@@ -1,0 +1,30 @@
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    """
+    Simple model that performs sum reduction over a specified dimension.
+    """
+
+    def __init__(self, dim: int):
+        super().__init__()
+        self.dim = dim
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.sum(x, dim=self.dim, keepdim=True)
+
+
+batch_size = 8
+dim1 = 48
+dim2 = 40
+reduce_dim = 1
+
+
+def get_inputs():
+    x = torch.rand(batch_size, dim1, dim2)
+    return [x]
+
+
+def get_init_inputs():
+    return [reduce_dim]
