@@ -16,6 +16,7 @@ class ProblemView:
     sizes: dict[str, int]
     reference_source: str
     tolerance: float
+    reference_language: str = "NumPy"  # or PyTorch, for an imported problem
 
 
 def problem_view(problem: Problem, workload: str) -> ProblemView:
@@ -26,6 +27,7 @@ def problem_view(problem: Problem, workload: str) -> ProblemView:
         description=problem.description,
         signature=f"{ins} -> {outs}",
         sizes=dict(problem.workload(workload).sizes),
-        reference_source=inspect.getsource(problem.reference).strip(),
+        reference_source=(problem.reference_text or inspect.getsource(problem.reference)).strip(),
         tolerance=problem.tolerance,
+        reference_language="PyTorch" if "torch" in problem.requires else "NumPy",
     )

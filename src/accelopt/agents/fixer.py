@@ -31,7 +31,7 @@ PHASES: tuple[tuple[str, str], ...] = (
      "once on zeros of the workload's sizes"),
     ("compilation", "the compiler building the kernel, before any call"),
     ("loading the kernel", "loading the built kernel, before any call"),
-    ("the reference computation", "the harness computing the NumPy reference before the kernel "
+    ("the reference computation", "the harness computing the reference before the kernel "
      "ran (not the kernel's doing)"),
     ("the kernel call (timing)", "the timed calls, after the kernel passed its correctness calls, "
      "when it is called over and over on other buffers of the same sizes"),

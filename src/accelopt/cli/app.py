@@ -15,6 +15,7 @@ from rich.markup import escape
 
 from accelopt.backends.kernel import Kernel
 from accelopt.cli import bench, common, llm, memory, optimize, prompt, report, runs, worker
+from accelopt.cli import problem as problem_cli
 from accelopt.cli.output import (
     JsonOption,
     console,
@@ -40,6 +41,7 @@ app.add_typer(bench.app, name="bench")
 app.add_typer(llm.app, name="llm")
 app.add_typer(runs.app, name="runs")
 app.add_typer(memory.app, name="memory")
+app.add_typer(problem_cli.app, name="problem")
 app.command("optimize")(optimize.optimize_command)
 app.command("report")(report.report_command)
 runs.app.command("compare")(report.compare_command)
@@ -62,10 +64,11 @@ def eval_command(
     threads: Annotated[int | None, typer.Option(help="OpenMP threads (default: all cores)")] = None,
     profiler: common.ProfilerOption = "local",
     ray_address: common.RayAddressOption = None,
+    workspace: common.WorkspaceOption = None,
     json_path: JsonOption = None,
 ) -> None:
     """Check and time one kernel file against a problem's reference and roofline."""
-    prob = common.problem_and_workload(problem, workload)
+    prob = common.problem_and_workload(problem, workload, workspace)
     kernel = Kernel(common.read_kernel_file(kernel_file), backend, kernel_file.name)
     config = common.eval_config(check_only, seeds, min_calls, min_time, threads, workers=1)
     hardware = common.hardware_for(backend)

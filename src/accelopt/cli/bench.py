@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from rich.markup import escape
 from rich.syntax import Syntax
 from rich.table import Table
 
@@ -46,35 +47,39 @@ def _sizes(problem: Problem, workload: str) -> str:
 def problem_json(problem: Problem) -> dict[str, Any]:
     return {
         "name": problem.name,
+        "origin": problem.origin,
         "description": problem.description,
         "params": list(problem.params),
         "inputs": [{"name": t.name, "shape": list(t.shape)} for t in problem.inputs],
         "outputs": [{"name": t.name, "shape": list(t.shape)} for t in problem.outputs],
         "tolerance": problem.tolerance,
         "workloads": {w.name: dict(w.sizes) for w in problem.workloads.values()},
+        "cost_notes": dict(problem.cost_notes),
+        "requires": list(problem.requires),
     }
 
 
 @app.command("list")
-def list_command(json_path: JsonOption = None) -> None:
-    """The problems of the suite with their workloads."""
-    problems = [load_problem(name) for name in list_problems()]
+def list_command(workspace: common.WorkspaceOption = None, json_path: JsonOption = None) -> None:
+    """The problems: the suite's and the workspace's, with their workloads."""
+    problems = [load_problem(name, workspace) for name in list_problems(workspace)]
     if shows_table(json_path):
-        table = Table(title="accelopt suite", title_justify="left")
-        for col in ["problem", "signature", "cpu sizes", "paper sizes", "tolerance"]:
+        table = Table(title="accelopt problems", title_justify="left")
+        columns = ["problem", "from", "signature", "cpu sizes", "published sizes", "tolerance"]
+        for col in columns:
             table.add_column(col)
         for p in problems:
-            signature = ", ".join(f"{t.name}[{','.join(t.shape)}]" for t in p.inputs)
-            signature += " → " + ", ".join(f"{t.name}[{','.join(t.shape)}]" for t in p.outputs)
+            published = "paper" if "paper" in p.workloads else "source"  # suite / KernelBench
+            signature, tolerance = escape(_signature(p)), f"{p.tolerance:g}"
             table.add_row(
-                p.name, signature, _sizes(p, "cpu"), _sizes(p, "paper"), f"{p.tolerance:g}"
+                p.name, p.origin, signature, _sizes(p, "cpu"), _sizes(p, published), tolerance
             )
         console.print(table)
     write_json(json_path, [problem_json(p) for p in problems])
 
 
-def _selected(names: list[str] | None) -> list[Problem]:
-    return [load_problem(n) for n in (names or list_problems())]
+def _selected(names: list[str] | None, workspace: Path | None) -> list[Problem]:
+    return [load_problem(n, workspace) for n in (names or list_problems(workspace))]
 
 
 def suite_kernel(problem: Problem, kind: str, backend: str) -> Kernel | None:
@@ -119,11 +124,16 @@ def run_command(
     ] = None,
     profiler: common.ProfilerOption = "local",
     ray_address: common.RayAddressOption = None,
+    workspace: common.WorkspaceOption = None,
     json_path: JsonOption = None,
 ) -> None:
-    """Evaluate the suite's shipped kernels and NumPy: one row per problem, % of peak per kind."""
+    """Evaluate the problems' own kernels and NumPy: one row per problem, % of peak per kind
+    (without --problem: every problem that has the workload)."""
     kinds = _kinds(kernel)
-    problems = [common.problem_and_workload(p.name, workload) for p in _selected(problem)]
+    selected = _selected(problem, workspace)
+    if not problem:
+        selected = [p for p in selected if workload in p.workloads]
+    problems = [common.problem_and_workload(p.name, workload, workspace) for p in selected]
     config = common.eval_config(check_only, seeds, min_calls, min_time, threads, workers)
     hardware = common.hardware_for(backend)
     jobs = [
@@ -184,22 +194,36 @@ def workload_costs(problem: Problem, hardware: HardwareSpec) -> list[dict[str, A
 def show_command(
     name: Annotated[str, typer.Argument(help="problem name (see `accelopt bench list`)")],
     backend: Annotated[str, typer.Option(help="whose ceilings and baseline to show")] = "cpu",
+    workspace: common.WorkspaceOption = None,
     json_path: JsonOption = None,
 ) -> None:
-    """One problem: definition, workloads with their cost and roofline, and the baseline source."""
-    problem = load_problem(name)
+    """One problem: definition, kernel arguments, workloads with their cost (and how it was
+    obtained) and roofline, and the baseline source."""
+    problem = load_problem(name, workspace)
     hardware = common.hardware_for(backend)
     costs = workload_costs(problem, hardware)
     baseline = problem.kernel_path("baseline", backend)
     source = baseline.read_text() if baseline.is_file() else ""
     shipped = [k for k in ("baseline", "expert") if problem.kernel_path(k, backend).is_file()]
     if shows_table(json_path):
-        console.print(f"[bold]{problem.name}[/bold]: {problem.description}", highlight=False)
-        console.print(f"signature: {_signature(problem)}   tolerance: {problem.tolerance:g}")
-        console.print(f"shipped kernels ({backend}): {', '.join(shipped) or 'none'}")
+        title = f"[bold]{problem.name}[/bold]: {escape(problem.description)}"
+        console.print(title, highlight=False)
+        console.print(
+            f"signature: {_signature(problem)}   tolerance: {problem.tolerance:g}\n"
+            f"from: {problem.origin} ({problem.directory})",
+            highlight=False,
+            markup=False,
+        )
+        console.print(_arguments_table(problem))
+        console.print(f"kernels ({backend}): {', '.join(shipped) or 'none'}")
         console.print(_costs_table(costs, hardware))
-        lexer = "python" if baseline.suffix == ".py" else "c"
-        console.print(Syntax(source, lexer, line_numbers=True, word_wrap=True))
+        for term, note in problem.cost_notes.items():
+            console.print(f"  {term}: {note}", highlight=False, markup=False)
+        if source:
+            lexer = "python" if baseline.suffix == ".py" else "c"
+            console.print(Syntax(source, lexer, line_numbers=True, word_wrap=True))
+        else:
+            console.print("no baseline kernel: `accelopt optimize` drafts one from the reference")
     payload = problem_json(problem) | {
         "hardware": hardware.name,
         "costs": costs,
@@ -213,6 +237,22 @@ def _signature(problem: Problem) -> str:
     ins = ", ".join(f"{t.name}[{','.join(t.shape)}]" for t in problem.inputs)
     outs = ", ".join(f"{t.name}[{','.join(t.shape)}]" for t in problem.outputs)
     return f"{ins} → {outs}"
+
+
+def _arguments_table(problem: Problem) -> Table:
+    """The kernel's arguments in call order, with their shapes in size parameters and on each
+    workload."""
+    table = Table(title="kernel arguments (float32, contiguous)", title_justify="left")
+    for col in ["#", "argument", "kind", "shape", *problem.workloads]:
+        table.add_column(col, justify="right" if col == "#" else "left")
+    tensors = [("input", t) for t in problem.inputs] + [("output", t) for t in problem.outputs]
+    for i, (kind, t) in enumerate(tensors):
+        dims = [
+            "×".join(str(d) for d in t.dims(w.sizes)) or "scalar"
+            for w in problem.workloads.values()
+        ]
+        table.add_row(str(i), t.name, kind, escape(f"[{', '.join(t.shape)}]"), *dims)
+    return table
 
 
 def _costs_table(costs: list[dict[str, Any]], hardware: HardwareSpec) -> Table:

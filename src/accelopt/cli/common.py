@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 from pathlib import Path
 from typing import Annotated
@@ -24,6 +25,16 @@ RayAddressOption = Annotated[
     str | None,
     typer.Option(
         "--ray-address", help="a Ray cluster's head HOST:PORT (--profiler ray; default: local Ray)"
+    ),
+]
+
+
+WorkspaceOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--workspace",
+        help="the run store, memory and your problems (default: $ACCELOPT_WORKSPACE or "
+        "./.accelopt)",
     ),
 ]
 
@@ -82,13 +93,37 @@ def workspace_dir(explicit: Path | None) -> Path:
     return path
 
 
-def problem_and_workload(name: str, workload: str) -> Problem:
-    problem = load_problem(name)
+def problem_and_workload(
+    name: str, workload: str, workspace: Path | None = None, evaluating: bool = True
+) -> Problem:
+    """The named problem (the suite's or the workspace's) with ``workload``; a UserError when
+    the workload is unknown or, ``evaluating``, a module its reference needs is missing."""
+    problem = load_problem(name, workspace)
     try:
         problem.workload(workload)
     except KeyError as exc:
         raise UserError(str(exc.args[0])) from None
+    if evaluating:
+        require_modules(problem)
     return problem
+
+
+INSTALL_HINTS = {
+    "torch": "pip install torch --index-url https://download.pytorch.org/whl/cpu (or "
+    "pip install 'accelopt[triton]', which brings the CPU build)",
+}
+
+
+def require_modules(problem: Problem) -> None:
+    """A UserError naming what to install when a module the problem's reference imports is
+    missing here (an imported PyTorch problem needs torch)."""
+    for module in problem.requires:
+        if importlib.util.find_spec(module) is None:
+            hint = INSTALL_HINTS.get(module, f"pip install {module}")
+            raise UserError(
+                f"problem {problem.name}'s reference needs the Python module {module!r}, which "
+                f"is not installed: {hint}"
+            )
 
 
 KERNEL_HINT = "give the path to a kernel source (.c for cpu, .py for triton)"

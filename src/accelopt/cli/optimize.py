@@ -25,7 +25,7 @@ from accelopt.cli.output import (
 from accelopt.errors import UserError
 from accelopt.llm.budget import Budget
 from accelopt.llm.config import Config, load_config
-from accelopt.problems.loader import list_problems, load_problem
+from accelopt.problems.loader import suite_names
 from accelopt.profiling.config import EvalConfig
 from accelopt.profiling.scoring import geometric_mean_pct
 from accelopt.search.config import SearchConfig
@@ -42,12 +42,7 @@ from accelopt.store.errors import StoreError
 from accelopt.store.records import RunRecord
 from accelopt.store.store import Store
 
-WorkspaceOption = Annotated[
-    Path | None,
-    typer.Option(
-        "--workspace", help="the run store and memory (default: $ACCELOPT_WORKSPACE or ./.accelopt)"
-    ),
-]
+WorkspaceOption = common.WorkspaceOption
 
 
 def open_store(workspace: Path | None) -> Store:
@@ -121,7 +116,11 @@ def optimize_command(
         typer.Option(help="reuse this earlier run's answers to identical prompts (repeatable)"),
     ] = None,
     kernel: Annotated[
-        Path | None, typer.Option(help="start from this kernel instead of the shipped baseline")
+        Path | None,
+        typer.Option(
+            help="start from this kernel instead of the problem's baseline (a problem without "
+            "one starts from a kernel the executor writes from its reference)"
+        ),
     ] = None,
     out: Annotated[
         Path | None,
@@ -134,7 +133,7 @@ def optimize_command(
     json_path: JsonOption = None,
 ) -> None:
     """Make a kernel faster: beam search with LLM agents, measured against the roofline."""
-    names = list_problems() if suite else list(problems or [])
+    names = suite_names() if suite else list(problems or [])
     if not names and not resume:
         raise UserError("name a problem (see `accelopt bench list`), use --suite, or --resume RUN")
     if resume and (names or kernel or replay_from):
@@ -161,8 +160,7 @@ def optimize_command(
                 iterations=iterations, fixer=fixer, memory=memory, per_plan=per_plan,
             )  # fmt: skip
             workload = workload or "cpu"
-            for name in names:
-                common.problem_and_workload(load_problem(name).name, workload)
+            chosen = [common.problem_and_workload(n, workload, workspace) for n in names]
             start = common.read_kernel_file(kernel) if kernel else None
             if start is not None and len(names) != 1:
                 raise UserError("--kernel starts one problem from a file: name exactly one")
@@ -171,9 +169,10 @@ def optimize_command(
             shared = Budget(llm.budget.max_usd, llm.budget.max_tokens)
             inputs = replace(inputs, budget=shared)
             results = []
-            for name in names:
-                run = new_run(store, name, workload, backend or "cpu", inputs.hardware, search,
-                              llm, start, replay_from or ())  # fmt: skip
+            for problem in chosen:
+                run = new_run(store, problem.name, workload, backend or "cpu", inputs.hardware,
+                              search, llm, start, replay_from or (),
+                              problem_version=problem.fingerprint)  # fmt: skip
                 results.append(execute_run(store, run, inputs, resume=False))
         summaries = [_finish(store, r, out if len(names) <= 1 else None, show) for r in results]
         if show and len(results) > 1:

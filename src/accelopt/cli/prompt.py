@@ -31,6 +31,7 @@ from accelopt.profiling.config import EvalConfig
 from accelopt.profiling.evaluation import Evaluation
 from accelopt.profiling.profile import Profile, build_profile
 from accelopt.profiling.profiler import make_profiler
+from accelopt.search.loop import DRAFT_PLAN
 from accelopt.store.store import Store
 
 AGENTS = ("planner", "executor", "fixer", "summarizer")
@@ -131,10 +132,19 @@ def prompt_command(
     """Show the messages an agent would receive, without calling it."""
     if agent not in AGENTS:
         raise UserError(f"unknown agent {agent!r}; choose one of: {', '.join(AGENTS)}")
-    prob = common.problem_and_workload(problem, workload)
-    chosen = EXAMPLE_PLAN if plan is None else Plan(plan, tuple(step or ()))
-    baseline = prob.kernel_path("baseline", backend).read_text()
+    prob = common.problem_and_workload(problem, workload, workspace, evaluating=False)
+    path = prob.kernel_path("baseline", backend)
+    baseline = path.read_text() if path.is_file() else ""  # none: the first kernel is drafted
+    if plan is None:
+        chosen = EXAMPLE_PLAN if baseline or kernel else DRAFT_PLAN
+    else:
+        chosen = Plan(plan, tuple(step or ()))
     source = common.read_kernel_file(kernel) if kernel else baseline
+    if not source and agent != "executor":
+        raise UserError(
+            f"problem {prob.name} has no baseline kernel: give one with --kernel (the executor's "
+            "prompt for its first kernel needs none)"
+        )
     if agent == "summarizer" and kernel is None:
         raise UserError("the summarizer compares two kernels: give the fast one with --kernel")
     common.workspace_dir(workspace)

@@ -61,7 +61,10 @@ FIXABLE = {
     Status.SUSPICIOUS,
 }  # fmt: skip
 # What the loop reports through ``on_phase`` (and the progress line) as it enters each step.
-PHASES = ("planning", "writing", "evaluating", "fixing", "settling", "learning", "committing")
+PHASES = (
+    "drafting", "planning", "writing", "evaluating", "fixing", "settling", "learning",
+    "committing",
+)  # fmt: skip
 # Every call site of a run has its own sample index, so that replay (keyed by prompt and sample
 # index) answers a call only from that same call of a killed session, never from a sibling that
 # happened to get the same prompt: planner t × SAMPLE_STRIDE + n (reports/compare.py decodes it),
@@ -74,6 +77,22 @@ REASK = SAMPLE_STRIDE**2 // 2  # an executor asked again after a reply without c
 SESSION_CHILDREN = 3
 
 PhaseHook = Callable[[str, int], None]
+
+# A problem without a kernel to start from gets a first one written from its reference: the
+# executor carries out this plan (at most DRAFT_SAMPLES times, each repaired by the fixer).
+DRAFT_PLAN = Plan(
+    title="A first correct kernel, written from the reference",
+    steps=(
+        "Compute exactly what the reference computes, for the sizes given, taking the "
+        "arguments in the signature's order (inputs, then outputs).",
+        "Keep it straightforward: plain loops in the reference's order of operations, "
+        "accumulating in a wider type where the reference sums many terms; parallelize only "
+        "the outermost independent loop.",
+        "Correctness first: the search makes it fast afterwards.",
+    ),
+)
+DRAFT_SAMPLES = 2
+DRAFT_FIX_ROUNDS = 2
 
 
 @dataclass(frozen=True)
@@ -244,17 +263,19 @@ class Optimizer:
         return result
 
     async def evaluate_with_fixes(
-        self, written: KernelResult, parent: Candidate, plan: Plan, t: int, sample: int
-    ) -> Candidate | None:
-        """Admit the written kernel and repair it while it fails (F rounds); a reply that still
-        had no kernel goes to the fixer too. None when nothing usable came of the sample."""
+        self, written: KernelResult, parent: Candidate | None, plan: Plan, t: int, sample: int,
+        rounds: int | None = None,
+    ) -> Candidate | None:  # fmt: skip
+        """Admit the written kernel and repair it while it fails (``rounds``, default F); a
+        reply that still had no kernel goes to the fixer too. None when nothing usable came of
+        the sample. ``parent`` is None for a first kernel written from the reference."""
         cand = None
         if written.source is not None:
             cand = await self.admit(written.source, parent, plan, t, "executor")
         elif not written.call.ok:
             self.waste["executor failed"] += 1
             return None
-        for round_ in range(self.config.fixer):
+        for round_ in range(self.config.fixer if rounds is None else rounds):
             if cand is not None and cand.evaluation.status not in FIXABLE:
                 break
             self.phase("fixing", t)
@@ -268,7 +289,7 @@ class Optimizer:
         return cand
 
     def fixer_input(
-        self, cand: Candidate | None, written: KernelResult, parent: Candidate, plan: Plan
+        self, cand: Candidate | None, written: KernelResult, parent: Candidate | None, plan: Plan
     ) -> FixerInput:
         """What the fixer is shown: the failed kernel (or the reply that had none), the last
         correct kernel it descends from, and the plan it was carrying out."""
@@ -279,8 +300,26 @@ class Optimizer:
             source, status, error, log = cand.kernel.source, e.status.value, e.error, e.log
         return FixerInput(
             self.view, source, status, error, log, self.facts,
-            parent_source=parent.kernel.source, plan_title=plan.title, plan_steps=plan.steps,
+            parent_source=parent.kernel.source if parent else "", plan_title=plan.title,
+            plan_steps=plan.steps,
         )  # fmt: skip
+
+    async def draft(self) -> Candidate | None:
+        """A first kernel when the problem has none to start from: written by the executor from
+        the reference (DRAFT_PLAN), each of DRAFT_SAMPLES attempts repaired by the fixer for at
+        least DRAFT_FIX_ROUNDS rounds; the first that passes, or None. Iteration 0's calls: a
+        resumed run replays them, and pays for none again."""
+        job = ExecutorInput(self.view, "", DRAFT_PLAN, self.facts)
+        rounds = max(self.config.fixer, DRAFT_FIX_ROUNDS)
+        for slot in range(DRAFT_SAMPLES):
+            self.phase("drafting", 0)
+            written = await self.write_one(job, slot)
+            cand = await self.evaluate_with_fixes(
+                written, None, DRAFT_PLAN, 0, slot * SAMPLE_STRIDE, rounds
+            )
+            if cand is not None and cand.evaluation.passed:
+                return cand
+        return None
 
     # -- selection -----------------------------------------------------------------------------
     async def settle(self, t: int, children: Sequence[Child]) -> dict[str, Comparison]:

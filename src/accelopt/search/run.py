@@ -18,10 +18,11 @@ from accelopt.llm.client import LLMClient, Usage
 from accelopt.llm.config import AGENTS, Config
 from accelopt.llm.preflight import check_endpoints
 from accelopt.problems.loader import load_problem
+from accelopt.problems.records import Problem
 from accelopt.profiling.config import EvalConfig
 from accelopt.profiling.profiler import make_profiler
 from accelopt.search.config import SearchConfig
-from accelopt.search.loop import Optimizer, PhaseHook
+from accelopt.search.loop import DRAFT_SAMPLES, Optimizer, PhaseHook
 from accelopt.search.progress import Progress
 from accelopt.search.selection import Candidate
 from accelopt.store.records import RunRecord
@@ -55,11 +56,13 @@ class RunInputs:
 def new_run(
     store: Store, problem: str, workload: str, backend: str, hardware: HardwareSpec,
     search: SearchConfig, llm: Config, start_source: str | None = None,
-    replay_from: Sequence[str] = (),
+    replay_from: Sequence[str] = (), problem_version: str = "",
 ) -> RunRecord:  # fmt: skip
     """Record a new run: everything a resume needs (the search, the models, the budget, the
     hardware spec it is scored against). ``start_source``: a kernel to start from instead of the
-    baseline; ``replay_from``: runs whose recorded answers it may reuse for identical prompts."""
+    baseline; ``replay_from``: runs whose recorded answers it may reuse for identical prompts;
+    ``problem_version``: a workspace problem's fingerprint (its evaluations are cached under
+    it)."""
     sources = []
     for other in replay_from:
         found = store.get_run(other)
@@ -76,6 +79,8 @@ def new_run(
     }
     if start_source is not None:
         config["start_source"] = start_source
+    if problem_version:
+        config["problem_version"] = problem_version
     run = RunRecord(
         id=uuid.uuid4().hex[:12],
         problem=problem,
@@ -87,6 +92,21 @@ def new_run(
     )
     store.create_run(run)
     return run
+
+
+def run_problem(store: Store, run: RunRecord) -> Problem:
+    """The run's problem, from the suite or the store's workspace, as it was when the run
+    started: an edited workspace problem would mix measurements of two problems in one run."""
+    problem = load_problem(run.problem, store.path.parent)
+    recorded = run.config.get("problem_version", "")
+    if problem.fingerprint != recorded:
+        raise UserError(
+            f"problem {run.problem} changed since run {run.id} started (its files' fingerprint "
+            f"is {problem.fingerprint or 'none'}, was {recorded or 'none'}): a run measures one "
+            f"problem; start a new run (accelopt optimize {run.problem} --kernel FILE goes on "
+            "from its best kernel)"
+        )
+    return problem
 
 
 def run_hardware(run: RunRecord, current: HardwareSpec) -> HardwareSpec:
@@ -151,13 +171,39 @@ def run_budget(
     )
 
 
+def starting_source(store: Store, run: RunRecord, problem: Problem, backend: str) -> str | None:
+    """The kernel a run starts from: the one it recorded as its baseline, else the user's
+    (--kernel), else the problem's baseline; None when there is none (one is drafted)."""
+    if run.baseline_hash:
+        for record in store.kernels(run.id):
+            if record.hash == run.baseline_hash:
+                return record.source
+    if run.config.get("start_source"):
+        return str(run.config["start_source"])
+    path = problem.kernel_path("baseline", backend)
+    return path.read_text() if path.is_file() else None
+
+
+async def _baseline(optimizer: Optimizer) -> Candidate:
+    """The run's first kernel, evaluated: its starting source, or one the executor writes
+    from the reference (``Optimizer.draft``)."""
+    store, run = optimizer.store, optimizer.run
+    source = starting_source(store, run, optimizer.problem, optimizer.backend.name)
+    if source is not None:
+        return await optimizer.admit(source, None, None, 0, "baseline")
+    drafted = await optimizer.draft()
+    if drafted is None:
+        raise UserError(
+            f"the executor wrote no passing first kernel for {run.problem} from its reference "
+            f"({DRAFT_SAMPLES} attempts, each repaired by the fixer; `accelopt runs show "
+            f"{run.id}` lists them): start from your own kernel with --kernel FILE"
+        )
+    return drafted
+
+
 async def _drive(optimizer: Optimizer, resume: bool) -> tuple[str, Candidate, Candidate]:
     store, run = optimizer.store, optimizer.run
-    source = (
-        run.config.get("start_source")
-        or optimizer.problem.kernel_path("baseline", optimizer.backend.name).read_text()
-    )
-    baseline = await optimizer.admit(source, None, None, 0, "baseline")
+    baseline = await _baseline(optimizer)
     store.update_run(run.id, baseline_hash=baseline.hash)
     if not baseline.evaluation.passed:
         e = baseline.evaluation
@@ -195,7 +241,7 @@ def execute_run(store: Store, run: RunRecord, inputs: RunInputs, resume: bool) -
     is taken from the run's record: problem, workload, backend, search settings, the hardware
     spec it is scored against, its budget, and the runs it may replay from."""
     search = SearchConfig.model_validate(run.config["search"])
-    problem = load_problem(run.problem)
+    problem = run_problem(store, run)
     backend = get_backend(run.backend)
     hardware = run_hardware(run, inputs.hardware)
     if resume:
