@@ -50,3 +50,24 @@ def test_a_broken_problem_file_is_one_sentence_and_adds_nothing(run_cli, tmp_pat
     assert not list((tmp_path / "ws" / "problems").iterdir())
     clash = run_cli("problem", "remove", "silu", "--workspace", tmp_path / "ws")
     assert clash.returncode == 2 and "suite problem" in clash.stderr
+
+
+def test_a_missing_torch_is_one_sentence_saying_what_to_install(monkeypatch, tmp_path):
+    """Without torch: importing a KernelBench file, and evaluating an imported problem."""
+    import dataclasses
+    import importlib.util
+
+    from accelopt.cli import common
+    from accelopt.cli.problem import import_kernelbench
+    from accelopt.errors import UserError
+    from accelopt.problems.loader import load_problem
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "torch" else real(name, *a)
+    )
+    with pytest.raises(UserError, match="needs PyTorch: pip install torch"):
+        import_kernelbench([tmp_path / "19_ReLU.py"], workspace=tmp_path / "ws")
+    needs_torch = dataclasses.replace(load_problem("silu"), requires=("torch",))
+    with pytest.raises(UserError, match=r"needs the Python module 'torch'.*accelopt\[triton\]"):
+        common.require_modules(needs_torch)
