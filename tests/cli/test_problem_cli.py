@@ -66,8 +66,8 @@ def test_a_missing_torch_is_one_sentence_saying_what_to_install(monkeypatch, tmp
     monkeypatch.setattr(
         importlib.util, "find_spec", lambda name, *a: None if name == "torch" else real(name, *a)
     )
-    with pytest.raises(UserError, match="needs PyTorch: pip install torch"):
+    with pytest.raises(UserError, match=r"needs PyTorch: pip install 'accelopt\[import\]'"):
         import_kernelbench([tmp_path / "19_ReLU.py"], workspace=tmp_path / "ws")
     needs_torch = dataclasses.replace(load_problem("silu"), requires=("torch",))
-    with pytest.raises(UserError, match=r"needs the Python module 'torch'.*accelopt\[triton\]"):
+    with pytest.raises(UserError, match=r"needs the Python module 'torch'.*accelopt\[import\]"):
         common.require_modules(needs_torch)

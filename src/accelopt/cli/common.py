@@ -109,8 +109,9 @@ def problem_and_workload(
 
 
 INSTALL_HINTS = {
-    "torch": "pip install torch --index-url https://download.pytorch.org/whl/cpu (or "
-    "pip install 'accelopt[triton]', which brings the CPU build)",
+    "torch": "pip install 'accelopt[import]' (the CPU build of torch, and safetensors), or "
+    "pip install torch --index-url https://download.pytorch.org/whl/cpu",
+    "safetensors": "pip install 'accelopt[import]' or pip install safetensors",
 }
 
 

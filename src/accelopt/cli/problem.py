@@ -167,15 +167,17 @@ def import_kernelbench(
             results.append((path, refused))
     for folder in folders:
         results += kernelbench.import_dir(folder, root, sets=sets, fit=fit, reserved_names=reserved)
-    _report_imports(results, json_path, single=len(files) == 1 and not folders)
+    single = len(files) == 1 and not folders
+    _report_imports(results, json_path, "KernelBench import", single)
 
 
-def _report_imports(results: list[tuple[Path, Any]], json_path: str | None, single: bool) -> None:
-    from accelopt.problems.kernelbench import Imported
+def _report_imports(
+    results: list[tuple[Path, Any]], json_path: str | None, what: str, single: bool
+) -> None:
 
     rows = []
     for path, result in results:
-        if isinstance(result, Imported):
+        if not isinstance(result, UserError):  # an importer's Imported
             p = result.problem
             workloads = {w.name: dict(w.sizes) for w in p.workloads.values()}
             rows.append({"file": str(path), "status": "imported", "name": result.name,
@@ -185,7 +187,7 @@ def _report_imports(results: list[tuple[Path, Any]], json_path: str | None, sing
             rows.append({"file": str(path), "status": "refused", "reason": str(result.reason)})
     imported = sum(r["status"] == "imported" for r in rows)
     if shows_table(json_path):
-        table = Table(title=f"KernelBench import: {imported} of {len(rows)} imported",
+        table = Table(title=f"{what}: {imported} of {len(rows)} imported",
                       title_justify="left")  # fmt: skip
         for col in ("file", "result", "problem / reason"):
             table.add_column(col)
@@ -203,3 +205,91 @@ def _report_imports(results: list[tuple[Path, Any]], json_path: str | None, sing
         raise UserError(f"{Path(rows[0]['file']).name} was not imported: {rows[0]['reason']}")
     if rows and not imported:
         raise UserError("no file was imported (the table says why)")
+
+
+export_app = typer.Typer(help="Write workspace or suite problems in another format.")
+app.add_typer(export_app, name="export")
+
+
+@import_app.command("flashinfer")
+def import_flashinfer(
+    dataset: Annotated[Path, typer.Argument(help="a FlashInfer Trace dataset folder")],
+    definition: Annotated[
+        list[str] | None, typer.Option(help="import only this definition (repeatable)")
+    ] = None,
+    workspace: common.WorkspaceOption = None,
+    json_path: JsonOption = None,
+) -> None:
+    """Import FlashInfer Trace definitions: each float32 one becomes a problem, its workloads
+    named by their uuid (and `cpu`, the smallest)."""
+    if importlib.util.find_spec("torch") is None:
+        hint = common.INSTALL_HINTS["torch"]
+        raise UserError(f"importing a FlashInfer definition needs PyTorch: {hint}")
+    if not (dataset / "definitions").is_dir():
+        raise UserError(
+            f"{dataset} is not a FlashInfer Trace dataset (it has no definitions/ folder)"
+        )
+    from accelopt.problems import flashinfer
+
+    root = problems_dir(common.workspace_dir(workspace))
+    root.mkdir(parents=True, exist_ok=True)
+    results = flashinfer.import_dataset(
+        dataset, root, definitions=definition or (), reserved_names=suite_names()
+    )
+    _report_imports(
+        [(Path(name), result) for name, result in results], json_path, "FlashInfer import",
+        single=len(definition or ()) == 1,
+    )  # fmt: skip
+
+
+@export_app.command("flashinfer")
+def export_flashinfer(
+    name: Annotated[str, typer.Argument(help="a problem (suite or workspace)")],
+    out_dir: Annotated[Path, typer.Argument(help="the dataset folder to write")],
+    run: Annotated[
+        str | None, typer.Option(help="also export this run's best kernel and its evaluations")
+    ] = None,
+    workspace: common.WorkspaceOption = None,
+) -> None:
+    """Write a problem as a FlashInfer Trace dataset: its definition and workloads, and with
+    --run the run's best kernel as a solution with one trace per workload it was measured on."""
+    from accelopt.problems import flashinfer
+
+    problem = load_problem(name, workspace)
+    solution, evaluations, hardware = None, [], None
+    if run is not None:
+        solution, evaluations, hardware = _run_solution(problem, run, workspace)
+    written = flashinfer.export_problem(
+        problem, out_dir, solution=solution, evaluations=evaluations, hardware=hardware
+    )
+    console.print(
+        f"wrote {len(written)} files to {out_dir} ({len(evaluations)} traces)", highlight=False
+    )
+
+
+def _run_solution(problem: Problem, run_id: str, workspace: Path | None) -> tuple[Any, Any, Any]:
+    """The run's committed best kernel, its cached evaluations on each of the problem's
+    workloads, and the ceilings they were scored against."""
+    from accelopt.backends.kernel import Kernel
+    from accelopt.cli.optimize import open_store
+    from accelopt.hardware.spec import HardwareSpec
+    from accelopt.search.run import committed_best
+
+    with open_store(workspace) as store:
+        record = store.get_run(run_id)
+        if record is None or record.problem != problem.name:
+            raise UserError(
+                f"no run {run_id!r} of {problem.name} in the workspace: see `accelopt runs list`"
+            )
+        best = committed_best(store, record.id)
+        if best is None:
+            raise UserError(f"run {record.id} has no committed kernel yet")
+        kernel = Kernel(best.kernel.source, record.backend, f"{problem.name}_{record.id}")
+        found = [
+            store.get_evaluation(
+                best.hash, problem.name, w, record.hardware, problem_version=problem.fingerprint
+            )
+            for w in problem.workloads
+        ]
+    hardware = HardwareSpec.model_validate(record.config["hardware_spec"])
+    return kernel, [e for e in found if e is not None], hardware

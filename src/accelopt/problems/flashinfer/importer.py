@@ -1,0 +1,272 @@
+"""Import the float32 definitions of a FlashInfer Trace dataset as workspace problems: check, name,
+choose the workloads, count the costs, then write ``<dest_root>/<name>/`` atomically."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import tempfile
+from collections.abc import Collection
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from accelopt.problems.flashinfer import checks
+from accelopt.problems.flashinfer import workloads as wls
+from accelopt.problems.flashinfer.imported import (
+    DEFAULT_TOLERANCE,
+    DEFINITION_FILE,
+    FORMAT,
+    IMPORT_FILE,
+    WORKLOADS_FILE,
+    build_problem,
+    reference_run,
+    torch_module,
+)
+from accelopt.problems.flashinfer.schema import Definition
+from accelopt.problems.kernelbench.source import (
+    ImportRefused,
+    gpu_refusal,
+    mentions_gpu,
+    short_error,
+)
+from accelopt.problems.loader import NAME_PATTERN
+from accelopt.problems.records import Problem, TensorSpec
+
+
+@dataclass(frozen=True)
+class Imported:
+    """A problem written to ``directory`` (named ``name``), and what the import had to say."""
+
+    name: str
+    directory: Path
+    problem: Problem
+    notes: tuple[str, ...]
+
+
+PROBLEM_PY = (
+    '"""{name}: FlashInfer Trace definition {definition}, imported by '
+    "`accelopt problem import flashinfer`."
+    '''
+
+Edit the keyword arguments to override the counted cost model or the tolerance, e.g.
+    load_imported(Path(__file__).parent, bytes=lambda s: {example}, tolerance=1e-3)
+The definition and its workload lines are kept as they came (definition.json, workloads.jsonl);
+the sizes and counted costs of each workload are in import.json.
+"""
+
+from pathlib import Path
+
+from accelopt.problems.flashinfer import load_imported
+
+PROBLEM = load_imported(Path(__file__).parent)
+'''
+)
+
+
+def problem_name(definition_name: str) -> str:
+    """The definition's name as a problem name: ``GEMM-n4096`` -> ``gemm_n4096``."""
+    stem = re.sub(r"[^a-z0-9]+", "_", definition_name.lower()).strip("_")
+    if not stem[:1].isalpha():
+        stem = f"fi_{stem}".rstrip("_")
+    return stem[:128]
+
+
+def import_dataset(
+    dataset: Path,
+    dest_root: Path,
+    *,
+    definitions: Collection[str] = (),
+    reserved_names: Collection[str] = (),
+) -> list[tuple[str, Imported | ImportRefused]]:
+    """Import each definition of the dataset (those named in ``definitions`` when given), each
+    under its own name; one entry per definition. A refused definition does not stop the others."""
+    dataset, dest_root = Path(dataset), Path(dest_root)
+    if not (dataset / "definitions").is_dir():
+        raise ImportRefused(
+            f"{dataset} has no definitions folder: a FlashInfer Trace dataset holds "
+            "definitions/**.json and workloads/**.jsonl"
+        )
+    try:
+        torch_module()
+    except ModuleNotFoundError as exc:
+        why = f"importing a FlashInfer Trace dataset runs its references, and {exc}"
+        raise ImportRefused(why) from None
+    found = _read_definitions(dataset)
+    lines = wls.read_workload_lines(dataset)
+    wanted = list(dict.fromkeys(definitions)) or list(found)
+    results: list[tuple[str, Imported | ImportRefused]] = []
+    for key in wanted:
+        if key not in found:
+            known = ", ".join(found) or "none"
+            reason = f"{dataset} has no definition named {key} (it has: {known})"
+            results.append((key, ImportRefused(reason)))
+            continue
+        entry = found[key]
+        try:
+            if isinstance(entry, ImportRefused):
+                raise entry
+            text, definition = entry
+            done = import_definition(
+                definition, text, lines.get(definition.name, []), dataset, dest_root,
+                reserved_names=reserved_names,
+            )  # fmt: skip
+            results.append((key, done))
+        except ImportRefused as exc:
+            results.append((key, exc))
+        except Exception as exc:  # a definition that breaks the importer must not stop the others
+            results.append((key, ImportRefused(f"{key} could not be imported: {short_error(exc)}")))
+    return results
+
+
+def _read_definitions(dataset: Path) -> dict[str, tuple[str, Definition] | ImportRefused]:
+    found: dict[str, tuple[str, Definition] | ImportRefused] = {}
+    for path in sorted((dataset / "definitions").rglob("*.json")):
+        where = path.relative_to(dataset).as_posix()
+        try:
+            text = path.read_text(encoding="utf-8")
+            definition = Definition.model_validate_json(text)
+        except (OSError, UnicodeDecodeError) as exc:
+            found[where] = ImportRefused(f"cannot read {where} ({short_error(exc)})")
+            continue
+        except ValidationError as exc:
+            why = wls.first_error(exc)
+            found[where] = ImportRefused(f"{where} is not a FlashInfer Trace definition ({why})")
+            continue
+        if definition.name in found:
+            found[f"{definition.name} ({where})"] = ImportRefused(
+                f"{where} defines {definition.name} again; the first definition was kept"
+            )
+            continue
+        found[definition.name] = (text, definition)
+    return found
+
+
+def _check_name(name: str, dest_root: Path, reserved_names: Collection[str]) -> None:
+    if not NAME_PATTERN.fullmatch(name):
+        raise ImportRefused(f"{name!r} is not a valid problem name; rename the definition")
+    if name in reserved_names:
+        raise ImportRefused(f"a suite problem is named {name}, so the definition cannot take it")
+    if (dest_root / name).exists():
+        raise ImportRefused(
+            f"a workspace problem named {name} exists: remove it with "
+            f"`accelopt problem remove {name}` to import it again"
+        )
+
+
+def import_definition(
+    definition: Definition,
+    text: str,
+    lines: list[wls.Line],
+    dataset: Path,
+    dest_root: Path,
+    *,
+    reserved_names: Collection[str] = (),
+) -> Imported:
+    """Import one definition with its workload lines; ImportRefused (nothing written) when
+    accelopt cannot take it."""
+    name = problem_name(definition.name)
+    _check_name(name, dest_root, reserved_names)
+    checks.check_definition(definition)
+    chosen = wls.choose(definition, lines, dataset)
+    notes = list(chosen.notes)
+    if not chosen.kept:
+        why = f" ({'; '.join(notes)})" if notes else ""
+        raise ImportRefused(f"definition {definition.name} has no workload accelopt can use{why}")
+    params = list(definition.axes)
+    inputs = [TensorSpec(n, tuple(s.shape or ())) for n, s in definition.inputs.items()]
+    outputs = [TensorSpec(n, tuple(s.shape or ())) for n, s in definition.outputs.items()]
+    args = inputs + outputs
+    run = _run(definition)
+    records: dict[str, dict[str, Any]] = {}
+    counted: dict[tuple, dict[str, float]] = {}
+    all_notes: dict[str, str] = {}
+    for kept in chosen.kept:
+        key = tuple(sorted(kept.sizes.items()))
+        if key not in counted:
+            try:
+                costs, term_notes = checks.count(definition, run, kept.sizes, inputs, outputs)
+            except checks.Uncountable as exc:
+                notes.append(f"workload {kept.uuid}: its costs cannot be counted ({exc}): left out")
+                continue
+            counted[key] = costs
+            all_notes = all_notes or term_notes
+        records[kept.uuid] = {"sizes": kept.sizes, "costs": counted[key]}
+        if kept.safetensors:
+            records[kept.uuid]["safetensors"] = kept.safetensors
+    if not records:
+        raise ImportRefused(
+            f"definition {definition.name} has no workload accelopt can use ({'; '.join(notes)})"
+        )
+    smallest = min(
+        records, key=lambda w: sum(t.nbytes(records[w]["sizes"]) for t in args)
+    )  # the first of the smallest
+    aliases = {} if "cpu" in records else {"cpu": smallest}
+    if not aliases:
+        notes.append("a workload's uuid is 'cpu', so there is no cpu alias")
+    payload = {
+        "format": FORMAT,
+        "name": name,
+        "definition": definition.name,
+        "op_type": definition.op_type,
+        "dataset": str(dataset.resolve()),
+        "params": params,
+        "arguments": [t.name for t in args],
+        "workloads": records,
+        "aliases": aliases,
+        "tolerance": DEFAULT_TOLERANCE,
+        "cost_notes": all_notes,
+        "notes": notes,
+        "torch": torch_module().__version__,
+        "date": datetime.now(UTC).isoformat(timespec="seconds"),
+    }
+    body = "".join(f"{line.text}\n" for line in lines)
+    example = f'4 * s["{params[0]}"]' if params else "0"
+    problem_py = PROBLEM_PY.format(name=name, definition=definition.name, example=example)
+    directory = _write(dest_root, name, text, body, chosen.blobs, payload, problem_py)
+    problem = build_problem(directory, payload, definition, name, {})
+    return Imported(name, directory, problem, tuple(notes))
+
+
+def _run(definition: Definition):
+    filename = f"{definition.name}.reference.py"
+    try:
+        return reference_run(definition.reference, filename)
+    except Exception as exc:
+        if mentions_gpu(exc):
+            raise gpu_refusal(filename, exc) from None
+        raise ImportRefused(
+            f"the reference of {definition.name} fails to run: {short_error(exc)}"
+        ) from None
+
+
+def _write(dest_root, name, text, body, blobs, payload, problem_py) -> Path:
+    dest_root.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{name}.importing.", dir=dest_root))
+    try:
+        (tmp / DEFINITION_FILE).write_text(text, encoding="utf-8")
+        (tmp / WORKLOADS_FILE).write_text(body, encoding="utf-8")
+        for stored, source in blobs.items():
+            (tmp / stored).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(source, tmp / stored)
+        (tmp / IMPORT_FILE).write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
+        (tmp / "problem.py").write_text(problem_py, encoding="utf-8")
+        definition = Definition.model_validate_json(text)
+        checks.check_reference(build_problem(tmp, payload, definition, name, {}))
+        os.chmod(tmp, 0o755)
+        final = dest_root / name
+        if final.exists():
+            raise ImportRefused(
+                f"a workspace problem named {name} exists: remove it with "
+                f"`accelopt problem remove {name}` to import it again"
+            )
+        os.rename(tmp, final)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return final
