@@ -8,7 +8,7 @@ CPU; its cost model is counted. Importing this package does not import torch.
 from accelopt.problems.flashinfer.export import ExportRefused, export_problem
 from accelopt.problems.flashinfer.imported import load_imported
 from accelopt.problems.flashinfer.importer import Imported, import_dataset, problem_name
-from accelopt.problems.kernelbench.source import ImportRefused
+from accelopt.problems.imports import ImportRefused
 
 __all__ = [
     "ExportRefused",

@@ -19,8 +19,8 @@ from typing import Any
 import numpy as np
 
 from accelopt.problems.flashinfer.schema import Definition
-from accelopt.problems.kernelbench.imported import COST_TERMS, OVERRIDES
-from accelopt.problems.records import Arrays, CostModel, Problem, Sizes, TensorSpec, Workload
+from accelopt.problems.imports import check_overrides, counted_cost_model
+from accelopt.problems.records import Arrays, Problem, TensorSpec, Workload
 
 FORMAT = "flashinfer-trace/1"
 DEFINITION_FILE = "definition.json"
@@ -111,15 +111,7 @@ def build_problem(
     name: str,
     overrides: Mapping[str, Any],
 ) -> Problem:
-    unknown = sorted(set(overrides) - set(OVERRIDES))
-    if unknown:
-        raise TypeError(
-            f"load_imported() got unknown keyword arguments {', '.join(unknown)}; it takes "
-            f"{', '.join(OVERRIDES)}"
-        )
-    for term in COST_TERMS:
-        if term in overrides and not callable(overrides[term]):
-            raise TypeError(f"load_imported({term}=...) must be a function of the sizes")
+    check_overrides(overrides)
     if meta.get("format") != FORMAT:
         raise ValueError(
             f"{directory / IMPORT_FILE} has format {meta.get('format')!r}, not {FORMAT!r}: "
@@ -157,22 +149,10 @@ def build_problem(
                 arrays.append(rng.standard_normal(shape, dtype=np.float32))
         return tuple(arrays)
 
-    def counted_term(term: str) -> Callable[[Sizes], float]:
-        def cost(sizes: Sizes) -> float:
-            for w, wl in workloads.items():
-                if all(sizes.get(k) == v for k, v in wl.sizes.items()):
-                    return float(records[w]["costs"][term])
-            raise ValueError(
-                f"problem {name!r} has counted costs for its workloads only, and the sizes "
-                f"{dict(sizes)} are none of them: pass {term}=lambda s: ... to load_imported in "
-                f"{directory / 'problem.py'}"
-            )
-
-        return cost
-
-    terms = {t: overrides.get(t) or counted_term(t) for t in COST_TERMS}
-    notes = dict(meta["cost_notes"])
-    notes.update({t: "set in problem.py" for t in COST_TERMS if t in overrides})
+    counted = {w: records[w]["costs"] for w in workloads}
+    cost, notes = counted_cost_model(
+        name, directory, workloads, counted, overrides, meta["cost_notes"]
+    )
     uses_safetensors = any(d.get("safetensors") for d in records.values())
     return Problem(
         name=name,
@@ -181,7 +161,7 @@ def build_problem(
         inputs=inputs,
         outputs=outputs,
         reference=reference,
-        cost=CostModel(**terms),
+        cost=cost,
         workloads=workloads,
         directory=directory,
         tolerance=float(overrides.get("tolerance", meta.get("tolerance", DEFAULT_TOLERANCE))),

@@ -3,13 +3,8 @@ choose the workloads, count the costs, then write ``<dest_root>/<name>/`` atomic
 
 from __future__ import annotations
 
-import json
-import os
 import re
-import shutil
-import tempfile
 from collections.abc import Collection
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -22,31 +17,17 @@ from accelopt.problems.flashinfer.imported import (
     DEFAULT_TOLERANCE,
     DEFINITION_FILE,
     FORMAT,
-    IMPORT_FILE,
     WORKLOADS_FILE,
     build_problem,
     reference_run,
     torch_module,
 )
 from accelopt.problems.flashinfer.schema import Definition
-from accelopt.problems.kernelbench.source import (
-    ImportRefused,
-    gpu_refusal,
-    mentions_gpu,
-    short_error,
-)
-from accelopt.problems.loader import NAME_PATTERN
-from accelopt.problems.records import Problem, TensorSpec
+from accelopt.problems.imports import Imported, ImportRefused, check_name, write_problem
+from accelopt.problems.kernelbench.source import gpu_refusal, mentions_gpu, short_error
+from accelopt.problems.records import TensorSpec
 
-
-@dataclass(frozen=True)
-class Imported:
-    """A problem written to ``directory`` (named ``name``), and what the import had to say."""
-
-    name: str
-    directory: Path
-    problem: Problem
-    notes: tuple[str, ...]
+NAME_HINT = "rename the definition"
 
 
 PROBLEM_PY = (
@@ -147,18 +128,6 @@ def _read_definitions(dataset: Path) -> dict[str, tuple[str, Definition] | Impor
     return found
 
 
-def _check_name(name: str, dest_root: Path, reserved_names: Collection[str]) -> None:
-    if not NAME_PATTERN.fullmatch(name):
-        raise ImportRefused(f"{name!r} is not a valid problem name; rename the definition")
-    if name in reserved_names:
-        raise ImportRefused(f"a suite problem is named {name}, so the definition cannot take it")
-    if (dest_root / name).exists():
-        raise ImportRefused(
-            f"a workspace problem named {name} exists: remove it with "
-            f"`accelopt problem remove {name}` to import it again"
-        )
-
-
 def import_definition(
     definition: Definition,
     text: str,
@@ -171,7 +140,7 @@ def import_definition(
     """Import one definition with its workload lines; ImportRefused (nothing written) when
     accelopt cannot take it."""
     name = problem_name(definition.name)
-    _check_name(name, dest_root, reserved_names)
+    check_name(name, dest_root, reserved_names, NAME_HINT)
     checks.check_definition(definition)
     chosen = wls.choose(definition, lines, dataset)
     notes = list(chosen.notes)
@@ -228,7 +197,15 @@ def import_definition(
     body = "".join(f"{line.text}\n" for line in lines)
     example = f'4 * s["{params[0]}"]' if params else "0"
     problem_py = PROBLEM_PY.format(name=name, definition=definition.name, example=example)
-    directory = _write(dest_root, name, text, body, chosen.blobs, payload, problem_py)
+    files: dict[str, bytes | Path] = {DEFINITION_FILE: text.encode(), WORKLOADS_FILE: body.encode()}
+    files |= {stored: Path(source) for stored, source in chosen.blobs.items()}
+    files["problem.py"] = problem_py.encode()
+
+    def loads(folder: Path) -> None:
+        parsed = Definition.model_validate_json(text)
+        checks.check_reference(build_problem(folder, payload, parsed, name, {}))
+
+    directory = write_problem(dest_root, name, files, payload, loads, NAME_HINT)
     problem = build_problem(directory, payload, definition, name, {})
     return Imported(name, directory, problem, tuple(notes))
 
@@ -243,30 +220,3 @@ def _run(definition: Definition):
         raise ImportRefused(
             f"the reference of {definition.name} fails to run: {short_error(exc)}"
         ) from None
-
-
-def _write(dest_root, name, text, body, blobs, payload, problem_py) -> Path:
-    dest_root.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{name}.importing.", dir=dest_root))
-    try:
-        (tmp / DEFINITION_FILE).write_text(text, encoding="utf-8")
-        (tmp / WORKLOADS_FILE).write_text(body, encoding="utf-8")
-        for stored, source in blobs.items():
-            (tmp / stored).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(source, tmp / stored)
-        (tmp / IMPORT_FILE).write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
-        (tmp / "problem.py").write_text(problem_py, encoding="utf-8")
-        definition = Definition.model_validate_json(text)
-        checks.check_reference(build_problem(tmp, payload, definition, name, {}))
-        os.chmod(tmp, 0o755)
-        final = dest_root / name
-        if final.exists():
-            raise ImportRefused(
-                f"a workspace problem named {name} exists: remove it with "
-                f"`accelopt problem remove {name}` to import it again"
-            )
-        os.rename(tmp, final)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    return final

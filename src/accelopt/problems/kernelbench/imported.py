@@ -7,17 +7,16 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from accelopt.problems.records import Arrays, CostModel, Problem, Sizes, TensorSpec, Workload
+from accelopt.problems.imports import check_overrides, counted_cost_model
+from accelopt.problems.records import Arrays, Problem, TensorSpec, Workload
 
 FORMAT = 1
-COST_TERMS = ("matmul_flops", "vector_flops", "bytes")
-OVERRIDES = (*COST_TERMS, "tolerance")
 
 _lock = threading.RLock()
 _namespaces: dict[tuple[Any, ...], dict[str, Any]] = {}
@@ -49,15 +48,7 @@ def _namespace(text: str, filename: str, constants: Mapping[str, int]) -> dict[s
 def build_problem(
     directory: Path, meta: Mapping[str, Any], text: str, name: str, overrides: Mapping[str, Any]
 ) -> Problem:
-    unknown = sorted(set(overrides) - set(OVERRIDES))
-    if unknown:
-        raise TypeError(
-            f"load_imported() got unknown keyword arguments {', '.join(unknown)}; it takes "
-            f"{', '.join(OVERRIDES)}"
-        )
-    for term in COST_TERMS:
-        if term in overrides and not callable(overrides[term]):
-            raise TypeError(f"load_imported({term}=...) must be a function of the sizes")
+    check_overrides(overrides)
     if meta.get("format") != FORMAT:
         raise ValueError(
             f"{directory / 'import.json'} has format {meta.get('format')!r}, not {FORMAT}: "
@@ -110,23 +101,9 @@ def build_problem(
         return arrays
 
     counted = {w: d["costs"] for w, d in meta["workloads"].items()}
-
-    def counted_term(term: str) -> Callable[[Sizes], float]:
-        def cost(sizes: Sizes) -> float:
-            for w, wl in workloads.items():
-                if all(sizes.get(k) == v for k, v in wl.sizes.items()):
-                    return float(counted[w][term])
-            raise ValueError(
-                f"problem {name!r} has counted costs for its workloads "
-                f"({', '.join(workloads)}) only, and the sizes {dict(sizes)} are none of them: "
-                f"pass {term}=lambda s: ... to load_imported in {directory / 'problem.py'}"
-            )
-
-        return cost
-
-    terms = {t: overrides.get(t) or counted_term(t) for t in COST_TERMS}
-    notes = dict(meta["cost_notes"])
-    notes.update({t: "set in problem.py" for t in COST_TERMS if t in overrides})
+    cost, notes = counted_cost_model(
+        name, directory, workloads, counted, overrides, meta["cost_notes"]
+    )
     return Problem(
         name=name,
         description=meta["description"],
@@ -134,7 +111,7 @@ def build_problem(
         inputs=inputs,
         outputs=outputs,
         reference=reference,
-        cost=CostModel(**terms),
+        cost=cost,
         workloads=workloads,
         directory=directory,
         tolerance=float(overrides.get("tolerance", meta["tolerance"])),

@@ -3,52 +3,23 @@ folder ``<dest_root>/<name>/`` (model.py, import.json, problem.py) atomically.""
 
 from __future__ import annotations
 
-import json
-import os
 import re
-import shutil
-import tempfile
 from collections.abc import Collection, Mapping
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
+from accelopt.problems.imports import (
+    Imported,
+    ImportRefused,
+    check_name,
+    write_problem,
+)
 from accelopt.problems.kernelbench import runtime
 from accelopt.problems.kernelbench.imported import FORMAT, build_problem
 from accelopt.problems.kernelbench.plan import plan_import
-from accelopt.problems.kernelbench.source import (
-    ImportRefused,
-    default_name,
-    parse,
-    short_error,
-)
-from accelopt.problems.loader import NAME_PATTERN
-from accelopt.problems.records import Problem
+from accelopt.problems.kernelbench.source import default_name, parse, short_error
 
-
-@dataclass(frozen=True)
-class Imported:
-    """A problem written to ``directory`` (named ``name``), and what the import had to say."""
-
-    name: str
-    directory: Path
-    problem: Problem
-    notes: tuple[str, ...]
-
-
-def _check_name(name: str, dest_root: Path, reserved_names: Collection[str]) -> None:
-    if not NAME_PATTERN.fullmatch(name):
-        raise ImportRefused(
-            f"{name!r} is not a valid problem name (lowercase letters, digits and underscores, "
-            "starting with a letter): choose another --name"
-        )
-    if name in reserved_names:
-        raise ImportRefused(f"a suite problem is named {name}: choose another --name")
-    if (dest_root / name).exists():
-        raise ImportRefused(
-            f"a workspace problem named {name} exists: remove it with "
-            f"`accelopt problem remove {name}` or choose another --name"
-        )
+NAME_HINT = "choose another --name"
 
 
 PROBLEM_PY = (
@@ -82,7 +53,7 @@ def import_file(
     accelopt cannot take it."""
     path, dest_root = Path(path), Path(dest_root)
     name = name if name is not None else default_name(path)
-    _check_name(name, dest_root, reserved_names)
+    check_name(name, dest_root, reserved_names, NAME_HINT)
     try:
         data = path.read_bytes()
         text = data.decode("utf-8")
@@ -102,7 +73,11 @@ def import_file(
     first = payload["params"][0] if payload["params"] else None
     example = f'4 * s["{first}"]' if first else "0"
     problem_py = PROBLEM_PY.format(name=name, file=path.name, example=example)
-    directory = _write(dest_root, name, data, payload, problem_py)
+    files = {"model.py": data, "problem.py": problem_py.encode()}
+    directory = write_problem(
+        dest_root, name, files, payload,
+        lambda folder: build_problem(folder, payload, text, name, {}), NAME_HINT,
+    )  # fmt: skip
     problem = build_problem(directory, payload, text, name, {})
     return Imported(name, directory, problem, tuple(notes))
 
@@ -112,28 +87,6 @@ def _torch():
         return runtime.torch_module()
     except ModuleNotFoundError as exc:
         raise ImportRefused(f"importing a KernelBench file runs it, and {exc}") from None
-
-
-def _write(dest_root: Path, name: str, data: bytes, payload: dict, problem_py: str) -> Path:
-    dest_root.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{name}.importing.", dir=dest_root))
-    try:
-        (tmp / "model.py").write_bytes(data)
-        (tmp / "import.json").write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
-        (tmp / "problem.py").write_text(problem_py, encoding="utf-8")
-        build_problem(tmp, payload, data.decode("utf-8"), name, {})  # it loads
-        os.chmod(tmp, 0o755)
-        final = dest_root / name
-        if final.exists():
-            raise ImportRefused(
-                f"a workspace problem named {name} exists: remove it with "
-                f"`accelopt problem remove {name}` or choose another --name"
-            )
-        os.rename(tmp, final)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    return final
 
 
 def _natural(path: Path) -> list[object]:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from accelopt.errors import UserError
+from accelopt.problems.imports import ImportRefused
 
 
 def _words(text: str) -> frozenset[str]:
@@ -50,14 +50,6 @@ def is_c_name(name: str) -> bool:
         and not name.startswith("__")
         and not re.match(r"_[A-Z]", name)
     )
-
-
-class ImportRefused(UserError):
-    """A KernelBench file that accelopt cannot import; ``reason`` is one sentence naming why."""
-
-    def __init__(self, reason: str) -> None:
-        super().__init__(reason)
-        self.reason = reason
 
 
 def default_name(path: Path) -> str:
