@@ -195,3 +195,14 @@ def test_a_worker_gets_the_version_that_was_loaded_not_a_later_edit(ws, tmp_path
     got = resolve_ref(problem_ref(loaded), tmp_path / "worker")
     assert got.fingerprint == loaded.fingerprint
     assert got.workload("cpu").sizes["M"] == 512
+
+
+def test_the_shipped_files_are_encoded_once_and_a_caller_cannot_spoil_them(ws, monkeypatch):
+    import accelopt.problems.shipping as shipping
+
+    added = add_problem(AXPY, ws)
+    shipping._REFS.pop(added.fingerprint, None)
+    first = problem_ref(added)
+    first["files"]["problem.py"] = "spoiled"
+    monkeypatch.setattr(shipping, "snapshot", lambda p: pytest.fail("encoded again"))
+    assert problem_ref(added)["files"]["problem.py"] != "spoiled"

@@ -291,5 +291,6 @@ def _run_solution(problem: Problem, run_id: str, workspace: Path | None) -> tupl
             )
             for w in problem.workloads
         ]
-    hardware = HardwareSpec.model_validate(record.config["hardware_spec"])
+    recorded = record.config.get("hardware_spec")  # runs recorded before it have none
+    hardware = HardwareSpec.model_validate(recorded) if recorded else None
     return kernel, [e for e in found if e is not None], hardware

@@ -13,6 +13,7 @@ import base64
 import os
 import shutil
 import tempfile
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -25,10 +26,24 @@ MAX_SHIPPED_BYTES = 32 << 20  # a problem folder bigger than this is not sent to
 ProblemRef = dict[str, Any]  # {"name": ...} or {"name", "fingerprint", "files": {path: base64}}
 
 
+_REFS: dict[str, ProblemRef] = {}  # fingerprint -> its encoded files (every request sends them)
+_REFS_LOCK = threading.Lock()
+
+
 def problem_ref(problem: Problem) -> ProblemRef:
-    """What a request carries to name ``problem``."""
+    """What a request carries to name ``problem`` (encoded once per fingerprint)."""
     if problem.origin == "suite":
         return {"name": problem.name}
+    with _REFS_LOCK:
+        cached = _REFS.get(problem.fingerprint)
+    if cached is None:
+        cached = _encoded(problem)
+        with _REFS_LOCK:
+            _REFS[problem.fingerprint] = cached
+    return {**cached, "files": dict(cached["files"])}  # a caller's edit never reaches the cache
+
+
+def _encoded(problem: Problem) -> ProblemRef:
     files = snapshot(problem)
     size = sum(len(data) for data in files.values())
     if size > MAX_SHIPPED_BYTES:

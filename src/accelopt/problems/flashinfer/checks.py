@@ -6,8 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-import numpy as np
-
+from accelopt.problems import workspace
 from accelopt.problems.flashinfer.imported import output_tensors, torch_module
 from accelopt.problems.flashinfer.schema import Definition
 from accelopt.problems.kernelbench.costs import BYTES_NOTE, cost_notes, count_forward
@@ -114,21 +113,14 @@ def count(
 
 
 def check_reference(problem: Problem) -> None:
-    """Run the float64 reference once on the cpu workload (when small enough): it runs on the
-    CPU, and returns finite outputs of the definition's shapes."""
-    sizes = problem.workload("cpu").sizes if "cpu" in problem.workloads else None
-    if sizes is None or 2 * problem.buffer_bytes(sizes) > CHECK_BYTES:
+    """Run the float64 reference once on the smallest workload (``workspace.check_reference``,
+    as `problem add` does): a failure is a refusal, one that mentions a GPU says so."""
+    error = workspace.check_reference(problem)
+    if not error:
         return
-    arrays = [a.astype(np.float64) for a in problem.generate(sizes, 0)]
-    try:
-        outs = problem.reference(*arrays)
-    except Exception as exc:
-        if mentions_gpu(exc):
-            raise gpu_refusal(f"{problem.name} reference", exc) from None
+    if mentions_gpu(error):
         raise ImportRefused(
-            f"the reference of {problem.name} fails in float64 on the CPU: {short_error(exc)}"
-        ) from None
-    if [o.shape for o in outs] != problem.output_shapes(sizes):
-        raise ImportRefused(f"the reference of {problem.name} returns outputs of other shapes")
-    if not all(np.all(np.isfinite(o)) for o in outs):
-        raise ImportRefused(f"the reference of {problem.name} returns NaN or Inf in float64")
+            f"{problem.name} needs a GPU ({error}); accelopt runs an imported problem's "
+            "reference on the CPU"
+        )
+    raise ImportRefused(f"definition {problem.name}: {error}")

@@ -31,8 +31,8 @@ DType = Literal[
     "int8",
     "bool",
 ]
-LANGUAGES = ("python", "triton", "cpp", "cuda", "tilelang")  # the documented four, and tilelang
-STATUSES = (
+Language = Literal["python", "triton", "cpp", "cuda", "tilelang"]  # documented four + tilelang
+Status = Literal[
     "PASSED",
     "INCORRECT_SHAPE",
     "INCORRECT_NUMERICAL",
@@ -40,7 +40,7 @@ STATUSES = (
     "RUNTIME_ERROR",
     "COMPILE_ERROR",
     "TIMEOUT",
-)
+]
 
 
 class Model(BaseModel):
@@ -153,7 +153,7 @@ class SourceFile(Model):
 
 
 class BuildSpec(Model):
-    language: Literal["python", "triton", "cpp", "cuda", "tilelang"]
+    language: Language
     target_hardware: list[str] = Field(min_length=1)
     entry_point: Name
     dependencies: list[Name] = Field(default_factory=list)
@@ -211,15 +211,7 @@ class Environment(Model):
 
 
 class Evaluation(Model):
-    status: Literal[
-        "PASSED",
-        "INCORRECT_SHAPE",
-        "INCORRECT_NUMERICAL",
-        "INCORRECT_DTYPE",
-        "RUNTIME_ERROR",
-        "COMPILE_ERROR",
-        "TIMEOUT",
-    ]
+    status: Status
     log: str
     correctness: Correctness | None = None
     performance: Performance | None = None

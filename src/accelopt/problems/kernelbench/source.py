@@ -110,8 +110,9 @@ def rewrite(source: Source, overrides: Mapping[str, int]) -> ast.Module:
     return ast.fix_missing_locations(module)
 
 
-def mentions_gpu(exc: BaseException) -> bool:
-    text = f"{type(exc).__name__}: {exc}"
+def mentions_gpu(exc: BaseException | str) -> bool:
+    """Whether an error (or its message) says the code wanted a GPU."""
+    text = exc if isinstance(exc, str) else f"{type(exc).__name__}: {exc}"
     return bool(re.search(r"cuda|nvidia|\bgpu\b|cudnn|nccl", text, re.IGNORECASE))
 
 
