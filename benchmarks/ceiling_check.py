@@ -15,7 +15,9 @@ could not be a reliable assertion, so it is measured here, in one run, and print
 from __future__ import annotations
 
 import argparse
+import atexit
 import os
+import shutil
 import tempfile
 
 from rich.console import Console
@@ -29,7 +31,9 @@ def main() -> None:
     parser.add_argument("--workload", default="cpu")
     parser.add_argument("--problem", action="append")
     args = parser.parse_args()
-    os.environ["ACCELOPT_CACHE_DIR"] = tempfile.mkdtemp(prefix="accelopt-bench-")
+    cache = tempfile.mkdtemp(prefix="accelopt-bench-")
+    atexit.register(shutil.rmtree, cache, ignore_errors=True)  # references run to gigabytes
+    os.environ["ACCELOPT_CACHE_DIR"] = cache
 
     from accelopt.backends.kernel import Kernel
     from accelopt.hardware.cache import measure_and_cache

@@ -18,7 +18,9 @@ fresh inputs of every timed call and the float64 references of the audited timed
 from __future__ import annotations
 
 import argparse
+import atexit
 import os
+import shutil
 import tempfile
 from typing import TYPE_CHECKING
 
@@ -35,7 +37,9 @@ def main() -> None:
     parser.add_argument("--workload", default="cpu")
     parser.add_argument("--problem", action="append")
     args = parser.parse_args()
-    os.environ["ACCELOPT_CACHE_DIR"] = tempfile.mkdtemp(prefix="accelopt-bench-")
+    cache = tempfile.mkdtemp(prefix="accelopt-bench-")
+    atexit.register(shutil.rmtree, cache, ignore_errors=True)  # references run to gigabytes
+    os.environ["ACCELOPT_CACHE_DIR"] = cache
 
     from accelopt.backends.kernel import Kernel
     from accelopt.hardware.measure import measure_cpu

@@ -17,10 +17,12 @@ profiles for the planner, hand-offs), as a share of the wall time and per candid
 from __future__ import annotations
 
 import argparse
+import atexit
 import itertools
 import json
 import os
 import re
+import shutil
 import tempfile
 import threading
 import time
@@ -73,6 +75,7 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=1)
     args = parser.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="accelopt-loop-"))
+    atexit.register(shutil.rmtree, tmp, ignore_errors=True)  # its caches run to gigabytes
     os.environ["ACCELOPT_CACHE_DIR"] = str(tmp / "cache")
 
     from accelopt.hardware.measure import measure_cpu

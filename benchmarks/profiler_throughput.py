@@ -22,8 +22,10 @@ instance is local, on 127.0.0.1, started once. Usage:
 from __future__ import annotations
 
 import argparse
+import atexit
 import logging
 import os
+import shutil
 import statistics
 import tempfile
 import time
@@ -111,7 +113,9 @@ def main() -> None:
     parser.add_argument("--actor-workers", type=int, default=1)
     parser.add_argument("--overhead-samples", type=int, default=8)
     args = parser.parse_args()
-    os.environ["ACCELOPT_CACHE_DIR"] = tempfile.mkdtemp(prefix="accelopt-bench-")
+    cache = tempfile.mkdtemp(prefix="accelopt-bench-")
+    atexit.register(shutil.rmtree, cache, ignore_errors=True)  # references run to gigabytes
+    os.environ["ACCELOPT_CACHE_DIR"] = cache
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")  # a private instance on 127.0.0.1
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 

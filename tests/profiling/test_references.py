@@ -3,6 +3,8 @@ in a worker's memory, then from disk."""
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 
@@ -62,15 +64,15 @@ def test_a_seed_is_computed_once_then_served_from_memory_read_only():
 
 def test_a_new_worker_reads_what_another_wrote_to_disk(tmp_path):
     count = Counting()
-    ReferenceStore(DiskCache(tmp_path, 1 << 30), 1 << 20).get("silu", "cpu", 7, count(3.0))
-    fresh_worker = ReferenceStore(DiskCache(tmp_path, 1 << 30), 1 << 20)
+    ReferenceStore(DiskCache(tmp_path, "h1", 1 << 30), 1 << 20).get("silu", "cpu", 7, count(3.0))
+    fresh_worker = ReferenceStore(DiskCache(tmp_path, "h1", 1 << 30), 1 << 20)
     inputs, refs = fresh_worker.get("silu", "cpu", 7, count(99.0))
     assert count.calls == 1
     assert inputs[0][0] == 3.0 and refs[0].dtype == np.float64 and refs[0][0] == 6.0
 
 
 def test_a_corrupt_file_is_computed_again(tmp_path):
-    disk, count = DiskCache(tmp_path, 1 << 30), Counting()
+    disk, count = DiskCache(tmp_path, "h1", 1 << 30), Counting()
     ReferenceStore(disk, 0).get("silu", "cpu", 7, count())
     disk.path(("silu", "cpu", 7)).write_bytes(b"not an npz")
     ReferenceStore(disk, 0).get("silu", "cpu", 7, count())
@@ -79,20 +81,34 @@ def test_a_corrupt_file_is_computed_again(tmp_path):
 
 def test_memory_and_disk_stay_within_their_budgets(tmp_path):
     size = 1000 * (4 + 8)  # one prepared seed
-    disk, count = DiskCache(tmp_path, int(2.5 * size) + 2000), Counting()
+    disk, count = DiskCache(tmp_path, "h1", int(2.5 * size) + 2000), Counting()
     store = ReferenceStore(disk, int(1.5 * size))
     for seed in range(4):
         store.get("silu", "cpu", seed, count())
     assert len(store._memory) == 1 and ("silu", "cpu", 3) in store._memory
-    kept = sorted(p.stem for p in tmp_path.glob("*/*.npz"))
+    kept = sorted(p.stem for p in tmp_path.glob("*/*/*.npz"))
     assert kept == ["2", "3"]  # the least recently used went first
 
 
+def test_one_budget_covers_every_harness_version_and_old_versions_go_first(tmp_path):
+    size = 1000 * (4 + 8)
+    old = ReferenceStore(DiskCache(tmp_path, "old", int(2.5 * size) + 2000), 0)
+    for seed in range(2):
+        old.get("silu", "cpu", seed, Counting()())
+        os.utime(old.disk.path(("silu", "cpu", seed)), (1e9 + seed, 1e9 + seed))  # used long ago
+    new = ReferenceStore(DiskCache(tmp_path, "new", int(2.5 * size) + 2000), 0)
+    for seed in range(2):
+        new.get("silu", "cpu", seed, Counting()())
+    kept = sorted(str(p.relative_to(tmp_path)) for p in tmp_path.glob("*/*/*.npz"))
+    assert kept == ["new/silu--cpu/0.npz", "new/silu--cpu/1.npz"]
+    assert not (tmp_path / "old").exists()  # an emptied version's folder goes too
+
+
 def test_too_big_to_keep_is_computed_each_time(tmp_path):
-    store, count = ReferenceStore(DiskCache(tmp_path, 100), 100), Counting()
+    store, count = ReferenceStore(DiskCache(tmp_path, "h1", 100), 100), Counting()
     store.get("silu", "cpu", 1, count())
     store.get("silu", "cpu", 1, count())
-    assert count.calls == 2 and not list(tmp_path.glob("*/*.npz"))
+    assert count.calls == 2 and not list(tmp_path.glob("*/*/*.npz"))
 
 
 @pytest.mark.timeout(120)

@@ -3,9 +3,10 @@
 Generating a workload's inputs and its float64 reference costs far more than the kernel call it
 checks (a float64 matmul, NumPy temporaries), so a worker keeps them: in memory (least recently
 used first out, up to a byte budget) and on disk under ``cache_dir()/references/<harness>/`` (npz
-files written atomically, least recently used evicted past a byte budget). The harness version
-(a hash of its sources, ``config.HARNESS_VERSION``) is in the path, so a change to a problem's
-generator or reference never serves stale data.
+files written atomically). The harness version (a hash of its sources, ``config.HARNESS_VERSION``)
+is in the path, so a change to a problem's generator or reference never serves stale data. The
+disk budget covers every harness version's folder together, least recently used evicted first, so
+the files of versions no longer run go before anything in use and the cache never outgrows it.
 
 Seeds: an evaluation's default seeds come from a per-machine pool (``seed_pool``): a random salt
 kept in the cache, hashed with the problem and workload. Kernels are then all checked on the same
@@ -69,15 +70,17 @@ def seed_pool(cache: Path, problem: str, workload: str, count: int) -> list[int]
 
 
 class DiskCache:
-    """npz files of prepared seeds, least recently used evicted past ``budget_bytes``."""
+    """npz files of prepared seeds under ``root/<harness>/``; past ``budget_bytes`` in all (every
+    harness version's folder counted), the least recently used are evicted."""
 
-    def __init__(self, root: Path, budget_bytes: int) -> None:
+    def __init__(self, root: Path, harness: str, budget_bytes: int) -> None:
         self.root = root
+        self.harness = harness
         self.budget_bytes = budget_bytes
 
     def path(self, key: tuple[str, str, int]) -> Path:
         problem, workload, seed = key
-        return self.root / f"{problem}--{workload}" / f"{seed}.npz"
+        return self.root / self.harness / f"{problem}--{workload}" / f"{seed}.npz"
 
     def load(self, key: tuple[str, str, int]) -> Prepared | None:
         path = self.path(key)
@@ -110,7 +113,7 @@ class DiskCache:
 
     def _evict(self) -> None:
         files = []
-        for path in self.root.glob("*/*.npz"):
+        for path in self.root.glob("*/*/*.npz"):
             if path.name.startswith("."):  # being written
                 continue
             try:
@@ -123,7 +126,17 @@ class DiskCache:
             if total <= self.budget_bytes:
                 return
             path.unlink(missing_ok=True)
+            _remove_if_empty(path.parent)
             total -= size
+
+
+def _remove_if_empty(folder: Path) -> None:
+    """Drop a workload's folder, then its harness folder, once eviction emptied them."""
+    for empty in (folder, folder.parent):
+        try:
+            empty.rmdir()
+        except OSError:  # not empty, or another worker is writing into it
+            return
 
 
 class ReferenceStore:
@@ -174,6 +187,6 @@ def worker_store(
     """The reference store of this (worker) process: one per cache location and budgets."""
     key = (cache_dir, memory_bytes, disk_bytes)
     if key not in _STORES:
-        disk = DiskCache(cache_dir / "references" / harness, disk_bytes) if disk_bytes else None
+        disk = DiskCache(cache_dir / "references", harness, disk_bytes) if disk_bytes else None
         _STORES[key] = ReferenceStore(disk, memory_bytes)
     return _STORES[key]
