@@ -61,12 +61,19 @@ class ClusterLostError(UserError):
     """The profiling service went away (a lost Ray cluster, no device left to run on).
 
     ``results`` holds the (index, evaluation) pairs of the batch that finished before it did: they
-    were yielded already and, with a store, saved in its cache.
+    were yielded already and, with a store, saved in its cache. ``unreachable``: the cluster
+    itself stopped answering (nothing on it can be asked to stop any more).
     """
 
-    def __init__(self, message: str, results: Sequence[tuple[int, Evaluation]] = ()) -> None:
+    def __init__(
+        self,
+        message: str,
+        results: Sequence[tuple[int, Evaluation]] = (),
+        unreachable: bool = False,
+    ) -> None:
         super().__init__(message)
         self.results = list(results)
+        self.unreachable = unreachable
 
 
 class EvaluationCache(Protocol):
@@ -346,6 +353,7 @@ class CachedProfiler:
                 f"{lost} ({len(done)} evaluations of this batch finished and were {kept}; "
                 f"{len(jobs) - len(done)} did not run)",
                 done,
+                unreachable=lost.unreachable,
             ) from None
         except BaseException as exc:
             self._give_up(owned, fresh, exc)

@@ -266,7 +266,8 @@ class Dispatcher:
         if now - self._unreachable_since >= self.policy.lost_after_s:
             raise ClusterLostError(
                 f"lost {self.where}: its head has not answered for "
-                f"{now - self._unreachable_since:.0f} s; check it and run the command again"
+                f"{now - self._unreachable_since:.0f} s; check it and run the command again",
+                unreachable=True,
             )
 
     def _watch(self, ready: list[str], now: float) -> None:
@@ -574,7 +575,9 @@ class RayFleet:
         try:
             value = self.ray.get(ticket, timeout=GET_TIMEOUT_S)
         except (errors.RaySystemError, errors.LocalRayletDiedError) as exc:
-            raise ClusterLostError(f"lost the Ray cluster: {_brief(exc)}") from None
+            raise ClusterLostError(
+                f"lost the Ray cluster: {_brief(exc)}", unreachable=True
+            ) from None
         except errors.RayTaskError as exc:
             raise JobFailed(_brief(exc)) from None
         except errors.RayError as exc:  # the actor or its node died, or the answer was lost
@@ -608,10 +611,17 @@ class RayFleet:
         try:
             return call()
         except (ConnectionError, OSError, self.ray.exceptions.RayError) as exc:
-            raise ClusterLostError(f"lost the Ray cluster: {_brief(exc)}") from None
+            raise ClusterLostError(
+                f"lost the Ray cluster: {_brief(exc)}", unreachable=True
+            ) from None
 
-    def close(self, graceful: bool) -> None:
+    def close(self, graceful: bool, lost: bool = False) -> None:
+        """Ask the live actors to close (``graceful``), then kill them. Not on a ``lost``
+        cluster: its actors went with its control store, and ``ray.kill`` would wait for that
+        store until Ray aborts this process (60 s), losing the one-sentence error."""
         live = [a.handle for a in self.actors.values() if not a.dead]
+        if lost:
+            return
         if graceful and live:
             with contextlib.suppress(Exception):
                 refs = [h.close.remote() for h in live]
@@ -782,5 +792,5 @@ class RayRunner:
         lost = self.dispatcher.broken  # a lost cluster: no point asking its actors to close
         self.dispatcher.close()
         if self.fleet is not None:
-            self.fleet.close(graceful=lost is None)
+            self.fleet.close(graceful=lost is None, lost=lost is not None and lost.unreachable)
         self.session.close()
