@@ -13,9 +13,13 @@ import pytest
 pytest.importorskip("torch")
 
 from accelopt.llm.scripted import RecordedRequest, Reply, ScriptedServer
+from accelopt.problems.flashinfer import schema as fi
 
 DATASET = Path(__file__).parents[1] / "problems" / "flashinfer_dataset"
 WORKLOAD_64 = "a1b2c3d4-0000-4000-8000-000000000064"
+WORKLOAD_24 = "a1b2c3d4-0000-4000-8000-000000000024"
+WORKLOAD_9 = "a1b2c3d4-0000-4000-8000-000000000009"  # held out
+RMS_7, RMS_16 = "5b0e2c1a-1111-4c3e-9a51-000000000007", "5b0e2c1a-1111-4c3e-9a51-000000000016"
 pytestmark = pytest.mark.slow
 
 GEMM = """void kernel(const float *A, const float *B, float *C) {
@@ -29,15 +33,53 @@ GEMM = """void kernel(const float *A, const float *B, float *C) {
 """
 
 
+RMSNORM = """#include <math.h>
+void kernel(const float *input, const float *weight, float *output) {
+    for (int b = 0; b < batch_size; b++) {
+        const float *x = input + b * hidden_size;
+        double sum = 0;
+        for (int h = 0; h < hidden_size; h++) sum += (double)x[h] * x[h];
+        float scale = 1.0f / sqrtf((float)(sum / hidden_size) + 1e-6f);
+        float *y = output + b * hidden_size;
+        for (int h = 0; h < hidden_size; h++) y[h] = x[h] * scale * weight[h];
+    }
+}
+"""
+
+
 def team(request: RecordedRequest) -> Reply:
-    """Every agent answers at once: the executor writes the plain gemm."""
+    """Every agent answers at once: the executor writes the plain kernel of the problem."""
+    rmsnorm = "# Problem: rmsnorm_h64" in request.messages[-1]["content"]
+    code = f"```c\n{RMSNORM if rmsnorm else GEMM}```\n"
     replies = {
         "planner": "TITLE: keep it\nSTEPS:\n1. Keep the loops.\n",
-        "executor": f"```c\n{GEMM}```\n",
-        "fixer": f"```c\n{GEMM}```\n",
+        "executor": code,
+        "fixer": code,
         "summarizer": "TITLE: none\nLESSON: none.\n",
     }
     return Reply(replies[request.model])
+
+
+def optimize(run_cli, config, ws, problem, *workloads):
+    return run_cli(
+        "optimize",
+        problem,
+        *workloads,
+        "--beam",
+        "1",
+        "--plans",
+        "1",
+        "--samples",
+        "1",
+        "--iterations",
+        "1",
+        "--config",
+        config,
+        "--workspace",
+        ws,
+        "--json",
+        "-",
+    )
 
 
 def write_config(path: Path, base_url: str) -> Path:
@@ -72,24 +114,52 @@ def test_import_optimize_export_and_import_again(run_cli, tmp_path):
     assert json.loads(evaluated.stdout)["status"] == "PASSED", evaluated.stderr
     with ScriptedServer(default=team) as server:
         config = write_config(tmp_path / "accelopt.yaml", server.base_url)
-        optimized = run_cli("optimize", "gemm_n48_k32", "--workload", WORKLOAD_64, "--beam", "1",
-                            "--plans", "1", "--samples", "1", "--iterations", "1", "--config",
-                            config, "--workspace", ws, "--json", "-")  # fmt: skip
+        optimized = optimize(run_cli, config, ws, "gemm_n48_k32", "--workload", WORKLOAD_64,
+                             "--workload", WORKLOAD_24, "--held-out", WORKLOAD_9)  # fmt: skip
+        rms = optimize(run_cli, config, ws, "rmsnorm_h64", "--workload", RMS_16, "--held-out",
+                       RMS_7)  # fmt: skip
+        prompts = [r.messages[-1]["content"] for r in server.requests]
     assert optimized.returncode == 0, optimized.stderr
-    run = json.loads(optimized.stdout)["run"]
+    summary = json.loads(optimized.stdout)
+    run = summary["run"]
+    table = {w["workload"]: w for w in summary["generalization"]["workloads"]}
+    assert [table[w]["role"] for w in (WORKLOAD_64, WORKLOAD_24, WORKLOAD_9)] == [
+        "tuned", "tuned", "held out",
+    ]  # fmt: skip
+    assert all(w["best_pct"] and w["baseline_pct"] for w in table.values())
+    assert table[WORKLOAD_9]["sizes"] == {"M": 9, "N": 48, "K": 32}
+    assert {g["role"] for g in summary["generalization"]["geomeans"]} == {"tuned", "held out"}
+    # the agents saw both tuned workloads' sizes and never the held-out one's
+    assert any("Also compiled and scored for: M=24" in p for p in prompts)
+    assert not any("M=9," in p for p in prompts)
+    assert rms.returncode == 0, rms.stderr
+    rms_table = json.loads(rms.stdout)["generalization"]["workloads"]
+    assert [(w["workload"], w["role"]) for w in rms_table] == [
+        (RMS_16, "tuned"), (RMS_7, "held out"),
+    ]  # fmt: skip
+    assert all(w["speedup"] for w in rms_table)
+    shown = run_cli("runs", "show", run, "--workspace", ws)
+    assert "generalization" in shown.stdout and "held out" in shown.stdout, shown.stderr
+    page = tmp_path / "report.html"
+    assert run_cli("report", run, "--out", page, "--workspace", ws).returncode == 0
+    assert "<h2>Generalization</h2>" in page.read_text() and WORKLOAD_9 in page.read_text()
     exported = tmp_path / "export"
     done = run_cli("problem", "export", "flashinfer", "gemm_n48_k32", exported, "--run", run,
                    "--workspace", ws)  # fmt: skip
     assert done.returncode == 0, done.stderr
-    assert "(1 traces)" in done.stdout
+    assert "(3 traces)" in done.stdout
     (solution,) = exported.glob("solutions/**/*.json")
     spec = json.loads(solution.read_text())["spec"]
     assert spec["language"] == "cpp" and spec["destination_passing_style"] is True
     (traces,) = exported.glob("traces/**/*.jsonl")
-    (trace,) = [json.loads(line) for line in traces.read_text().splitlines()]
-    assert trace["workload"]["uuid"] == WORKLOAD_64
-    assert trace["evaluation"]["status"] == "PASSED"
-    assert trace["evaluation"]["performance"]["latency_ms"] > 0
+    found = [json.loads(line) for line in traces.read_text().splitlines()]
+    assert {t["workload"]["uuid"] for t in found} == {WORKLOAD_64, WORKLOAD_24, WORKLOAD_9}
+    assert all(t["evaluation"]["status"] == "PASSED" for t in found)
+    assert all(t["evaluation"]["performance"]["latency_ms"] > 0 for t in found)
+    for line in traces.read_text().splitlines():  # valid under the documented schema
+        parsed = fi.Trace.model_validate_json(line)
+        assert parsed.evaluation is not None and parsed.evaluation.status == "PASSED"
+    fi.Solution.model_validate_json(solution.read_text())
     definition = DATASET / "definitions" / "gemm" / "gemm_n48_k32.json"
     (written,) = exported.glob("definitions/**/gemm_n48_k32.json")
     assert written.read_bytes() == definition.read_bytes()

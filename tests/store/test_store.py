@@ -426,3 +426,22 @@ def test_update_run_sets_the_starting_kernel(tmp_path):
         store.update_run("r1", baseline_hash="abc")
         run = store.get_run("r1")
         assert run is not None and run.baseline_hash == "abc" and run.best_hash == ""
+
+
+def test_run_evaluations_of_a_run_tuned_on_several_workloads(
+    store, make_run, make_kernel, make_evaluation
+):
+    store.create_run(make_run(config={"workloads": ["cpu", "small"], "held_out": ["tiny"]}))
+    for h in ("k0", "k1", "k2", "k3"):
+        store.add_kernel("run-0001", make_kernel(h))
+    store.put_evaluation(make_evaluation("k0", latency_s=4e-3))
+    store.put_evaluation(make_evaluation("k0", workload="small", latency_s=1e-3))
+    store.put_evaluation(make_evaluation("k1", status=Status.INCORRECT, latency_s=None))
+    store.put_evaluation(make_evaluation("k2"))  # measured on cpu only so far: not complete
+    store.put_evaluation(make_evaluation("k0", workload="tiny", latency_s=5e-4))  # held out
+    got = store.run_evaluations("run-0001")
+    assert list(got) == ["k0", "k1"]
+    assert got["k0"].workload == "cpu+small" and got["k0"].latency_s == pytest.approx(2e-3)
+    assert got["k1"].status is Status.INCORRECT and got["k1"].error.startswith("on workload cpu")
+    tiny = store.run_evaluations("run-0001", workload="tiny")
+    assert list(tiny) == ["k0"] and tiny["k0"].latency_s == 5e-4

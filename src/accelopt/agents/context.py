@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from accelopt.problems.records import Problem
@@ -17,9 +18,11 @@ class ProblemView:
     reference_source: str
     tolerance: float
     reference_language: str = "NumPy"  # or PyTorch, for an imported problem
+    # the sizes of the run's other tuned workloads: the kernel is compiled and scored for each
+    also_sizes: tuple[dict[str, int], ...] = ()
 
 
-def problem_view(problem: Problem, workload: str) -> ProblemView:
+def problem_view(problem: Problem, workload: str, also: Sequence[str] = ()) -> ProblemView:
     ins = ", ".join(f"{t.name}[{','.join(t.shape)}]" for t in problem.inputs)
     outs = ", ".join(f"{t.name}[{','.join(t.shape)}]" for t in problem.outputs)
     return ProblemView(
@@ -30,4 +33,5 @@ def problem_view(problem: Problem, workload: str) -> ProblemView:
         reference_source=(problem.reference_text or inspect.getsource(problem.reference)).strip(),
         tolerance=problem.tolerance,
         reference_language="PyTorch" if "torch" in problem.requires else "NumPy",
+        also_sizes=tuple(dict(problem.workload(w).sizes) for w in also),
     )

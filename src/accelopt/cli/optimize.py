@@ -18,6 +18,7 @@ from accelopt.cli.output import (
     err_console,
     fmt_ms,
     fmt_pct,
+    generalization_table,
     shows_table,
     writable_option,
     write_json,
@@ -38,6 +39,7 @@ from accelopt.search.run import (
     run_budget,
     run_summary,
 )
+from accelopt.search.workloads import choose_workloads, generalization, run_workloads
 from accelopt.store.errors import StoreError
 from accelopt.store.records import RunRecord
 from accelopt.store.store import Store
@@ -88,7 +90,19 @@ def optimize_command(
         str | None, typer.Option(help="kernel language/device (default cpu)")
     ] = None,
     workload: Annotated[
-        str | None, typer.Option(help="sizes: cpu (default), paper, small or tiny")
+        list[str] | None,
+        typer.Option(
+            help="sizes to tune on: cpu (default), paper, small, tiny, or a problem's own "
+            "(repeatable: the score is the geometric mean of % of peak over them)"
+        ),
+    ] = None,
+    held_out: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--held-out",
+            help="a workload the agents never see, on which the baseline and the best kernel "
+            "are measured at the end (repeatable)",
+        ),
     ] = None,
     config: Annotated[
         Path | None, typer.Option(help="LLM config (default ./accelopt.yaml)")
@@ -136,10 +150,10 @@ def optimize_command(
     names = suite_names() if suite else list(problems or [])
     if not names and not resume:
         raise UserError("name a problem (see `accelopt bench list`), use --suite, or --resume RUN")
-    if resume and (names or kernel or replay_from):
+    if resume and (names or kernel or replay_from or held_out):
         raise UserError(
-            "--resume continues a run as it was recorded: give no problem, --kernel or "
-            "--replay-from with it"
+            "--resume continues a run as it was recorded: give no problem, --kernel, "
+            "--replay-from or --held-out with it"
         )
     common.workspace_dir(workspace)  # a bad workspace is told before any work
     llm = _llm_config(config, budget_usd)
@@ -159,8 +173,9 @@ def optimize_command(
                 strategy=strategy, beam=beam, plans=plans, samples=samples,
                 iterations=iterations, fixer=fixer, memory=memory, per_plan=per_plan,
             )  # fmt: skip
-            workload = workload or "cpu"
-            chosen = [common.problem_and_workload(n, workload, workspace) for n in names]
+            tuned = list(workload or ["cpu"])
+            chosen = [common.problem_and_workload(n, tuned[0], workspace) for n in names]
+            workloads = [choose_workloads(p, tuned, held_out or ()) for p in chosen]
             start = common.read_kernel_file(kernel) if kernel else None
             if start is not None and len(names) != 1:
                 raise UserError("--kernel starts one problem from a file: name exactly one")
@@ -169,10 +184,12 @@ def optimize_command(
             shared = Budget(llm.budget.max_usd, llm.budget.max_tokens)
             inputs = replace(inputs, budget=shared)
             results = []
-            for problem in chosen:
-                run = new_run(store, problem.name, workload, backend or "cpu", inputs.hardware,
+            for problem, on in zip(chosen, workloads, strict=True):
+                sizes = {w: problem.workload(w).sizes for w in on.all}
+                run = new_run(store, problem.name, on.primary, backend or "cpu", inputs.hardware,
                               search, llm, start, replay_from or (),
-                              problem_version=problem.fingerprint)  # fmt: skip
+                              problem_version=problem.fingerprint, workloads=on,
+                              sizes=sizes)  # fmt: skip
                 results.append(execute_run(store, run, inputs, resume=False))
         summaries = [_finish(store, r, out if len(names) <= 1 else None, show) for r in results]
         if show and len(results) > 1:
@@ -191,15 +208,18 @@ def _inputs(
     )  # fmt: skip
 
 
-def _resumable(store: Store, ref: str, backend: str | None, workload: str | None) -> RunRecord:
+def _resumable(
+    store: Store, ref: str, backend: str | None, workload: list[str] | None
+) -> RunRecord:
     """The run to resume; a --backend or --workload that contradicts its record is refused
     (a resume takes them from the record)."""
     run = store.get_run(ref)
     if run is None:
         raise UserError(f"no run {ref!r} in {store.path}: see `accelopt runs list`")
+    tuned = " ".join(run_workloads(run).tuned)
     for option, given, recorded in (
         ("--backend", backend, run.backend),
-        ("--workload", workload, run.workload),
+        ("--workload", " ".join(workload) if workload else None, tuned),
     ):
         if given is not None and given != recorded:
             raise UserError(
@@ -221,17 +241,22 @@ def _finish(store: Store, result: OptimizeResult, out: Path | None, show: bool) 
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text(result.best.kernel.source)
     summary["best_kernel_path"] = str(target)
+    found = generalization(store, result.run)
+    if found.workloads.several:
+        summary["generalization"] = found.as_json()
     if show:
         console.print(result_table(summary))
+        if found.workloads.several:
+            console.print(generalization_table(found))
         console.print(usage_table(summary["usage"]))
         console.print(f"best kernel written to {target}", highlight=False)
     return summary
 
 
 def result_table(summary: dict[str, Any]) -> Table:
-    title = (
-        f"run {summary['run']}: {summary['problem']} / {summary['workload']} ({summary['status']})"
-    )
+    tuned = summary.get("workloads") or [summary["workload"]]
+    shown = summary["workload"] if len(tuned) == 1 else f"geomean of {len(tuned)} workloads"
+    title = f"run {summary['run']}: {summary['problem']} / {shown} ({summary['status']})"
     table = Table(title=title, title_justify="left")
     for col in ("kernel", "ms", "% of peak", "speedup"):
         table.add_column(col, justify="left" if col == "kernel" else "right")

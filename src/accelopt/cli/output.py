@@ -18,6 +18,7 @@ from accelopt.errors import UserError
 from accelopt.problems.records import Problem
 from accelopt.profiling.evaluation import Evaluation
 from accelopt.profiling.scoring import geometric_mean_pct
+from accelopt.search.workloads import Generalization
 
 # Piped output (CI logs, files) gets a width that fits the tables instead of rich's default 80.
 _WIDTH = None if sys.stdout.isatty() or os.environ.get("COLUMNS") else 150
@@ -243,4 +244,30 @@ def suite_table(
         means.extend(["", f"{fmt_pct(mean)} ({len(passed)})" if mean is not None else "—"])
     table.add_section()
     table.add_row(*means, style="bold")
+    return table
+
+
+def generalization_table(g: Generalization) -> Table:
+    """Baseline vs best on each workload of a run, tuned-on first, then the geometric means of
+    the tuned and the held-out workloads."""
+    table = Table(title="generalization: baseline vs best per workload", title_justify="left")
+    for col in ("workload", "role", "sizes", "baseline ms", "baseline %", "best ms", "best %",
+                "speedup"):  # fmt: skip
+        table.add_column(col, justify="left" if col in {"workload", "role", "sizes"} else "right")
+    for r in g.rows:
+        sizes = ", ".join(f"{k}={v}" for k, v in r.sizes.items())
+        best_ms = fmt_ms(r.best_latency_s)
+        if r.best_latency_s is None:
+            best_ms = r.best_status or "not measured"
+        table.add_row(
+            r.workload, r.role, sizes, fmt_ms(r.baseline_latency_s), fmt_pct(r.baseline_pct),
+            best_ms, fmt_pct(r.best_pct), f"{r.speedup:.2f}x" if r.speedup else "—",
+        )  # fmt: skip
+    table.add_section()
+    for group in g.groups:
+        table.add_row(
+            f"geomean ({group.workloads})", group.role, "", "", fmt_pct(group.baseline_pct), "",
+            fmt_pct(group.best_pct), f"{group.speedup:.2f}x" if group.speedup else "—",
+            style="bold",
+        )  # fmt: skip
     return table

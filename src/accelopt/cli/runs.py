@@ -9,10 +9,19 @@ import typer
 from rich.table import Table
 
 from accelopt.cli.optimize import WorkspaceOption, open_store
-from accelopt.cli.output import JsonOption, console, fmt_ms, fmt_pct, shows_table, write_json
+from accelopt.cli.output import (
+    JsonOption,
+    console,
+    fmt_ms,
+    fmt_pct,
+    generalization_table,
+    shows_table,
+    write_json,
+)
 from accelopt.errors import UserError
 from accelopt.profiling.evaluation import Evaluation
 from accelopt.reports.run_report import lineage
+from accelopt.search.workloads import generalization, run_workloads
 from accelopt.store.records import RunRecord
 from accelopt.store.store import Store
 
@@ -33,6 +42,8 @@ def run_row(store: Store, run: RunRecord) -> dict[str, Any]:
         "run": run.id,
         "problem": run.problem,
         "workload": run.workload,
+        "workloads": list(run_workloads(run).tuned),
+        "held_out": list(run_workloads(run).held_out),
         "strategy": run.strategy,
         "status": run.status,
         "created_at": run.created_at,
@@ -56,13 +67,18 @@ def list_command(workspace: WorkspaceOption = None, json_path: JsonOption = None
             table.add_column(col)
         for r in rows:
             table.add_row(
-                r["run"], r["problem"], r["workload"], r["strategy"], r["status"],
+                r["run"], r["problem"], _workloads_text(r), r["strategy"], r["status"],
                 r["created_at"], fmt_ms(r["baseline_latency_s"]), fmt_ms(r["best_latency_s"]),
                 fmt_pct(r["best_pct_of_peak"]),
                 f"{r['speedup']:.2f}x" if r["speedup"] else "—", f"{r['cost_usd']:.4f}",
             )  # fmt: skip
         console.print(table)
     write_json(json_path, rows)
+
+
+def _workloads_text(row: dict[str, Any]) -> str:
+    held = f" (held out: {', '.join(row['held_out'])})" if row["held_out"] else ""
+    return "+".join(row["workloads"]) + held
 
 
 @app.command("show")
@@ -88,8 +104,13 @@ def show_command(
             "lineage": [asdict(s) for s in lineage(kernels, evaluations, run.best_hash, base)],
             "usage": store.usage(run.id),
         }
+        found = generalization(store, run)
+        if found.workloads.several:
+            payload["generalization"] = found.as_json()
     if shows_table(json_path):
         _print_show(payload)
+        if found.workloads.several:
+            console.print(generalization_table(found))
     write_json(json_path, payload)
 
 

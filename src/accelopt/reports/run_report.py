@@ -18,6 +18,7 @@ from accelopt.profiling.evaluation import Evaluation
 from accelopt.reports import plots
 from accelopt.reports.hardware import Ceiling, ceilings
 from accelopt.reports.html import DiffLine, render, svg, unified_diff, write_page
+from accelopt.search.workloads import Generalization, generalization
 from accelopt.store.records import IterationRecord, KernelRecord, RunRecord
 from accelopt.store.store import Store
 
@@ -34,6 +35,7 @@ class RunData:
     iterations: tuple[IterationRecord, ...]
     experiences: tuple[Experience, ...]
     usage: Mapping[str, Mapping[str, Any]]  # Store.usage
+    generalization: Generalization | None = None  # per workload, when the run has several
 
 
 def load_run(store: Store, run: RunRecord) -> RunData:
@@ -44,6 +46,7 @@ def load_run(store: Store, run: RunRecord) -> RunData:
         iterations=tuple(store.iterations(run.id)),
         experiences=tuple(store.experiences(run_id=run.id)),
         usage=store.usage(run.id),
+        generalization=found if (found := generalization(store, run)).workloads.several else None,
     )
 
 
@@ -123,6 +126,7 @@ class RunReport:
     failures: tuple[FailureGroup, ...]
     usage: tuple[AgentUsage, ...]
     cost: CostSummary
+    generalization: Generalization | None = None
 
 
 # -- the data model (pure) --------------------------------------------------------------------
@@ -154,6 +158,7 @@ def run_report(data: RunData, hardware: HardwareSpec | None) -> RunReport:
         failures=tuple(failures(data.kernels, data.evaluations)),
         usage=tuple(agent_usage(data.usage, run.config.get("models", {}))),
         cost=cost_summary(data.usage, baseline, best),
+        generalization=data.generalization,
     )
 
 
@@ -285,7 +290,9 @@ def cost_summary(
 
 def render_run_report(report: RunReport) -> str:
     chart = plots.progress_plot(report.candidates, report.best_curve)
-    title = f"{report.run.problem} / {report.run.workload} — run {report.run.id}"
+    shown = report.generalization.workloads.tuned if report.generalization else ()
+    workload = "+".join(shown) or report.run.workload
+    title = f"{report.run.problem} / {workload} — run {report.run.id}"
     return render("run_report", title=title, r=report, progress_svg=svg(chart))
 
 

@@ -37,6 +37,7 @@ from accelopt.memory.records import Experience
 from accelopt.memory.retrieval import retrieve
 from accelopt.memory.selection import NEGATIVE, Outcome, Pair, select_pairs
 from accelopt.problems.records import Problem
+from accelopt.profiling.composite import combine, combine_ratios
 from accelopt.profiling.evaluation import Evaluation
 from accelopt.profiling.profile import Profile, build_profile
 from accelopt.profiling.profiler import Profiler
@@ -63,7 +64,7 @@ FIXABLE = {
 # What the loop reports through ``on_phase`` (and the progress line) as it enters each step.
 PHASES = (
     "drafting", "planning", "writing", "evaluating", "fixing", "settling", "learning",
-    "committing",
+    "committing", "holding out",
 )  # fmt: skip
 # Every call site of a run has its own sample index, so that replay (keyed by prompt and sample
 # index) answers a call only from that same call of a killed session, never from a sibling that
@@ -117,9 +118,14 @@ class Optimizer:
     run: RunRecord
     progress: Progress | None = None
     on_phase: PhaseHook | None = None
+    # the workloads the score is the geometric mean over (default: ``workload`` alone), and
+    # those measured only at the end (never shown to the agents)
+    tuned: tuple[str, ...] = ()
+    held_out: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
-        self.view: ProblemView = problem_view(self.problem, self.workload)
+        self.tuned = self.tuned or (self.workload,)
+        self.view: ProblemView = problem_view(self.problem, self.workload, self.tuned[1:])
         self.facts: BackendFacts = self.backend.facts(self.hardware)
         self.sizes = self.problem.workload(self.workload).sizes
         self.cost = self.problem.cost.evaluate(self.sizes)
@@ -129,6 +135,7 @@ class Optimizer:
         # the parent's own work (compiler remarks for profiles) never queues behind evaluations
         self._local = ThreadPoolExecutor(max_workers=2)
         self._profiles: dict[str, asyncio.Future[Profile]] = {}
+        self._primary: dict[str, Evaluation] = {}  # kernel hash -> evaluation on ``workload``
         self.waste: Counter[str] = Counter()  # this iteration's calls that gave nothing usable
 
     def phase(self, name: str, t: int) -> None:
@@ -147,16 +154,40 @@ class Optimizer:
     # -- evaluation ----------------------------------------------------------------------------
     async def measure(self, kernel: Kernel, t: int) -> Evaluation:
         """The kernel's evaluation, from the profiler (cached, or measured once however many
-        ask for it at the same time)."""
+        ask for it at the same time): on each tuned workload, combined (``composite``); the
+        others are measured only once the first passed."""
         self.phase("evaluating", t)
-        evaluation: Evaluation = await self._off_loop(
-            self.profiler.evaluate, kernel, self.problem, self.workload
-        )
+        first = await self.evaluate_on(kernel, self.workload)
+        found = [first]
+        if first.passed and len(self.tuned) > 1:
+            rest = [self.evaluate_on(kernel, w) for w in self.tuned[1:]]
+            found += await asyncio.gather(*rest)
+        self._primary[kernel.hash] = first
+        evaluation = combine(found, self.tuned)
         if self.progress is not None:
             self.progress.evaluated += 1
             self.progress.statuses[evaluation.status.value] += 1
             self.progress.refresh()
         return evaluation
+
+    async def evaluate_on(self, kernel: Kernel, workload: str) -> Evaluation:
+        evaluation: Evaluation = await self._off_loop(
+            self.profiler.evaluate, kernel, self.problem, workload
+        )
+        return evaluation
+
+    async def hold_out(self, kernels: Sequence[Candidate]) -> None:
+        """Each kernel measured on each held-out workload (cached in the store, where reports
+        find them; a resumed run measures only what is missing)."""
+        if not self.held_out:
+            return
+        self.phase("holding out", 0)
+        jobs = [
+            self.evaluate_on(Kernel(c.kernel.source, self.backend.name, "held-out"), w)
+            for c in {c.hash: c for c in kernels}.values()
+            for w in self.held_out
+        ]
+        await asyncio.gather(*jobs)
 
     async def admit(
         self, source: str, parent: Candidate | None, plan: Plan | None, t: int, origin: str
@@ -187,7 +218,17 @@ class Optimizer:
         remarks = await self._here(
             self.backend.remarks, cand.kernel.source, self.problem, self.sizes
         )
-        return build_profile(cand.evaluation, self.cost, self.hardware, remarks)
+        return build_profile(self.primary(cand), self.cost, self.hardware, remarks)
+
+    def primary(self, cand: Candidate) -> Evaluation:
+        """The candidate's evaluation on ``workload`` (the sizes its profile describes): itself
+        on one tuned workload; else measured this session, or cached (a resumed run)."""
+        if len(self.tuned) == 1:
+            return cand.evaluation
+        if cand.hash not in self._primary:
+            found = self.store.run_evaluations(self.run.id, workload=self.workload)
+            self._primary[cand.hash] = found.get(cand.hash, cand.evaluation)
+        return self._primary[cand.hash]
 
     def lessons(self, t: int, parent: Candidate) -> list[Experience]:
         """The lessons ``parent`` is shown in iteration ``t``: retrieved when the iteration first
@@ -354,14 +395,19 @@ class Optimizer:
         data = self.store.get_retiming(self.run.id, t, hashes)
         if data is None:
             kernels = [Kernel(c.kernel.source, self.backend.name, f"retime-{t}") for c in group]
-            session = await self._off_loop(
-                self.profiler.retime, kernels, self.problem, self.workload
-            )
+            sessions = [
+                await self._off_loop(self.profiler.retime, kernels, self.problem, w)
+                for w in self.tuned
+            ]  # one workload after another: each session has the device to itself
+            combined = [
+                combine_ratios([s.ratios[i] for s in sessions], [s.ratio_ci[i] for s in sessions])
+                for i in range(len(group))
+            ]
             data = self.store.put_retiming(self.run.id, t, hashes, {
-                "ratios": list(session.ratios),
-                "ratio_ci": list(session.ratio_ci),
-                "rounds": session.rounds,
-                "evaluations": [e.model_dump() for e in session.evaluations],
+                "ratios": [r for r, _ in combined],
+                "ratio_ci": [c for _, c in combined],
+                "rounds": min(s.rounds for s in sessions),
+                "evaluations": [e.model_dump() for s in sessions for e in s.evaluations],
             })  # fmt: skip
         pairs = zip(hashes[1:], data["ratios"][1:], data["ratio_ci"][1:], strict=True)
         return {h: session_compare(ratio, ci) for h, ratio, ci in pairs}
@@ -483,13 +529,16 @@ class Optimizer:
     async def optimize(
         self, baseline: Candidate, beam: list[Candidate], overall: Candidate, start: int
     ) -> str:
-        """Iterations ``start..T`` from ``beam``; returns the run's final status."""
+        """Iterations ``start..T`` from ``beam``, then the baseline and the best measured on the
+        held-out workloads (no LLM call: also when the budget ran out); returns the run's final
+        status."""
         try:
             for t in range(start, self.config.iterations + 1):
                 if self.exhausted():
-                    return "budget"
+                    break
                 beam, overall = await self.iteration(t, beam, baseline, overall)
                 self.commit(t, beam, overall)
+            await self.hold_out([baseline, overall])
         finally:
             self._pool.shutdown(wait=False)
             self._local.shutdown(wait=False)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,6 +25,7 @@ from accelopt.search.config import SearchConfig
 from accelopt.search.loop import DRAFT_SAMPLES, Optimizer, PhaseHook
 from accelopt.search.progress import Progress
 from accelopt.search.selection import Candidate
+from accelopt.search.workloads import RunWorkloads, run_workloads
 from accelopt.store.records import RunRecord
 from accelopt.store.store import Store
 
@@ -57,12 +58,14 @@ def new_run(
     store: Store, problem: str, workload: str, backend: str, hardware: HardwareSpec,
     search: SearchConfig, llm: Config, start_source: str | None = None,
     replay_from: Sequence[str] = (), problem_version: str = "",
+    workloads: RunWorkloads | None = None, sizes: Mapping[str, Mapping[str, int]] | None = None,
 ) -> RunRecord:  # fmt: skip
     """Record a new run: everything a resume needs (the search, the models, the budget, the
     hardware spec it is scored against). ``start_source``: a kernel to start from instead of the
     baseline; ``replay_from``: runs whose recorded answers it may reuse for identical prompts;
     ``problem_version``: a workspace problem's fingerprint (its evaluations are cached under
-    it)."""
+    it); ``workloads``: those it tunes on (the first is ``workload``) and holds out, with each
+    one's ``sizes`` (for reports that do not load the problem)."""
     sources = []
     for other in replay_from:
         found = store.get_run(other)
@@ -81,6 +84,11 @@ def new_run(
         config["start_source"] = start_source
     if problem_version:
         config["problem_version"] = problem_version
+    if workloads is not None and workloads.several:
+        if workloads.primary != workload:
+            raise ValueError(f"the run's workload {workload} is not its first tuned one")
+        config |= workloads.config()
+        config["workload_sizes"] = {w: dict((sizes or {}).get(w, {})) for w in workloads.all}
     run = RunRecord(
         id=uuid.uuid4().hex[:12],
         problem=problem,
@@ -260,8 +268,10 @@ def execute_run(store: Store, run: RunRecord, inputs: RunInputs, resume: bool) -
             inputs.profiler, hardware, inputs.eval_config, ray_address=inputs.ray_address,
             store=store,
         ) as profiler:  # fmt: skip
+            chosen = run_workloads(run)
             optimizer = Optimizer(store, client, profiler, backend, hardware, problem,
-                                  run.workload, search, run, progress, inputs.on_phase)  # fmt: skip
+                                  run.workload, search, run, progress, inputs.on_phase,
+                                  chosen.tuned, chosen.held_out)  # fmt: skip
             progress.start()
             status, baseline, top = asyncio.run(_run_and_close(optimizer, resume))
     except KeyboardInterrupt:
@@ -289,6 +299,8 @@ def run_summary(result: OptimizeResult) -> dict[str, Any]:
         "run": result.run.id,
         "problem": result.run.problem,
         "workload": result.run.workload,
+        "workloads": list(run_workloads(result.run).tuned),
+        "held_out": list(run_workloads(result.run).held_out),
         "status": result.status,
         "baseline": {"latency_s": b.latency_s, "pct_of_peak": b.pct_of_peak, "hash": b.kernel_hash},
         "best": {"latency_s": t.latency_s, "pct_of_peak": t.pct_of_peak, "hash": t.kernel_hash},

@@ -36,6 +36,7 @@ from pydantic import BaseModel
 
 from accelopt.llm.records import LLMCall
 from accelopt.memory.records import Experience, Lesson
+from accelopt.profiling.composite import combine
 from accelopt.profiling.config import harness_key
 from accelopt.profiling.evaluation import Evaluation
 from accelopt.store.errors import AmbiguousRunError, StoreError
@@ -308,10 +309,15 @@ class Store:
         return None if row is None else Evaluation.model_validate_json(row["data"])
 
     def run_evaluations(
-        self, run_id: str, harness_version: str | None = None
+        self, run_id: str, harness_version: str | None = None, workload: str | None = None
     ) -> dict[str, Evaluation]:
-        """Kernel hash -> cached evaluation, for the run's kernels on the run's problem, workload
-        and hardware (kernels without one are absent), in the order the kernels were added.
+        """Kernel hash -> cached evaluation, for the run's kernels on the run's problem and
+        hardware (kernels without one are absent), in the order the kernels were added.
+
+        ``workload``: that workload's evaluations; by default the run's tuned workloads (its
+        config's ``workloads``, else its one ``workload``), combined per kernel
+        (``profiling.composite.combine``): a kernel is present once it failed on one of them or
+        was evaluated on all.
 
         A kernel evaluated after a ceiling of the run's device was re-measured during the run is
         cached under the raised ceilings' key (the same device name, another digest): its
@@ -322,6 +328,22 @@ class Store:
         if run is None:
             return {}
         harness_version = harness_version or harness_key(run.config.get("problem_version", ""))
+        if workload is not None:
+            return self._workload_evaluations(run, workload, harness_version)
+        tuned = run.config.get("workloads") or [run.workload]
+        found = [self._workload_evaluations(run, w, harness_version) for w in tuned]
+        if len(found) == 1:
+            return found[0]
+        combined = {}
+        for kernel_hash in found[0]:
+            present = [f[kernel_hash] for f in found if kernel_hash in f]
+            if len(present) == len(found) or not all(e.passed for e in present):
+                combined[kernel_hash] = combine(present, tuned)
+        return combined
+
+    def _workload_evaluations(
+        self, run: RunRecord, workload: str, harness_version: str
+    ) -> dict[str, Evaluation]:
         device = run.hardware.rsplit("-", 1)[0] + "-"  # HardwareSpec.key(): f"{name}-{digest}"
         with self._read() as conn:
             rows = conn.execute(
@@ -330,8 +352,8 @@ class Store:
                 " AND substr(e.hardware, 1, ?) = ?"
                 " ORDER BY e.hardware = ? DESC, e.created_at DESC, e.rowid DESC LIMIT 1) AS data"
                 " FROM run_kernels k WHERE k.run_id = ? ORDER BY k.seq",
-                (run.problem, run.workload, harness_version, len(device), device,
-                 run.hardware, run_id),
+                (run.problem, workload, harness_version, len(device), device,
+                 run.hardware, run.id),
             ).fetchall()  # fmt: skip
         return {
             r["hash"]: Evaluation.model_validate_json(r["data"])
