@@ -14,7 +14,7 @@ import typer
 from rich.markup import escape
 
 from accelopt.backends.kernel import Kernel
-from accelopt.cli import bench, common, llm, memory, optimize, prompt, report, runs, worker
+from accelopt.cli import bench, common, llm, memory, optimize, prompt, report, runs, serve, worker
 from accelopt.cli import problem as problem_cli
 from accelopt.cli.output import (
     JsonOption,
@@ -47,6 +47,7 @@ app.command("report")(report.report_command)
 runs.app.command("compare")(report.compare_command)
 app.command("worker")(worker.worker_command)
 app.command("prompt")(prompt.prompt_command)
+app.command("serve")(serve.serve_command)
 
 
 @app.command("eval")

@@ -201,10 +201,9 @@ def show_command(
     obtained) and roofline, and the baseline source."""
     problem = load_problem(name, workspace)
     hardware = common.hardware_for(backend)
-    costs = workload_costs(problem, hardware)
+    payload = problem_show_json(problem, hardware, backend)
+    costs, source, shipped = payload["costs"], payload["baseline_source"], payload["kernels"]
     baseline = problem.kernel_path("baseline", backend)
-    source = baseline.read_text() if baseline.is_file() else ""
-    shipped = [k for k in ("baseline", "expert") if problem.kernel_path(k, backend).is_file()]
     if shows_table(json_path):
         title = f"[bold]{problem.name}[/bold]: {escape(problem.description)}"
         console.print(title, highlight=False)
@@ -224,13 +223,18 @@ def show_command(
             console.print(Syntax(source, lexer, line_numbers=True, word_wrap=True))
         else:
             console.print("no baseline kernel: `accelopt optimize` drafts one from the reference")
-    payload = problem_json(problem) | {
-        "hardware": hardware.name,
-        "costs": costs,
-        "kernels": shipped,
-        "baseline_source": source,
-    }
     write_json(json_path, payload)
+
+
+def problem_show_json(problem: Problem, hardware: HardwareSpec, backend: str) -> dict[str, Any]:
+    """What `bench show --json` prints (and the HTTP API's /v1/problems/NAME gives)."""
+    baseline = problem.kernel_path("baseline", backend)
+    return problem_json(problem) | {
+        "hardware": hardware.name,
+        "costs": workload_costs(problem, hardware),
+        "kernels": [k for k in ("baseline", "expert") if problem.kernel_path(k, backend).is_file()],
+        "baseline_source": baseline.read_text() if baseline.is_file() else "",
+    }
 
 
 def _signature(problem: Problem) -> str:

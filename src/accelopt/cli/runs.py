@@ -92,26 +92,33 @@ def show_command(
         run = store.get_run(run_id)
         if run is None:
             raise UserError(f"no run {run_id!r} in {store.path}: see `accelopt runs list`")
-        kernels = {k.hash: k for k in store.kernels(run.id)}
-        evaluations = store.run_evaluations(run.id)
-        base = _latency(evaluations, run.baseline_hash)
-        payload = {
-            **run_row(store, run),
-            "backend": run.backend,
-            "hardware": run.hardware,
-            "config": run.config,
-            "iterations": [vars(i) | {"beam": list(i.beam)} for i in store.iterations(run.id)],
-            "lineage": [asdict(s) for s in lineage(kernels, evaluations, run.best_hash, base)],
-            "usage": store.usage(run.id),
-        }
+        payload = run_show_json(store, run)
         found = generalization(store, run)
-        if found.workloads.several:
-            payload["generalization"] = found.as_json()
     if shows_table(json_path):
         _print_show(payload)
         if found.workloads.several:
             console.print(generalization_table(found))
     write_json(json_path, payload)
+
+
+def run_show_json(store: Store, run: RunRecord) -> dict[str, Any]:
+    """What `runs show --json` prints (and the HTTP API's /v1/runs/ID gives)."""
+    kernels = {k.hash: k for k in store.kernels(run.id)}
+    evaluations = store.run_evaluations(run.id)
+    base = _latency(evaluations, run.baseline_hash)
+    payload = {
+        **run_row(store, run),
+        "backend": run.backend,
+        "hardware": run.hardware,
+        "config": run.config,
+        "iterations": [vars(i) | {"beam": list(i.beam)} for i in store.iterations(run.id)],
+        "lineage": [asdict(s) for s in lineage(kernels, evaluations, run.best_hash, base)],
+        "usage": store.usage(run.id),
+    }
+    found = generalization(store, run)
+    if found.workloads.several:
+        payload["generalization"] = found.as_json()
+    return payload
 
 
 def _print_show(p: dict[str, Any]) -> None:

@@ -1,0 +1,158 @@
+"""``accelopt serve``: the evaluation service over HTTP (see ``accelopt.serve``)."""
+
+from __future__ import annotations
+
+import ipaddress
+import socket
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from accelopt.cli import common
+from accelopt.cli.bench import problem_json, problem_show_json
+from accelopt.cli.optimize import open_store
+from accelopt.cli.output import console
+from accelopt.cli.runs import run_row, run_show_json
+from accelopt.errors import UserError
+from accelopt.problems.loader import UnknownProblemError, list_problems, load_problem
+from accelopt.problems.records import Problem
+from accelopt.profiling.config import EvalConfig
+from accelopt.profiling.profiler import Profiler, make_profiler
+from accelopt.store.store import Store
+
+TOKEN_NAME = "serve-token"
+
+
+def serve_command(
+    host: Annotated[str, typer.Option(help="address to listen on")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="port to listen on")] = 8600,
+    token_file: Annotated[
+        Path | None,
+        typer.Option(
+            help="the bearer token every request must carry (default: a new one written to "
+            "WORKSPACE/serve-token)"
+        ),
+    ] = None,
+    no_auth: Annotated[
+        bool, typer.Option("--no-auth", help="no token (only when listening on loopback)")
+    ] = False,
+    workers: Annotated[int, typer.Option(help="evaluations that run at once")] = 2,
+    queue: Annotated[int, typer.Option(help="evaluations that may wait; more get 429")] = 64,
+    profiler: common.ProfilerOption = "local",
+    ray_address: common.RayAddressOption = None,
+    workspace: common.WorkspaceOption = None,
+) -> None:
+    """Serve evaluations, problems and runs over HTTP (OpenAPI schema at /openapi.json)."""
+    try:
+        import uvicorn
+
+        from accelopt.serve.api import create_app
+        from accelopt.serve.jobs import EvaluationJobs, new_token_file, token_from_file
+    except ImportError:
+        raise UserError(
+            "accelopt serve needs FastAPI and uvicorn: pip install 'accelopt[serve]'"
+        ) from None
+    if no_auth and not _loopback(host):
+        raise UserError(f"--no-auth only on loopback (127.0.0.1, ::1), not on {host}")
+    if workers < 1 or queue < 0:
+        raise UserError("--workers must be at least 1 and --queue at least 0")
+    _check_port_free(host, port)
+    folder = common.workspace_dir(workspace)
+    token, where = None, "no token (--no-auth)"
+    if not no_auth:
+        path = token_file or folder / TOKEN_NAME
+        token = token_from_file(path) if token_file else new_token_file(path)
+        where = f"token in {path}"
+    config = EvalConfig(workers=workers)
+    with open_store(folder) as store:
+        profilers = _Profilers(profiler, config, ray_address, store)
+        jobs = EvaluationJobs(_loader(folder), profilers.get, workers, queue)
+        try:
+            profilers.get("cpu")  # measures this machine once, before the first request
+            app = create_app(jobs, _views(store, folder), token)
+            console.print(f"accelopt serving on http://{host}:{port} ({where})", highlight=False)
+            uvicorn.run(app, host=host, port=port, log_level="warning")
+        finally:
+            jobs.close()
+            profilers.close()
+
+
+def _loader(folder: Path) -> Callable[[str], Problem]:
+    """load_problem for the API: an unknown name is a UserError (a 404), like a broken file."""
+
+    def load(name: str) -> Problem:
+        try:
+            return load_problem(name, folder)
+        except UnknownProblemError as exc:
+            raise UserError(str(exc.args[0]) if exc.args else str(exc)) from None
+
+    return load
+
+
+def _views(store: Store, folder: Path) -> Any:
+    from accelopt.serve.api import Views
+
+    load = _loader(folder)
+
+    def problem(name: str) -> dict[str, Any]:
+        return problem_show_json(load(name), common.hardware_for("cpu"), "cpu")
+
+    def run(run_id: str) -> dict[str, Any] | None:
+        found = store.get_run(run_id)
+        return run_show_json(store, found) if found is not None else None
+
+    return Views(
+        problems=lambda: [problem_json(load(n)) for n in list_problems(folder)],
+        problem=problem,
+        runs=lambda: [run_row(store, r) for r in store.list_runs()],
+        run=run,
+    )
+
+
+class _Profilers:
+    """One profiler per backend, made when first asked for (the cpu one at start)."""
+
+    def __init__(
+        self, kind: str, config: EvalConfig, ray_address: str | None, store: Store
+    ) -> None:
+        self.kind, self.config, self.ray_address, self.store = kind, config, ray_address, store
+        self._made: dict[str, Profiler] = {}
+        self._lock = threading.Lock()
+
+    def get(self, backend: str) -> Profiler:
+        with self._lock:
+            if backend not in self._made:
+                hardware = common.hardware_for(backend)
+                self._made[backend] = make_profiler(
+                    self.kind, hardware, self.config, ray_address=self.ray_address,
+                    store=self.store,
+                )  # fmt: skip
+            return self._made[backend]
+
+    def close(self) -> None:
+        for made in self._made.values():
+            made.close()
+
+
+def _loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _check_port_free(host: str, port: int) -> None:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, port))
+        except OSError as exc:
+            raise UserError(
+                f"cannot listen on {host}:{port} ({exc.strerror}): give another --port or --host"
+            ) from None

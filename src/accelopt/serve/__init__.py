@@ -1,0 +1,1 @@
+"""``accelopt serve``: the measurement as an HTTP API for other tools."""

@@ -1,0 +1,188 @@
+"""The HTTP API: evaluations, problems and runs, as the CLI's ``--json`` gives them.
+
+Every route but the OpenAPI schema needs ``Authorization: Bearer TOKEN`` unless the server was
+started without a token (``--no-auth``, loopback only). A request body over ``MAX_BODY_BYTES``
+is refused with 413 before it is read whole; a full queue answers 429 with ``Retry-After``.
+Errors are JSON ``{"detail": "one sentence"}``.
+"""
+
+from __future__ import annotations
+
+import hmac
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import Any, Literal
+
+from fastapi import Depends, FastAPI, HTTPException, Request
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ConfigDict, Field
+
+from accelopt.errors import UserError
+from accelopt.serve.jobs import MAX_SOURCE_BYTES, EvaluationJobs, QueueFull, Rejected
+
+MAX_BODY_BYTES = MAX_SOURCE_BYTES * 2  # a JSON-escaped kernel of the largest size fits
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+
+class EvaluationRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    problem: str = Field(min_length=1, max_length=200, description="a problem name")
+    workload: str = Field("cpu", min_length=1, max_length=200)
+    backend: str = Field("cpu", min_length=1, max_length=50)
+    source: str = Field(description="the kernel's source (C for cpu, Python for triton)")
+
+
+class Submitted(BaseModel):
+    id: str
+    state: Literal["queued", "running", "done"]
+
+
+class EvaluationStatus(BaseModel):
+    id: str
+    state: Literal["queued", "running", "done"]
+    problem: str
+    workload: str
+    backend: str
+    result: dict[str, Any] | None = Field(
+        None, description="the evaluation, as `accelopt eval --json` writes it (when done)"
+    )
+    error: str = Field("", description="why the service could not evaluate it, if it could not")
+
+
+class Views:
+    """What the read-only routes show: the CLI's JSON, from the workspace (callables, so that
+    the app holds no store or loader of its own)."""
+
+    def __init__(
+        self,
+        problems: Callable[[], list[dict[str, Any]]],
+        problem: Callable[[str], dict[str, Any]],
+        runs: Callable[[], list[dict[str, Any]]],
+        run: Callable[[str], dict[str, Any] | None],
+    ) -> None:
+        self.problems, self.problem, self.runs, self.run = problems, problem, runs, run
+
+
+def create_app(jobs: EvaluationJobs, views: Views, token: str | None) -> FastAPI:
+    app = FastAPI(
+        title="accelopt",
+        summary="Evaluate kernels against a problem's reference and the hardware's roofline.",
+        docs_url=None,  # the interactive pages load scripts from a CDN; the schema is enough
+        redoc_url=None,
+    )
+
+    def authorized(request: Request) -> None:
+        if token is None:
+            return
+        given = request.headers.get("authorization", "")
+        scheme, _, value = given.partition(" ")
+        if scheme.lower() != "bearer" or not hmac.compare_digest(value.strip(), token):
+            raise HTTPException(
+                401, "a bearer token is needed: Authorization: Bearer TOKEN (the server's "
+                "--token-file)", headers={"WWW-Authenticate": "Bearer"},
+            )  # fmt: skip
+
+    auth = [Depends(authorized)]
+
+    @app.post("/v1/evaluations", status_code=202, response_model=Submitted, dependencies=auth)
+    def submit(body: EvaluationRequest) -> Submitted:
+        try:
+            job = jobs.submit(body.problem, body.workload, body.backend, body.source)
+        except Rejected as exc:
+            raise HTTPException(exc.status, str(exc)) from None
+        except QueueFull as exc:
+            headers = {"Retry-After": str(exc.retry_after_s)}
+            raise HTTPException(429, str(exc), headers=headers) from None
+        return Submitted(id=job.id, state=job.state)
+
+    @app.get("/v1/evaluations/{job_id}", response_model=EvaluationStatus, dependencies=auth)
+    def evaluation(job_id: str) -> EvaluationStatus:
+        job = jobs.get(job_id)
+        if job is None:
+            raise HTTPException(404, f"no evaluation {job_id!r} (finished ones are kept a while)")
+        return EvaluationStatus(**job.as_json())
+
+    @app.get("/v1/problems", dependencies=auth)
+    def problems() -> list[dict[str, Any]]:
+        return _user_errors(views.problems)
+
+    @app.get("/v1/problems/{name}", dependencies=auth)
+    def problem(name: str) -> dict[str, Any]:
+        return _user_errors(lambda: views.problem(name), status=404)
+
+    @app.get("/v1/runs", dependencies=auth)
+    def runs() -> list[dict[str, Any]]:
+        return _user_errors(views.runs)
+
+    @app.get("/v1/runs/{run_id}", dependencies=auth)
+    def run(run_id: str) -> dict[str, Any]:
+        found = _user_errors(lambda: views.run(run_id))
+        if found is None:
+            raise HTTPException(404, f"no run {run_id!r}: see GET /v1/runs")
+        return found
+
+    @app.get("/v1/health", dependencies=auth)
+    def health() -> dict[str, Any]:
+        return {"ok": True, "capacity": jobs.capacity, "max_queued": jobs.max_queued,
+                "jobs": jobs.counts()}  # fmt: skip
+
+    app.add_middleware(BodyLimit, limit=MAX_BODY_BYTES)  # type: ignore[arg-type]
+    return app
+
+
+def _user_errors(call: Callable[[], Any], status: int = 400) -> Any:
+    try:
+        return call()
+    except UserError as exc:
+        raise HTTPException(status, str(exc)) from None
+
+
+class BodyLimit:
+    """Refuse a request body over ``limit`` bytes with 413, whether it says its length or not,
+    before the application reads it."""
+
+    def __init__(self, app: ASGIApp, limit: int) -> None:
+        self.app = app
+        self.limit = limit
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        declared = dict(scope.get("headers") or []).get(b"content-length")
+        if declared is not None and declared.isdigit() and int(declared) > self.limit:
+            await self._too_large(send)
+            return
+        seen = 0
+
+        async def limited() -> Message:
+            nonlocal seen
+            message = await receive()
+            seen += len(message.get("body", b""))
+            if seen > self.limit:
+                raise _TooLarge
+            return message
+
+        try:
+            await self.app(scope, limited, send)
+        except _TooLarge:
+            await self._too_large(send)
+
+    async def _too_large(self, send: Send) -> None:
+        response = JSONResponse(
+            {"detail": f"the request body is larger than {self.limit >> 10} KiB"}, status_code=413
+        )
+        await response({"type": "http"}, _no_body, send)
+
+
+class _TooLarge(Exception):
+    pass
+
+
+async def _no_body() -> Message:
+    return {"type": "http.request", "body": b"", "more_body": False}
