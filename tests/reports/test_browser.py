@@ -1,5 +1,6 @@
-"""A report opens in a real browser: headless Chromium takes a screenshot of the page (skipped
-where Chromium is absent)."""
+"""A report opens in a real browser: headless Chromium takes a screenshot of the page and
+parses it into the DOM the report's sections make (skipped where Chromium is absent: Debian's
+chromium, at /usr/bin/chromium or on PATH; .ci/run installs it where it can)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,10 @@ from accelopt.store.store import Store
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(120)]
 
+FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+         "--disable-background-networking", "--disable-component-update", "--disable-sync",
+         "--no-first-run")  # fmt: skip
+
 
 def _chromium() -> str | None:
     if Path("/usr/bin/chromium").is_file():
@@ -25,19 +30,40 @@ def _chromium() -> str | None:
     )
 
 
+CHROMIUM = _chromium()
+needs_chromium = pytest.mark.skipif(
+    CHROMIUM is None, reason="Chromium is not installed (looked for /usr/bin/chromium and on PATH)"
+)
+
+
+@needs_chromium
 def test_headless_chromium_renders_the_run_report(fake_store: Store, tmp_path):
-    chromium = _chromium()
-    if chromium is None:
-        pytest.skip("Chromium is not installed (looked for /usr/bin/chromium and on PATH)")
+    assert CHROMIUM is not None
     page = write_run_report(tmp_path / "report.html", fake_store,
                             fake_store.get_run("fakerun00001"), SPEC)  # fmt: skip
     png = tmp_path / "shot.png"
     subprocess.run(
-        [chromium, "--headless", "--no-sandbox", "--disable-gpu",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync",
-         "--no-first-run", f"--user-data-dir={tmp_path / 'profile'}", f"--screenshot={png}",
+        [CHROMIUM, *FLAGS, f"--user-data-dir={tmp_path / 'profile'}", f"--screenshot={png}",
          "--window-size=1200,2400", page.resolve().as_uri()],
         check=True, capture_output=True, timeout=90,
     )  # fmt: skip
     assert png.is_file() and png.stat().st_size > 1000
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@needs_chromium
+def test_headless_chromium_parses_every_section_of_the_report(fake_store: Store, tmp_path):
+    assert CHROMIUM is not None
+    page = write_run_report(tmp_path / "report.html", fake_store,
+                            fake_store.get_run("fakerun00001"), SPEC)  # fmt: skip
+    dom = subprocess.run(
+        [CHROMIUM, *FLAGS, f"--user-data-dir={tmp_path / 'profile'}", "--dump-dom",
+         page.resolve().as_uri()],
+        check=True, capture_output=True, text=True, timeout=90,
+    ).stdout  # fmt: skip
+    for section in ("summary", "results", "progress", "lineage", "best-kernel", "diff",
+                    "lessons", "failures", "usage"):  # fmt: skip
+        assert f'<section id="{section}">' in dom, section
+    progress = dom.split('<section id="progress">')[1].split("</section>")[0]
+    assert "<svg" in progress  # the chart is inline
+    assert "Vectorize &lt;inner&gt; loops" in dom and "<inner>" not in dom

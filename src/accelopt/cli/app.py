@@ -14,7 +14,19 @@ import typer
 from rich.markup import escape
 
 from accelopt.backends.kernel import Kernel
-from accelopt.cli import bench, common, llm, memory, optimize, prompt, report, runs, serve, worker
+from accelopt.cli import (
+    agent_server,
+    bench,
+    common,
+    llm,
+    memory,
+    optimize,
+    prompt,
+    report,
+    runs,
+    serve,
+    worker,
+)
 from accelopt.cli import problem as problem_cli
 from accelopt.cli.output import (
     JsonOption,
@@ -48,6 +60,7 @@ runs.app.command("compare")(report.compare_command)
 app.command("worker")(worker.worker_command)
 app.command("prompt")(prompt.prompt_command)
 app.command("serve")(serve.serve_command)
+app.command("mcp")(agent_server.mcp_command)
 
 
 @app.command("eval")

@@ -216,6 +216,12 @@ def _resumable(
     run = store.get_run(ref)
     if run is None:
         raise UserError(f"no run {ref!r} in {store.path}: see `accelopt runs list`")
+    if "search" not in run.config:
+        raise UserError(
+            f"run {run.id} is a {run.strategy} session (recorded by `accelopt mcp`), not a "
+            f"search: start one from its best kernel with `accelopt optimize {run.problem} "
+            "--kernel FILE`"
+        )
     tuned = " ".join(run_workloads(run).tuned)
     for option, given, recorded in (
         ("--backend", backend, run.backend),

@@ -126,8 +126,9 @@ def _print_show(p: dict[str, Any]) -> None:
         f"[bold]run {p['run']}[/bold]: {p['problem']} / {p['workload']} on {p['hardware']}, "
         f"{p['strategy']}, {p['status']}", highlight=False,
     )  # fmt: skip
-    console.print(f"parameters: {p['config'].get('search')}", highlight=False)
-    console.print(f"models: {p['config'].get('models')}", highlight=False)
+    for label, key in (("parameters", "search"), ("models", "models")):
+        if p["config"].get(key) is not None:  # an agent session (accelopt mcp) has neither
+            console.print(f"{label}: {p['config'][key]}", highlight=False)
     table = Table(title="best per iteration", title_justify="left")
     for col in ("iteration", "best ms", "% of peak", "beam", "evaluated", "failed", "$",
                 "calls without a result"):  # fmt: skip

@@ -45,7 +45,8 @@ def serve_command(
     ray_address: common.RayAddressOption = None,
     workspace: common.WorkspaceOption = None,
 ) -> None:
-    """Serve evaluations, problems and runs over HTTP (OpenAPI schema at /openapi.json)."""
+    """Serve evaluations, problems and runs over HTTP (OpenAPI schema at /openapi.json), and a
+    live dashboard of the runs at /runs."""
     try:
         import uvicorn
 
@@ -61,11 +62,11 @@ def serve_command(
         raise UserError("--workers must be at least 1 and --queue at least 0")
     _check_port_free(host, port)
     folder = common.workspace_dir(workspace)
-    token, where = None, "no token (--no-auth)"
+    token, token_path, where = None, None, "no token (--no-auth)"
     if not no_auth:
-        path = token_file or folder / TOKEN_NAME
-        token = token_from_file(path) if token_file else new_token_file(path)
-        where = f"token in {path}"
+        token_path = token_file or folder / TOKEN_NAME
+        token = token_from_file(token_path) if token_file else new_token_file(token_path)
+        where = f"token in {token_path}"
     config = EvalConfig(workers=workers)
     with open_store(folder) as store:
         profilers = _Profilers(profiler, config, ray_address, store)
@@ -74,10 +75,29 @@ def serve_command(
             profilers.get("cpu")  # measures this machine once, before the first request
             app = create_app(jobs, _views(store, folder), token)
             console.print(f"accelopt serving on http://{host}:{port} ({where})", highlight=False)
+            console.print(dashboard_hint(host, port, token_path), highlight=False, soft_wrap=True)
             uvicorn.run(app, host=host, port=port, log_level="warning")
         finally:
             jobs.close()
             profilers.close()
+
+
+def dashboard_url(host: str, port: int) -> str:
+    """The run list page, at an address a browser on this machine can open (a wildcard
+    address is reached through loopback)."""
+    shown = {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}.get(host, host)
+    if ":" in shown:
+        shown = f"[{shown}]"
+    return f"http://{shown}:{port}/runs"
+
+
+def dashboard_hint(host: str, port: int, token_path: Path | None) -> str:
+    """Where the live dashboard is. The token itself is not printed (it would land in logs):
+    the page takes it from the URL's fragment, which the browser never sends."""
+    url = dashboard_url(host, port)
+    if token_path is None:
+        return f"live dashboard: {url}"
+    return f"live dashboard: {url}#token=<the token in {token_path}>"
 
 
 def _loader(folder: Path) -> Callable[[str], Problem]:
@@ -94,6 +114,7 @@ def _loader(folder: Path) -> Callable[[str], Problem]:
 
 def _views(store: Store, folder: Path) -> Any:
     from accelopt.serve.api import Views
+    from accelopt.serve.dashboard import live_json
 
     load = _loader(folder)
 
@@ -109,6 +130,7 @@ def _views(store: Store, folder: Path) -> Any:
         problem=problem,
         runs=lambda: [run_row(store, r) for r in store.list_runs()],
         run=run,
+        live=lambda run_id: live_json(store, run_id),
     )
 
 

@@ -1,22 +1,29 @@
 """The HTTP API: evaluations, problems and runs, as the CLI's ``--json`` gives them.
 
-Every route but the OpenAPI schema needs ``Authorization: Bearer TOKEN`` unless the server was
+Every ``/v1`` route needs ``Authorization: Bearer TOKEN`` unless the server was
 started without a token (``--no-auth``, loopback only). A request body over ``MAX_BODY_BYTES``
 is refused with 413 before it is read whole; a full queue answers 429 with ``Retry-After``.
 Errors are JSON ``{"detail": "one sentence"}``.
+
+The live dashboard (``accelopt.serve.dashboard``): ``/runs`` and ``/runs/ID`` are pages that hold
+no data and are served without the token; their script takes the token from the URL's fragment
+(``/runs/ID#token=...``, which the browser never sends) and polls ``/v1/runs`` and
+``/v1/runs/ID/live`` with it.
 """
 
 from __future__ import annotations
 
 import hmac
+import secrets
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any, Literal
 
 from fastapi import Depends, FastAPI, HTTPException, Request
-from fastapi.responses import JSONResponse
+from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from accelopt.errors import UserError
+from accelopt.serve.dashboard import page_headers, render_page
 from accelopt.serve.jobs import MAX_SOURCE_BYTES, EvaluationJobs, QueueFull, Rejected
 
 MAX_BODY_BYTES = MAX_SOURCE_BYTES * 2  # a JSON-escaped kernel of the largest size fits
@@ -64,8 +71,11 @@ class Views:
         problem: Callable[[str], dict[str, Any]],
         runs: Callable[[], list[dict[str, Any]]],
         run: Callable[[str], dict[str, Any] | None],
+        live: Callable[[str], dict[str, Any] | None] | None = None,
     ) -> None:
+        """``live``: a run's live figures (``dashboard.live_json``); without it, none is found."""
         self.problems, self.problem, self.runs, self.run = problems, problem, runs, run
+        self.live: Callable[[str], dict[str, Any] | None] = live or (lambda run_id: None)
 
 
 def create_app(jobs: EvaluationJobs, views: Views, token: str | None) -> FastAPI:
@@ -126,6 +136,26 @@ def create_app(jobs: EvaluationJobs, views: Views, token: str | None) -> FastAPI
             raise HTTPException(404, f"no run {run_id!r}: see GET /v1/runs")
         return found
 
+    @app.get("/v1/runs/{run_id}/live", dependencies=auth)
+    def live(run_id: str) -> dict[str, Any]:
+        """What the run's dashboard page shows, while the run goes (see dashboard.live_figures)."""
+        found = _user_errors(lambda: views.live(run_id))
+        if found is None:
+            raise HTTPException(404, f"no run {run_id!r}: see GET /v1/runs")
+        return found
+
+    @app.get("/", include_in_schema=False)
+    def home() -> RedirectResponse:
+        return RedirectResponse("/runs")
+
+    @app.get("/runs", include_in_schema=False)
+    def runs_page() -> HTMLResponse:
+        return _page("runs")
+
+    @app.get("/runs/{run_id}", include_in_schema=False)
+    def run_page(run_id: str) -> HTMLResponse:
+        return _page("run", run_id=run_id)
+
     @app.get("/v1/health", dependencies=auth)
     def health() -> dict[str, Any]:
         return {"ok": True, "capacity": jobs.capacity, "max_queued": jobs.max_queued,
@@ -133,6 +163,13 @@ def create_app(jobs: EvaluationJobs, views: Views, token: str | None) -> FastAPI
 
     app.add_middleware(BodyLimit, limit=MAX_BODY_BYTES)  # type: ignore[arg-type]
     return app
+
+
+def _page(template: str, **context: Any) -> HTMLResponse:
+    """A dashboard page: no data in it, its one script allowed by a fresh nonce."""
+    nonce = secrets.token_urlsafe(16)
+    html = render_page(template, nonce, **context)
+    return HTMLResponse(html, headers=dict(page_headers(nonce)))
 
 
 def _user_errors(call: Callable[[], Any], status: int = 400) -> Any:
