@@ -4,36 +4,17 @@ chromium, at /usr/bin/chromium or on PATH; .ci/run installs it where it can)."""
 
 from __future__ import annotations
 
-import shutil
 import subprocess
-from pathlib import Path
 
 import pytest
 from report_helpers import SPEC
 
 from accelopt.reports.run_report import write_run_report
 from accelopt.store.store import Store
+from browser_support import BROWSER_FLAGS as FLAGS
+from browser_support import CHROMIUM, needs_chromium
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(120)]
-
-FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync",
-         "--no-first-run")  # fmt: skip
-
-
-def _chromium() -> str | None:
-    if Path("/usr/bin/chromium").is_file():
-        return "/usr/bin/chromium"
-    return next(
-        (found for name in ("chromium", "chromium-browser") if (found := shutil.which(name))),
-        None,
-    )
-
-
-CHROMIUM = _chromium()
-needs_chromium = pytest.mark.skipif(
-    CHROMIUM is None, reason="Chromium is not installed (looked for /usr/bin/chromium and on PATH)"
-)
 
 
 @needs_chromium

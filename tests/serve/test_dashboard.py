@@ -15,7 +15,6 @@ import json
 import math
 import os
 import select
-import shutil
 import socket
 import subprocess
 import sys
@@ -45,6 +44,7 @@ from accelopt.reports.run_report import load_run, run_report
 from accelopt.serve.dashboard import live_figures, live_json, status_counts
 from accelopt.store.records import RunRecord
 from accelopt.store.store import Store
+from browser_support import BROWSER_FLAGS, CHROMIUM, needs_chromium
 
 pytest.importorskip("fastapi")
 import uvicorn
@@ -54,24 +54,6 @@ from accelopt.serve.api import Views, create_app
 TOKEN = "dashboard-t0ken-0123456789"
 FAKE = "fakerun00001"
 EVIL = '<img id="pwned" src="x" onerror="document.body.dataset.pwned = 1">'
-
-
-def _chromium() -> str | None:
-    if Path("/usr/bin/chromium").is_file():
-        return "/usr/bin/chromium"
-    return next(
-        (found for name in ("chromium", "chromium-browser") if (found := shutil.which(name))),
-        None,
-    )
-
-
-CHROMIUM = _chromium()
-needs_chromium = pytest.mark.skipif(
-    CHROMIUM is None, reason="Chromium is not installed (looked for /usr/bin/chromium and on PATH)"
-)
-BROWSER_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update",
-                 "--disable-sync", "--disable-dev-shm-usage")  # fmt: skip
 
 
 def free_port() -> int:
