@@ -131,18 +131,12 @@ def create_app(jobs: EvaluationJobs, views: Views, token: str | None) -> FastAPI
 
     @app.get("/v1/runs/{run_id}", dependencies=auth)
     def run(run_id: str) -> dict[str, Any]:
-        found = _user_errors(lambda: views.run(run_id))
-        if found is None:
-            raise HTTPException(404, f"no run {run_id!r}: see GET /v1/runs")
-        return found
+        return _run_view(views.run, run_id)
 
     @app.get("/v1/runs/{run_id}/live", dependencies=auth)
     def live(run_id: str) -> dict[str, Any]:
         """What the run's dashboard page shows, while the run goes (see dashboard.live_figures)."""
-        found = _user_errors(lambda: views.live(run_id))
-        if found is None:
-            raise HTTPException(404, f"no run {run_id!r}: see GET /v1/runs")
-        return found
+        return _run_view(views.live, run_id)
 
     @app.get("/", include_in_schema=False)
     def home() -> RedirectResponse:
@@ -170,6 +164,13 @@ def _page(template: str, **context: Any) -> HTMLResponse:
     nonce = secrets.token_urlsafe(16)
     html = render_page(template, nonce, **context)
     return HTMLResponse(html, headers=dict(page_headers(nonce)))
+
+
+def _run_view(view: Callable[[str], dict[str, Any] | None], run_id: str) -> dict[str, Any]:
+    found = _user_errors(lambda: view(run_id))
+    if found is None:
+        raise HTTPException(404, f"no run {run_id!r}: see GET /v1/runs")
+    return found
 
 
 def _user_errors(call: Callable[[], Any], status: int = 400) -> Any:
