@@ -7,12 +7,12 @@ from __future__ import annotations
 import subprocess
 
 import pytest
+from browser_support import BROWSER_FLAGS as FLAGS
+from browser_support import CHROMIUM, needs_chromium
 from report_helpers import SPEC
 
 from accelopt.reports.run_report import write_run_report
 from accelopt.store.store import Store
-from browser_support import BROWSER_FLAGS as FLAGS
-from browser_support import CHROMIUM, needs_chromium
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(120)]
 

@@ -33,6 +33,7 @@ sys.path.insert(0, str(Path(__file__).parents[1] / "search"))
 sys.path.append(str(Path(__file__).parents[1] / "reports"))
 
 from agents_pool import AgentPool, variant, write_config
+from browser_support import BROWSER_FLAGS, CHROMIUM, needs_chromium
 from report_helpers import SPEC, make_fake_run
 
 from accelopt.cli.runs import run_row
@@ -44,7 +45,6 @@ from accelopt.reports.run_report import load_run, run_report
 from accelopt.serve.dashboard import live_figures, live_json, status_counts
 from accelopt.store.records import RunRecord
 from accelopt.store.store import Store
-from browser_support import BROWSER_FLAGS, CHROMIUM, needs_chromium
 
 pytest.importorskip("fastapi")
 import uvicorn
