@@ -47,7 +47,6 @@ from accelopt.store.records import RunRecord
 from accelopt.store.store import Store
 
 pytest.importorskip("fastapi")
-import uvicorn
 
 from accelopt.serve.api import Views, create_app
 
@@ -94,7 +93,7 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Store]:
 
 
 @pytest.fixture(scope="module")
-def base(store: Store) -> Iterator[str]:
+def base(store: Store, serve_in_thread) -> Iterator[str]:
     """The API over ``store`` (a real uvicorn in a thread), its token ``TOKEN``."""
     views = Views(
         problems=lambda: [],
@@ -103,20 +102,9 @@ def base(store: Store) -> Iterator[str]:
         run=lambda run_id: None,
         live=lambda run_id: live_json(store, run_id),
     )
-    port = free_port()
     jobs: Any = _NoJobs()
-    server = uvicorn.Server(uvicorn.Config(create_app(jobs, views, TOKEN), port=port,
-                                           log_level="warning"))  # fmt: skip
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 20
-    while not server.started and time.monotonic() < deadline:
-        time.sleep(0.05)
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(10)
+    with serve_in_thread(create_app(jobs, views, TOKEN)) as url:
+        yield url
 
 
 class _NoJobs:

@@ -5,7 +5,6 @@ profiler is a stand-in that waits to be released, served by a real uvicorn in th
 from __future__ import annotations
 
 import json
-import socket
 import threading
 import time
 import urllib.error
@@ -15,7 +14,6 @@ from collections.abc import Iterator
 import pytest
 
 pytest.importorskip("fastapi")
-import uvicorn
 
 from accelopt.backends.status import Status
 from accelopt.errors import UserError
@@ -53,7 +51,7 @@ def load(name: str):
 
 
 @pytest.fixture()
-def served() -> Iterator[tuple[str, HeldProfiler]]:
+def served(serve_in_thread) -> Iterator[tuple[str, HeldProfiler]]:
     profiler = HeldProfiler()
 
     def profiler_for(backend: str) -> HeldProfiler:
@@ -61,22 +59,12 @@ def served() -> Iterator[tuple[str, HeldProfiler]]:
 
     jobs = EvaluationJobs(load, profiler_for, capacity=1, max_queued=2)  # type: ignore[arg-type]
     views = Views(lambda: [], lambda n: {}, lambda: [], lambda r: None)
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(create_app(jobs, views, None), port=port,
-                                           log_level="warning"))  # fmt: skip
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 20
-    while not server.started and time.monotonic() < deadline:
-        time.sleep(0.05)
     try:
-        yield f"http://127.0.0.1:{port}", profiler
+        with serve_in_thread(create_app(jobs, views, None)) as url:
+            yield url, profiler
+            profiler.release.set()  # let a held job end before the server does
     finally:
         profiler.release.set()
-        server.should_exit = True
-        thread.join(10)
         jobs.close()
 
 
