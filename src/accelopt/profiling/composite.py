@@ -57,7 +57,7 @@ def combine(evaluations: Sequence[Evaluation], workloads: Sequence[str] = ()) ->
             "workload": name,
             "latency_s": latency,
             "min_s": geomean([e.min_s or 0.0 for e in evaluations]),
-            "noise": max((e.noise or 0.0) for e in evaluations),
+            "noise": _largest(e.noise for e in evaluations),
             "calls": min(e.calls for e in evaluations),
             "ci_low_s": latency * (1 - uncertainty) if latency else None,
             "ci_high_s": latency * (1 + uncertainty) if latency else None,

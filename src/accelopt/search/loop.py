@@ -225,10 +225,11 @@ class Optimizer:
         on one tuned workload; else measured this session, or cached (a resumed run)."""
         if len(self.tuned) == 1:
             return cand.evaluation
-        if cand.hash not in self._primary:
+        if cand.hash not in self._primary:  # read the run's once, not per candidate
             found = self.store.run_evaluations(self.run.id, workload=self.workload)
-            self._primary[cand.hash] = found.get(cand.hash, cand.evaluation)
-        return self._primary[cand.hash]
+            for kernel_hash, evaluation in found.items():
+                self._primary.setdefault(kernel_hash, evaluation)
+        return self._primary.get(cand.hash, cand.evaluation)
 
     def lessons(self, t: int, parent: Candidate) -> list[Experience]:
         """The lessons ``parent`` is shown in iteration ``t``: retrieved when the iteration first
