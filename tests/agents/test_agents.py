@@ -1,5 +1,9 @@
-"""Each agent end to end: typed input → prompt → the real client → the scripted server → typed
-output. Failures come back as data with a reason, never as exceptions."""
+"""Each agent end to end: typed input → prompt → a scripted chat model → typed output. Failures
+come back as data with a reason, never as exceptions.
+
+The agents run against the in-process ``ScriptedChat`` (no HTTP); ``test_every_agent_over_http``
+runs all four through the real ``LLMClient`` and the scripted HTTP server, which answer from the
+same script (tests/llm/test_scripted_chat.py checks that the two record the same calls)."""
 
 from __future__ import annotations
 
@@ -15,8 +19,8 @@ from accelopt.agents.summarizer import SummarizerInput, summarize
 from accelopt.backends.cpu.backend import CpuBackend
 from accelopt.backends.status import Status
 from accelopt.llm.client import LLMClient
-from accelopt.llm.config import Config
 from accelopt.llm.scripted import Reply, ScriptedServer
+from accelopt.llm.scripted_chat import ScriptedChat, scripted_config
 from accelopt.memory.records import Experience, Lesson
 from accelopt.problems import load_problem
 from accelopt.profiling.evaluation import Evaluation
@@ -43,26 +47,12 @@ EXPERIENCE = experience()
 
 
 @pytest.fixture()
-def server():
-    with ScriptedServer() as s:
-        yield s
+def chat() -> ScriptedChat:
+    """Each agent's model is named after it: ``chat.script("planner", ...)``; one retry."""
+    return ScriptedChat(config=scripted_config(max_retries=1))
 
 
-@pytest.fixture()
-def client(server):
-    default = {"base_url": server.base_url, "model": "m", "max_retries": 1, "retry_base_s": 0}
-    agents = {a: {"model": a} for a in ("planner", "executor", "fixer", "summarizer")}
-    return LLMClient(Config.model_validate({"llm": {"default": default, **agents}}))
-
-
-def run(client: LLMClient, coro):
-    async def go():
-        try:
-            return await coro
-        finally:
-            await client.aclose()
-
-    return asyncio.run(go())
+run = asyncio.run
 
 
 def evaluation(hw) -> Evaluation:
@@ -85,12 +75,12 @@ def planner_input(hw, lessons=(EXPERIENCE,)) -> PlannerInput:
     )
 
 
-def test_planner_sees_profile_lessons_facts_and_kernel(server, client, hw):
-    server.script("planner", Reply("TITLE: Register-block the micro-kernel\n1. Use 6x32 tiles.\n"))
-    result = run(client, propose(client, planner_input(hw)))
+def test_planner_sees_profile_lessons_facts_and_kernel(chat, hw):
+    chat.script("planner", Reply("TITLE: Register-block the micro-kernel\n1. Use 6x32 tiles.\n"))
+    result = run(propose(chat, planner_input(hw)))
     assert result.plan == Plan("Register-block the micro-kernel", ("Use 6x32 tiles.",))
     assert result.error == "" and result.call.ok
-    (request,) = server.requests_for("planner")
+    (request,) = chat.requests_for("planner")
     prompt = request.messages[1]["content"]
     assert (
         request.messages[0]["role"] == "system"
@@ -132,10 +122,10 @@ def test_planner_prompt_renders_byte_identical(hw):
     assert [m["content"].encode() for m in first] == [m["content"].encode() for m in again]
 
 
-def test_planner_without_lessons_has_no_lessons_section(server, client, hw):
-    server.script("planner", Reply("TITLE: t\n1. s"))
-    run(client, propose(client, planner_input(hw, lessons=())))
-    assert "Lessons" not in server.requests[0].messages[1]["content"]
+def test_planner_without_lessons_has_no_lessons_section(chat, hw):
+    chat.script("planner", Reply("TITLE: t\n1. s"))
+    run(propose(chat, planner_input(hw, lessons=())))
+    assert "Lessons" not in chat.requests[0].messages[1]["content"]
 
 
 @pytest.mark.parametrize(
@@ -145,15 +135,15 @@ def test_planner_without_lessons_has_no_lessons_section(server, client, hw):
         (Reply("TITLE: only a title"), "no plan"),
     ],
 )
-def test_planner_failures_are_data(server, client, hw, reply, reason):
-    server.script("planner", reply)
-    result = run(client, propose(client, planner_input(hw)))
+def test_planner_failures_are_data(chat, hw, reply, reason):
+    chat.script("planner", reply)
+    result = run(propose(chat, planner_input(hw)))
     assert result.plan is None and reason in result.error
 
 
-def test_planner_endpoint_failure_is_data(server, client, hw):
-    server.script("planner", Reply.server_error(), Reply.server_error())
-    result = run(client, propose(client, planner_input(hw)))
+def test_planner_endpoint_failure_is_data(chat, hw):
+    chat.script("planner", Reply.server_error(), Reply.server_error())
+    result = run(propose(chat, planner_input(hw)))
     assert result.plan is None and "InternalServerError" in result.error
 
 
@@ -166,11 +156,11 @@ def executor_input(hw) -> ExecutorInput:
     )
 
 
-def test_executor_returns_the_kernel_from_the_code_block(server, client, hw):
-    server.script("executor", Reply(f"Here it is:\n```c\n{NEW_KERNEL}\n```\n"))
-    result = run(client, execute(client, executor_input(hw), sample_index=1))
+def test_executor_returns_the_kernel_from_the_code_block(chat, hw):
+    chat.script("executor", Reply(f"Here it is:\n```c\n{NEW_KERNEL}\n```\n"))
+    result = run(execute(chat, executor_input(hw), sample_index=1))
     assert result.source == NEW_KERNEL + "\n" and result.error == ""
-    prompt = server.requests[0].messages[1]["content"]
+    prompt = chat.requests[0].messages[1]["content"]
     assert "Tile K" in prompt and "1. Block K by 256." in prompt and "2. Unroll by 4." in prompt
     assert result.call.sample_index == 1
 
@@ -183,21 +173,41 @@ def test_executor_returns_the_kernel_from_the_code_block(server, client, hw):
         (Reply.empty(), "empty"),
     ],
 )
-def test_executor_reply_without_usable_code_is_a_failed_sample(server, client, hw, reply, reason):
-    server.script("executor", reply)
-    result = run(client, execute(client, executor_input(hw)))
+def test_executor_reply_without_usable_code_is_a_failed_sample(chat, hw, reply, reason):
+    chat.script("executor", reply)
+    result = run(execute(chat, executor_input(hw)))
     assert result.source is None and reason in result.error
     assert result.call.ok  # the call itself succeeded and is recorded with its reply
 
 
-def test_executor_handles_a_huge_reply(server, client, hw):
-    server.script("executor", Reply("x " * 1_000_000 + f"\n```c\n{NEW_KERNEL}\n```"))
-    result = run(client, execute(client, executor_input(hw)))
+@pytest.mark.parametrize(
+    ("replies", "reason"),
+    [
+        ((Reply.malformed(), Reply.malformed()), "JSONDecodeError"),
+        ((Reply(raw_body='{"id": "x"}'),) * 2, "MalformedReplyError"),
+        ((Reply.rate_limited(0), Reply.server_error(503)), "InternalServerError: Error code: 503"),
+        ((Reply.unauthorized(),), "AuthenticationError: Error code: 401"),
+        ((Reply.slow("too late", 0.2),) * 2, "APITimeoutError"),
+    ],
+    ids=["malformed", "not-a-completion", "429-then-503", "401", "timeout"],
+)
+def test_executor_endpoint_faults_are_a_failed_sample_with_the_reason(hw, replies, reason):
+    chat = ScriptedChat(config=scripted_config(max_retries=1, timeout_s=0.05))
+    chat.script("executor", *replies)
+    result = run(execute(chat, executor_input(hw)))
+    assert result.source is None and not result.call.ok
+    assert result.error == result.call.error and result.error.startswith(reason)
+    assert result.call.attempts == len(replies) and chat.pending() == 0
+
+
+def test_executor_handles_a_huge_reply(chat, hw):
+    chat.script("executor", Reply("x " * 1_000_000 + f"\n```c\n{NEW_KERNEL}\n```"))
+    result = run(execute(chat, executor_input(hw)))
     assert result.source is not None
 
 
-def test_fixer_sees_the_failure_and_returns_a_repair(server, client, hw):
-    server.script("fixer", Reply(f"```c\n{NEW_KERNEL}\n```"))
+def test_fixer_sees_the_failure_and_returns_a_repair(chat, hw):
+    chat.script("fixer", Reply(f"```c\n{NEW_KERNEL}\n```"))
     given = FixerInput(
         problem=problem_view(PROBLEM, "cpu"),
         kernel_source="void kernel(const float *lhs, const float *rhs, float *out) { oops }",
@@ -206,9 +216,9 @@ def test_fixer_sees_the_failure_and_returns_a_repair(server, client, hw):
         log="",
         facts=CpuBackend().facts(hw),
     )
-    result = run(client, fix(client, given))
+    result = run(fix(chat, given))
     assert result.source == NEW_KERNEL + "\n"
-    prompt = server.requests[0].messages[1]["content"]
+    prompt = chat.requests[0].messages[1]["content"]
     assert "COMPILE_ERROR" in prompt and "'oops' undeclared" in prompt and "{ oops }" in prompt
 
 
@@ -221,48 +231,48 @@ def summarizer_input() -> SummarizerInput:
     )
 
 
-def test_summarizer_writes_a_lesson(server, client):
-    server.script(
+def test_summarizer_writes_a_lesson(chat):
+    chat.script(
         "summarizer",
         Reply(
             "TITLE: Pack B\nLESSON: Packing B helps.\nBEFORE:\n```c\na\n```\nAFTER:\n```c\nb\n```"
         ),
     )
-    result = run(client, summarize(client, summarizer_input()))
+    result = run(summarize(chat, summarizer_input()))
     assert result.lesson == Lesson("Pack B", "Packing B helps.", "a", "b")
-    assert "2.50x faster" in server.requests[0].messages[1]["content"]
+    assert "2.50x faster" in chat.requests[0].messages[1]["content"]
 
 
-def test_summarizer_no_lesson_and_garbage(server, client):
-    server.script("summarizer", Reply("NO LESSON"), Reply("hmm"))
-    first = run(client, summarize(client, summarizer_input()))
+def test_summarizer_no_lesson_and_garbage(chat):
+    chat.script("summarizer", Reply("NO LESSON"), Reply("hmm"))
+    first = run(summarize(chat, summarizer_input()))
     assert first.lesson is None and first.no_lesson and first.error == ""
-    second = asyncio.run(summarize(client, summarizer_input(), sample_index=1))
+    second = run(summarize(chat, summarizer_input(), sample_index=1))
     assert second.lesson is None and not second.no_lesson and "neither" in second.error
 
 
-def test_executor_writes_triton_kernels_from_the_triton_backends_facts(server, client):
+def test_executor_writes_triton_kernels_from_the_triton_backends_facts(chat):
     """A second backend needs no change in the agents: its facts set the language and contract."""
     from accelopt.backends.triton.backend import TritonBackend
     from accelopt.hardware.datasheet import H200
 
     baseline = PROBLEM.kernel_path("baseline", "triton").read_text()
     triton_kernel = "import triton\n\n\ndef kernel(lhs, rhs, out):\n    pass\n"
-    server.script("executor", Reply(f"```python\n{triton_kernel}```\n"))
+    chat.script("executor", Reply(f"```python\n{triton_kernel}```\n"))
     given = ExecutorInput(
         problem=problem_view(PROBLEM, "paper"),
         kernel_source=baseline,
         plan=Plan("Bigger tiles", ("Use 128x128 tiles.",)),
         facts=TritonBackend().facts(H200),
     )
-    result = run(client, execute(client, given))
+    result = run(execute(chat, given))
     assert result.source == triton_kernel and result.error == ""
-    system, user = (m["content"] for m in server.requests[0].messages[:2])
+    system, user = (m["content"] for m in chat.requests[0].messages[:2])
     assert "triton" in system and "```python" in user and "@triton.jit" in user
     assert 'input_precision="ieee"' in user and "4,800.0 GB/s" in user
 
 
-def test_planner_and_executor_are_told_the_vector_isa_and_the_caches(server, client, hw):
+def test_planner_and_executor_are_told_the_vector_isa_and_the_caches(chat, hw):
     avx2 = hw.model_copy(
         update={
             "arch": "x86_64", "isa": ("sse4_2", "avx", "avx2", "fma"), "vector_bits": 256,
@@ -271,15 +281,70 @@ def test_planner_and_executor_are_told_the_vector_isa_and_the_caches(server, cli
                            "llc_bytes": "sysfs: level-3 unified cache, shared by 2 CPUs"},
         }
     )  # fmt: skip
-    server.script("planner", Reply("TITLE: Use AVX2\n1. 8-wide FMAs.\n"))
-    server.script("executor", Reply(f"```c\n{NEW_KERNEL}\n```\n"))
-    run(client, propose(client, planner_input(avx2)))
-    client = LLMClient(client.config)
-    run(client, execute(client, executor_input(avx2), sample_index=0))
+    chat.script("planner", Reply("TITLE: Use AVX2\n1. 8-wide FMAs.\n"))
+    chat.script("executor", Reply(f"```c\n{NEW_KERNEL}\n```\n"))
+    run(propose(chat, planner_input(avx2)))
+    run(execute(chat, executor_input(avx2), sample_index=0))
     for agent in ("planner", "executor"):
-        (request,) = server.requests_for(agent)
+        (request,) = chat.requests_for(agent)
         prompt = request.messages[1]["content"]
         assert "vector ISA: AVX2 + FMA, 256-bit (8 floats); no AVX-512" in prompt, agent
         assert "L1d 32 KiB" in prompt and "L2 512 KiB (one per core)" in prompt, agent
         assert "last-level 32 MiB (shared by 2 CPUs)" in prompt, agent
         assert "inputs are cold" in prompt, agent
+
+
+def test_every_agent_over_http(hw):
+    """The real path: LLMClient → openai → the scripted server. The agents get the same results,
+    and the server the same requests, as the in-process model from the same script."""
+    fixer_given = FixerInput(
+        problem=problem_view(PROBLEM, "cpu"),
+        kernel_source="void kernel(const float *lhs, const float *rhs, float *out) { oops }",
+        status="COMPILE_ERROR",
+        error="kernel.c:1:62: error: 'oops' undeclared",
+        log="",
+        facts=CpuBackend().facts(hw),
+    )
+    script = {
+        "planner": (Reply("TITLE: Tile K\n1. Block K by 256.\n"),),
+        "executor": (Reply.rate_limited(0), Reply(f"```c\n{NEW_KERNEL}\n```\n")),
+        "fixer": (Reply.truncated(f"```c\n{NEW_KERNEL}\n```"),),
+        "summarizer": (Reply.malformed(), Reply.malformed()),
+    }
+
+    async def team(model) -> list:
+        try:
+            return [
+                await propose(model, planner_input(hw)),
+                await execute(model, executor_input(hw), sample_index=2),
+                await fix(model, fixer_given),
+                await summarize(model, summarizer_input()),
+            ]
+        finally:
+            if isinstance(model, LLMClient):
+                await model.aclose()
+
+    with ScriptedServer() as server:
+        for agent, replies in script.items():
+            server.script(agent, *replies)
+        client = LLMClient(scripted_config(base_url=server.base_url, max_retries=1))
+        plan, kernel, repair, lesson = run(team(client))
+        http_requests, base_url = server.requests, server.base_url
+    assert plan.plan == Plan("Tile K", ("Block K by 256.",)) and plan.call.ok
+    assert kernel.source == NEW_KERNEL + "\n" and kernel.call.attempts == 2
+    assert kernel.call.sample_index == 2 and kernel.call.base_url == base_url
+    assert repair.source is None and "cut off" in repair.error and repair.call.ok
+    assert lesson.lesson is None and lesson.error.startswith("JSONDecodeError")
+
+    chat = ScriptedChat(config=scripted_config(max_retries=1))
+    for agent, replies in script.items():
+        chat.script(agent, *replies)
+    in_process = run(team(chat))
+    kept = ("plan", "source", "lesson", "no_lesson", "error")
+    for http, local in zip((plan, kernel, repair, lesson), in_process, strict=True):
+        assert {k: getattr(http, k) for k in kept if hasattr(http, k)} == {
+            k: getattr(local, k) for k in kept if hasattr(local, k)
+        }
+        same = ("key", "reply", "finish_reason", "tokens_in", "tokens_out", "attempts", "error")
+        assert [getattr(http.call, f) for f in same] == [getattr(local.call, f) for f in same]
+    assert [r.body for r in http_requests] == [r.body for r in chat.requests]

@@ -18,7 +18,7 @@ from accelopt.agents.fixer import (
 )
 from accelopt.backends.cpu.backend import CpuBackend
 from accelopt.problems import load_problem
-from accelopt.profiling.correctness import check_outputs
+from accelopt.profiling.worker.correctness import check_outputs
 
 PROBLEM = load_problem("matmul")
 PARENT = PROBLEM.kernel_path("baseline").read_text()

@@ -1,2 +1,3 @@
 """The agents: planner, executor, fixer, summarizer. Each turns typed input into messages (a
-Jinja2 template), calls the LLM client once, and parses the reply at one boundary."""
+Jinja2 template), calls its chat model (``llm.chat.ChatModel``: the real ``LLMClient``, or the
+in-process ``ScriptedChat`` in tests) once, and parses the reply at one boundary."""

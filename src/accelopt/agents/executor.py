@@ -9,7 +9,7 @@ from accelopt.agents.context import ProblemView
 from accelopt.agents.planner import Plan
 from accelopt.agents.prompting import chat
 from accelopt.backends.facts import BackendFacts
-from accelopt.llm.client import LLMClient
+from accelopt.llm.chat import ChatModel
 from accelopt.llm.records import LLMCall, Message
 
 
@@ -50,6 +50,6 @@ def executor_messages(given: ExecutorInput) -> list[Message]:
     )
 
 
-async def execute(client: LLMClient, given: ExecutorInput, sample_index: int = 0) -> KernelResult:
+async def execute(client: ChatModel, given: ExecutorInput, sample_index: int = 0) -> KernelResult:
     call = await client.complete("executor", executor_messages(given), sample_index)
     return kernel_from(call, given.facts.language)

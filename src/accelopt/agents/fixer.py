@@ -2,9 +2,9 @@
 beyond the roofline) or writes the kernel an executor's reply lacked (``NO_CODE``).
 
 It sees what a person would look at: the mismatch description of wrong outputs
-(``profiling/correctness.py``), the compiler's first errors (their line numbers are the kernel's
-own), the phase a crash or timeout happened in and what that phase means, and the kernel it
-descends from with the plan it was carrying out, so that it repairs the intent instead of
+(``profiling/worker/correctness.py``), the compiler's first errors (their line numbers are the
+kernel's own), the phase a crash or timeout happened in and what that phase means, and the kernel
+it descends from with the plan it was carrying out, so that it repairs the intent instead of
 rewriting from scratch. Rendering is deterministic: the same input gives the same messages."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from accelopt.agents.context import ProblemView
 from accelopt.agents.executor import KernelResult, kernel_from
 from accelopt.agents.prompting import chat
 from accelopt.backends.facts import BackendFacts
-from accelopt.llm.client import LLMClient
+from accelopt.llm.chat import ChatModel
 from accelopt.llm.records import Message
 
 MAX_LOG_CHARS = 2000
@@ -118,7 +118,7 @@ def fixer_messages(given: FixerInput) -> list[Message]:
     return chat("fixer", **fixer_context(given))
 
 
-async def fix(client: LLMClient, given: FixerInput, sample_index: int = 0) -> KernelResult:
+async def fix(client: ChatModel, given: FixerInput, sample_index: int = 0) -> KernelResult:
     messages = fixer_messages(given)
     call = await client.complete("fixer", messages, sample_index)
     return kernel_from(call, given.facts.language)

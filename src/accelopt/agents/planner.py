@@ -11,7 +11,7 @@ from accelopt.agents.context import ProblemView
 from accelopt.agents.history import TriedPlan
 from accelopt.agents.prompting import chat
 from accelopt.backends.facts import BackendFacts
-from accelopt.llm.client import LLMClient
+from accelopt.llm.chat import ChatModel
 from accelopt.llm.records import LLMCall, Message
 from accelopt.memory.records import Experience
 from accelopt.profiling.profile import Profile, render_profile
@@ -190,7 +190,7 @@ def planner_messages(given: PlannerInput) -> list[Message]:
     )
 
 
-async def propose(client: LLMClient, given: PlannerInput, sample_index: int = 0) -> PlanResult:
+async def propose(client: ChatModel, given: PlannerInput, sample_index: int = 0) -> PlanResult:
     call = await client.complete("planner", planner_messages(given), sample_index)
     if not call.ok:
         return PlanResult(None, call, call.error)

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from accelopt.agents.context import ProblemView
 from accelopt.agents.prompting import chat
-from accelopt.llm.client import LLMClient
+from accelopt.llm.chat import ChatModel
 from accelopt.llm.records import LLMCall, Message
 from accelopt.memory.records import Lesson
 from accelopt.profiling.profile import Profile, render_profile
@@ -103,7 +103,7 @@ def summarizer_messages(given: SummarizerInput) -> list[Message]:
 
 
 async def summarize(
-    client: LLMClient, given: SummarizerInput, sample_index: int = 0
+    client: ChatModel, given: SummarizerInput, sample_index: int = 0
 ) -> LessonResult:
     call = await client.complete("summarizer", summarizer_messages(given), sample_index)
     if not call.ok:

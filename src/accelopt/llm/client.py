@@ -5,6 +5,10 @@ and unreadable replies are retried (by exception type, with backoff and jitter, 
 Retry-After) and, when retries run out, returned as an ``LLMCall`` with ``error`` set. Every call,
 failed or not, goes to the recorder as soon as it returns. With replay on, a call recorded before
 with the same (model, messages, parameters, sample index) is answered from the record.
+
+The agents depend on ``llm.chat.ChatModel``, which this client satisfies. The request body, the
+record's fields and the retry loop are module functions, shared with the in-process scripted
+model of the tests (``llm.scripted_chat``) so that it records calls as this client does.
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ import asyncio
 import datetime
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -70,13 +74,96 @@ def estimate(endpoint: Endpoint, messages: list[Message]) -> tuple[float, int]:
     return usd, tokens_in + endpoint.max_tokens
 
 
+def request_body(endpoint: Endpoint, messages: list[Message]) -> dict[str, Any]:
+    """The chat-completions request a call sends (the scripted test models read it back)."""
+    body: dict[str, Any] = {
+        "model": endpoint.model,
+        "messages": messages,
+        "temperature": endpoint.temperature,
+        "max_tokens": endpoint.max_tokens,
+    }
+    if endpoint.reasoning_effort:
+        body["reasoning_effort"] = endpoint.reasoning_effort
+    return body
+
+
 @dataclass
-class _Reply:
+class Completion:
+    """What a call keeps of an endpoint's chat completion."""
+
     text: str
     reasoning: str | None
     finish_reason: str | None
     tokens_in: int
     tokens_out: int
+
+
+def call_fields(
+    agent: str, endpoint: Endpoint, messages: list[Message], sample_index: int
+) -> dict[str, Any]:
+    """The fields every ``LLMCall`` of this request has, whatever comes of it."""
+    params = endpoint.params()
+    return {
+        "id": uuid.uuid4().hex,
+        "key": replay_key(endpoint.model, messages, params, sample_index),
+        "agent": agent,
+        "model": endpoint.model,
+        "base_url": endpoint.base_url,
+        "messages": messages,
+        "params": params,
+        "sample_index": sample_index,
+        "started_at": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+    }
+
+
+async def with_retries(
+    request: Callable[[], Awaitable[Completion]],
+    retries: int,
+    retry_base_s: float,
+    sleep: Callable[[float], Any],
+) -> tuple[Completion | None, int, str]:
+    """``request`` tried until it answers, at most ``retries`` more times after the first, and
+    only after a retryable failure (by type), waiting Retry-After or a jittered backoff between
+    tries: (the completion or None, attempts, the last error)."""
+    attempts, last_error = 0, ""
+    while attempts <= retries:
+        attempts += 1
+        try:
+            return await request(), attempts, ""
+        except Exception as exc:  # decided by type below; never raised to the caller
+            last_error = error_text(exc)
+            if not is_retryable(exc) or attempts > retries:
+                break
+            told = retry_after_s(exc)
+            await sleep(told if told is not None else backoff_s(attempts - 1, retry_base_s))
+    return None, attempts, last_error
+
+
+def finished_call(
+    endpoint: Endpoint,
+    fields: dict[str, Any],
+    reply: Completion | None,
+    attempts: int,
+    error: str,
+    start: float,
+) -> LLMCall:
+    """The record of a request that got ``reply`` (priced at the endpoint's price, None when
+    unknown) or failed with ``error``."""
+    latency = time.perf_counter() - start
+    if reply is None:
+        return LLMCall(**fields, error=error, attempts=attempts, latency_s=latency)
+    price = price_for(endpoint)
+    return LLMCall(
+        **fields,
+        reply=reply.text,
+        reasoning=reply.reasoning,
+        finish_reason=reply.finish_reason,
+        tokens_in=reply.tokens_in,
+        tokens_out=reply.tokens_out,
+        latency_s=latency,
+        cost_usd=price.cost(reply.tokens_in, reply.tokens_out) if price else None,
+        attempts=attempts,
+    )
 
 
 def _reasoning(message: Any) -> str | None:
@@ -109,20 +196,8 @@ class LLMClient:
     async def complete(self, agent: str, messages: list[Message], sample_index: int = 0) -> LLMCall:
         """One chat completion for ``agent``; failures come back as data (``call.error``)."""
         endpoint = self.endpoints[agent]
-        params = endpoint.params()
-        key = replay_key(endpoint.model, messages, params, sample_index)
-        base = {
-            "id": uuid.uuid4().hex,
-            "key": key,
-            "agent": agent,
-            "model": endpoint.model,
-            "base_url": endpoint.base_url,
-            "messages": messages,
-            "params": params,
-            "sample_index": sample_index,
-            "started_at": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
-        }
-        recorded = self.recorder.find(key) if self.replay else None
+        base = call_fields(agent, endpoint, messages, sample_index)
+        recorded = self.recorder.find(base["key"]) if self.replay else None
         if recorded is not None:  # already paid for: no request, no charge
             call = recorded.model_copy(update={**base, "replayed": True, "cost_usd": 0.0})
         else:
@@ -151,59 +226,24 @@ class LLMClient:
 
     async def _call(self, endpoint: Endpoint, messages: list[Message], base: dict) -> LLMCall:
         start = time.perf_counter()
-        attempts, last_error = 0, ""
         retries = endpoint.max_retries if self.max_retries is None else self.max_retries
         async with self._limit(endpoint):
-            while attempts <= retries:
-                attempts += 1
-                try:
-                    reply = await self._request(endpoint, messages)
-                except Exception as exc:  # decided by type below; never raised to the caller
-                    last_error = error_text(exc)
-                    if not is_retryable(exc) or attempts > retries:
-                        break
-                    await self.sleep(self._delay(exc, attempts - 1, endpoint))
-                    continue
-                return self._success(endpoint, base, reply, attempts, start)
-        latency = time.perf_counter() - start
-        return LLMCall(**base, error=last_error, attempts=attempts, latency_s=latency)
+            reply, attempts, error = await with_retries(
+                lambda: self._request(endpoint, messages),
+                retries,
+                endpoint.retry_base_s,
+                self.sleep,
+            )
+        return finished_call(endpoint, base, reply, attempts, error, start)
 
-    def _delay(self, exc: BaseException, attempt: int, endpoint: Endpoint) -> float:
-        told = retry_after_s(exc)
-        return told if told is not None else backoff_s(attempt, endpoint.retry_base_s)
-
-    def _success(
-        self, endpoint: Endpoint, base: dict, reply: _Reply, attempts: int, start: float
-    ) -> LLMCall:
-        price = price_for(endpoint)
-        cost = price.cost(reply.tokens_in, reply.tokens_out) if price else None
-        return LLMCall(
-            **base,
-            reply=reply.text,
-            reasoning=reply.reasoning,
-            finish_reason=reply.finish_reason,
-            tokens_in=reply.tokens_in,
-            tokens_out=reply.tokens_out,
-            latency_s=time.perf_counter() - start,
-            cost_usd=cost,
-            attempts=attempts,
-        )
-
-    async def _request(self, endpoint: Endpoint, messages: list[Message]) -> _Reply:
-        kwargs: dict[str, Any] = {
-            "model": endpoint.model,
-            "messages": messages,
-            "temperature": endpoint.temperature,
-            "max_tokens": endpoint.max_tokens,
-        }
-        if endpoint.reasoning_effort:
-            kwargs["reasoning_effort"] = endpoint.reasoning_effort
+    async def _request(self, endpoint: Endpoint, messages: list[Message]) -> Completion:
+        kwargs = request_body(endpoint, messages)
         response = await self._client(endpoint).chat.completions.create(**kwargs)
         if response is None or not getattr(response, "choices", None):
             raise MalformedReplyError("the reply is not a chat completion (no choices)")
         choice = response.choices[0]
         usage = response.usage
-        return _Reply(
+        return Completion(
             text=choice.message.content or "",
             reasoning=_reasoning(choice.message),
             finish_reason=choice.finish_reason,

@@ -5,7 +5,10 @@ No LLM endpoint is reachable from the test machines, so every LLM test talks to 
 Tests script replies per model (FIFO), including faults (rate limits, server errors, slow,
 malformed or truncated bodies), and read back the requests the client sent.
 
-Stdlib only: ``http.server.ThreadingHTTPServer`` speaking HTTP/1.1 with keep-alive.
+Stdlib only: ``http.server.ThreadingHTTPServer`` speaking HTTP/1.1 with keep-alive. The
+scripting rules (``Reply``, which reply a request gets, the completion body) live in
+``llm.scripting`` and are shared with the in-process ``llm.scripted_chat.ScriptedChat``, so the
+two answer alike; they are importable from here as before.
 
 Example::
 
@@ -19,124 +22,33 @@ Example::
 from __future__ import annotations
 
 import contextlib
-import itertools
 import json
 import socket
 import sys
 import threading
 import time
-from collections import deque
-from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Iterator, Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import MappingProxyType, TracebackType
 from typing import Any
 
+from accelopt.llm.scripting import (
+    DEFAULT_MODEL,
+    RecordedRequest,
+    Reply,
+    ReplySource,
+    Script,
+    completion_body,
+    error_body,
+    usage,
+)
+
 __all__ = ["DEFAULT_MODEL", "RecordedRequest", "Reply", "ReplySource", "ScriptedServer"]
 
-DEFAULT_MODEL = "scripted-default"
-"""Listed by ``GET /v1/models`` next to the scripted models."""
-
 _STREAM_PIECES = 4
-_ERRORS: dict[int, tuple[str, str | None, str]] = {
-    # status: (error type, error code, default message)
-    400: ("invalid_request_error", None, "Bad request (scripted)."),
-    401: ("invalid_request_error", "invalid_api_key", "Incorrect API key provided (scripted)."),
-    403: ("permission_error", None, "Permission denied (scripted)."),
-    404: ("invalid_request_error", "not_found", "Not found (scripted)."),
-    429: ("requests", "rate_limit_exceeded", "Rate limit reached (scripted)."),
-}
 
 
-@dataclass(frozen=True)
-class Reply:
-    """One scripted answer to a chat-completions request.
-
-    ``status != 200`` answers with an OpenAI-style error body whose message is ``content``
-    (or a default for the status); ``raw_body`` is sent as-is, bypassing everything else
-    except ``status``, ``headers`` and ``delay_s``.
-    """
-
-    content: str = ""
-    reasoning: str | None = None
-    """Returned as ``message["reasoning_content"]`` (vLLM/DeepSeek style) when set."""
-    status: int = 200
-    headers: Mapping[str, str] = field(default_factory=dict)
-    delay_s: float = 0.0
-    raw_body: str | None = None
-    finish_reason: str = "stop"
-    prompt_tokens: int | None = None
-    """Usage override; by default one per whitespace-separated word, plus one per message."""
-    completion_tokens: int | None = None
-    """Usage override; by default the words in content and reasoning (at least 1)."""
-
-    @classmethod
-    def rate_limited(cls, retry_after_s: float = 0.05) -> Reply:
-        """429 with a ``retry-after`` header (seconds)."""
-        return cls(status=429, headers={"retry-after": f"{retry_after_s:g}"})
-
-    @classmethod
-    def server_error(cls, status: int = 500) -> Reply:
-        """A 5xx error body."""
-        return cls(status=status)
-
-    @classmethod
-    def unauthorized(cls) -> Reply:
-        """401 with code ``invalid_api_key``."""
-        return cls(status=401)
-
-    @classmethod
-    def slow(cls, content: str, delay_s: float) -> Reply:
-        """A normal reply sent after ``delay_s`` seconds."""
-        return cls(content=content, delay_s=delay_s)
-
-    @classmethod
-    def empty(cls) -> Reply:
-        """A well-formed completion with empty content."""
-        return cls(content="")
-
-    @classmethod
-    def malformed(cls) -> Reply:
-        """200 with ``application/json`` but a body that is not valid JSON."""
-        return cls(raw_body='{"id": "chatcmpl-broken", "object": "chat.completion", "choices": [')
-
-    @classmethod
-    def truncated(cls, content: str) -> Reply:
-        """The first half of ``content`` with finish_reason ``length``."""
-        return cls(content=content[: len(content) // 2], finish_reason="length")
-
-    @classmethod
-    def huge(cls, n_bytes: int = 2_000_000) -> Reply:
-        """Content of exactly ``n_bytes`` ASCII characters (words of filler)."""
-        filler = "lorem ipsum dolor sit amet "
-        return cls(content=(filler * (n_bytes // len(filler) + 1))[:n_bytes])
-
-    @classmethod
-    def no_code(cls, text: str = "I would restructure the loops, but here is no code.") -> Reply:
-        """Prose without any fenced code block."""
-        return cls(content=text)
-
-
-@dataclass(frozen=True)
-class RecordedRequest:
-    """A chat-completions request as the server received it."""
-
-    model: str
-    messages: list[dict]
-    body: dict
-    """The whole JSON body (temperature, max_tokens, reasoning_effort, stream, ...)."""
-    headers: dict[str, str]
-    """Header names lower-cased."""
-    path: str
-    at: float
-    """``time.monotonic()`` at arrival."""
-
-
-ReplySource = Reply | Callable[[RecordedRequest], Reply]
-"""A reply, or a function of the request that makes one."""
-
-
-class ScriptedServer:
+class ScriptedServer(Script):
     """An OpenAI-compatible chat-completions server that answers from a script.
 
     ``POST /v1/chat/completions`` takes the next scripted reply for the request's model,
@@ -146,12 +58,8 @@ class ScriptedServer:
     """
 
     def __init__(self, default: ReplySource | None = None, api_key: str | None = None) -> None:
-        self.default = default
+        super().__init__(default)
         self.api_key = api_key
-        self._lock = threading.Lock()
-        self._scripts: dict[str, deque[ReplySource]] = {}
-        self._requests: list[RecordedRequest] = []
-        self._ids = itertools.count(1)
         self._stopping = threading.Event()
         self._connections: set[socket.socket] = set()
         self._httpd: _HTTPServer | None = None
@@ -212,111 +120,13 @@ class ScriptedServer:
         """``http://127.0.0.1:<port>/v1``, for ``openai.OpenAI(base_url=...)``."""
         return f"http://127.0.0.1:{self.port}/v1"
 
-    # -- script and log ----------------------------------------------------------------
-
-    def script(self, model: str, *replies: ReplySource) -> None:
-        """Append replies to ``model``'s FIFO."""
-        with self._lock:
-            self._scripts.setdefault(model, deque()).extend(replies)
-
-    def pending(self, model: str | None = None) -> int:
-        """Scripted replies not consumed yet, for ``model`` or over all models."""
-        with self._lock:
-            queues = self._scripts.values() if model is None else [self._scripts.get(model, ())]
-            return sum(len(q) for q in queues)
-
-    @property
-    def requests(self) -> list[RecordedRequest]:
-        """A copy of the chat-completions requests received, in arrival order."""
-        with self._lock:
-            return list(self._requests)
-
-    def requests_for(self, model: str) -> list[RecordedRequest]:
-        """The recorded requests for ``model``, in arrival order."""
-        return [r for r in self.requests if r.model == model]
-
-    def models(self) -> list[str]:
-        """Every model ever scripted, then ``DEFAULT_MODEL``."""
-        with self._lock:
-            return [*self._scripts, DEFAULT_MODEL]
-
     # -- used by the handler -----------------------------------------------------------
-
-    def _record(self, request: RecordedRequest) -> None:
-        with self._lock:
-            self._requests.append(request)
-
-    def _next_reply(self, request: RecordedRequest) -> Reply:
-        with self._lock:
-            queue = self._scripts.get(request.model)
-            source = queue.popleft() if queue else self.default
-        if source is None:
-            return Reply(status=500, content=f"no scripted reply for model '{request.model}'")
-        if isinstance(source, Reply):
-            return source
-        try:
-            return source(request)
-        except Exception as exc:  # a test bug: answer loudly rather than hang up
-            return Reply(status=500, content=f"scripted reply callable raised {exc!r}")
 
     def _authorized(self, headers: Mapping[str, str]) -> bool:
         return self.api_key is None or headers.get("authorization") == f"Bearer {self.api_key}"
 
-    def _next_id(self) -> str:
-        with self._lock:
-            return f"chatcmpl-scripted-{next(self._ids)}"
 
-
-# -- payloads ---------------------------------------------------------------------------
-
-
-def _words(text: str | None) -> int:
-    return len(text.split()) if text else 0
-
-
-def _message_text(message: Any) -> str:
-    """The text of a message: plain ``content``, or the text parts of a content list."""
-    content = message.get("content") if isinstance(message, dict) else None
-    if isinstance(content, list):
-        return " ".join(p.get("text", "") for p in content if isinstance(p, dict))
-    return content if isinstance(content, str) else ""
-
-
-def _usage(request: RecordedRequest, reply: Reply) -> dict[str, int]:
-    prompt = reply.prompt_tokens
-    if prompt is None:
-        prompt = sum(_words(_message_text(m)) + 1 for m in request.messages)
-    completion = reply.completion_tokens
-    if completion is None:
-        completion = max(1, _words(reply.content) + _words(reply.reasoning))
-    return {
-        "prompt_tokens": prompt,
-        "completion_tokens": completion,
-        "total_tokens": prompt + completion,
-    }
-
-
-def _error_body(status: int, message: str = "") -> dict[str, Any]:
-    fallback = ("invalid_request_error", None, f"Error {status} (scripted).")
-    if status >= 500:
-        fallback = ("server_error", None, f"The server had an error: {status} (scripted).")
-    kind, code, default_message = _ERRORS.get(status, fallback)
-    error = {"message": message or default_message, "type": kind, "param": None, "code": code}
-    return {"error": error}
-
-
-def _completion(cid: str, request: RecordedRequest, reply: Reply) -> dict[str, Any]:
-    message: dict[str, Any] = {"role": "assistant", "content": reply.content}
-    if reply.reasoning is not None:
-        message["reasoning_content"] = reply.reasoning
-    return {
-        "id": cid,
-        "object": "chat.completion",
-        "created": int(time.time()),
-        "model": request.model,
-        "choices": [{"index": 0, "message": message, "finish_reason": reply.finish_reason}],
-        "usage": _usage(request, reply),
-    }
+# -- streaming --------------------------------------------------------------------------
 
 
 def _pieces(text: str, n: int = _STREAM_PIECES) -> list[str]:
@@ -344,7 +154,7 @@ def _chunks(cid: str, request: RecordedRequest, reply: Reply) -> Iterator[dict[s
         yield chunk({"content": piece})
     yield chunk({}, reply.finish_reason)
     if include_usage:
-        yield {**base, "choices": [], "usage": _usage(request, reply)}
+        yield {**base, "choices": [], "usage": usage(request, reply)}
 
 
 # -- HTTP -------------------------------------------------------------------------------
@@ -394,9 +204,9 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:
         if self._route() != "/v1/models":
-            return self._send_json(404, _error_body(404))
+            return self._send_json(404, error_body(404))
         if not self.server.owner._authorized(self._headers()):
-            return self._send_json(401, _error_body(401))
+            return self._send_json(401, error_body(401))
         models = self.server.owner.models()
         data = [{"id": m, "object": "model", "created": 0, "owned_by": "scripted"} for m in models]
         return self._send_json(200, {"object": "list", "data": data})
@@ -404,14 +214,14 @@ class _Handler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         body = self._read_body()
         if self._route() != "/v1/chat/completions":
-            return self._send_json(404, _error_body(404))
+            return self._send_json(404, error_body(404))
         if not isinstance(body, dict):
-            return self._send_json(400, _error_body(400, "request body is not a JSON object"))
+            return self._send_json(400, error_body(400, "request body is not a JSON object"))
         self._chat_completion(body)
 
     def _not_found(self) -> None:
         self._read_body()
-        self._send_json(404, _error_body(404))
+        self._send_json(404, error_body(404))
 
     do_PUT = do_DELETE = do_PATCH = _not_found
 
@@ -428,10 +238,10 @@ class _Handler(BaseHTTPRequestHandler):
             path=self.path,
             at=time.monotonic(),
         )
-        owner._record(request)
+        owner.record(request)
         if not owner._authorized(request.headers):
-            return self._send_json(401, _error_body(401))
-        reply = owner._next_reply(request)
+            return self._send_json(401, error_body(401))
+        reply = owner.next_reply(request)
         if reply.delay_s > 0 and owner._stopping.wait(reply.delay_s):
             self.close_connection = True  # the server is stopping: hang up without answering
             return None
@@ -439,10 +249,10 @@ class _Handler(BaseHTTPRequestHandler):
             kind = "text/event-stream" if body.get("stream") else "application/json"
             return self._send(reply.status, reply.raw_body.encode(), kind, reply.headers)
         if reply.status != 200:
-            return self._send_json(reply.status, _error_body(reply.status, reply.content), reply)
+            return self._send_json(reply.status, error_body(reply.status, reply.content), reply)
         if body.get("stream"):
             return self._stream(request, reply)
-        return self._send_json(200, _completion(owner._next_id(), request, reply), reply)
+        return self._send_json(200, completion_body(owner.next_id(), request, reply), reply)
 
     def _stream(self, request: RecordedRequest, reply: Reply) -> None:
         """Server-sent events in HTTP/1.1 chunked transfer encoding (keeps the connection)."""
@@ -453,7 +263,7 @@ class _Handler(BaseHTTPRequestHandler):
         for name, value in reply.headers.items():
             self.send_header(name, value)
         self.end_headers()
-        events = [json.dumps(c) for c in _chunks(self.server.owner._next_id(), request, reply)]
+        events = [json.dumps(c) for c in _chunks(self.server.owner.next_id(), request, reply)]
         for data in [*events, "[DONE]"]:
             payload = f"data: {data}\n\n".encode()
             self._write(f"{len(payload):x}\r\n".encode() + payload + b"\r\n")
