@@ -3,18 +3,18 @@
 from __future__ import annotations
 
 import pytest
+from specs import make_spec
 
 from accelopt import settings
 from accelopt.backends.base import get_backend
 from accelopt.backends.cpu import backend as cpu_backend
 from accelopt.backends.cpu import checks, compiler, symbols
 from accelopt.backends.facts import BackendFacts, describe_ceilings
-from accelopt.hardware.spec import HardwareSpec
-from accelopt.hardware.toolchain import Compiler
+from accelopt.hardware.toolchain import Compiler, compiler_for
 
-MEASURED = HardwareSpec(
+# Every figure, cache and provenance the assertions below quote, given here.
+MEASURED = make_spec(
     name="cpu:Test CPU",
-    backend="cpu",
     matmul_rate=531.8e9,
     vector_rate=521.8e9,
     bandwidth=49.0e9,
@@ -53,13 +53,13 @@ def test_cpu_facts_state_the_signature_rule(cpu_facts):
     assert "must not modify its inputs" in text and "no state across calls" in text
 
 
-def test_cpu_facts_list_every_allowed_header_and_the_compile_command(cpu_facts):
+def test_cpu_facts_list_every_allowed_header_and_the_compile_command(cpu_facts, headers_for):
     assert cpu_facts.backend == "cpu" and cpu_facts.toolchain.startswith("C11 + OpenMP")
     assert cpu_facts.language == "c"
-    cc = compiler.compiler_for(settings.c_compiler())
-    assert set(cpu_facts.allowed_headers) == set(checks.allowed_headers(cc.arch))
+    cc = compiler_for(settings.c_compiler())
+    assert set(cpu_facts.allowed_headers) == headers_for(cc.arch)
     text = cpu_facts.render()
-    for header in checks.allowed_headers(cc.arch):
+    for header in headers_for(cc.arch):
         assert f"<{header}>" in text
     assert " ".join(compiler.kernel_flags(cc)) in cpu_facts.compile_command
     assert all(lib in cpu_facts.compile_command for lib in compiler.LIBS)
@@ -125,13 +125,15 @@ def test_the_isa_is_said_in_a_kernel_engineers_words(arch, isa, bits, words):
         ("aarch64-linux-gnu", "arm_neon.h", "immintrin.h", "<arm_neon.h>/<arm_sve.h>"),
     ],
 )
-def test_cpu_facts_list_the_target_architectures_headers(monkeypatch, machine, mine, other, advice):
+def test_cpu_facts_list_the_target_architectures_headers(
+    monkeypatch, headers_for, machine, mine, other, advice
+):
     """What the agents are told follows the compiler's target, not the machine accelopt runs on."""
     target = Compiler(command=("gcc",), version="gcc 12", machine=machine)
     monkeypatch.setattr(cpu_backend, "compiler_for", lambda _: target)
     facts = get_backend("cpu").facts(MEASURED)
     assert mine in facts.allowed_headers and other not in facts.allowed_headers
-    assert set(facts.allowed_headers) == set(checks.allowed_headers(target.arch))
+    assert set(facts.allowed_headers) == headers_for(target.arch)
     assert f"inline assembly (asm, __asm__): use the intrinsics of {advice}" in facts.forbidden
     assert f"Target architecture: {target.arch}; use the intrinsics of {advice}" in facts.contract
     assert f"<{other}>" in facts.contract  # how a guarded path for the other one is written
@@ -144,8 +146,8 @@ def test_cpu_facts_without_a_compiler(monkeypatch):
     assert facts.compile_command.startswith("/nonexistent/accelopt-test-cc -O3")
 
 
-def test_ceilings_without_provenance_or_cache(hw):
-    text = describe_ceilings(hw.model_copy(update={"llc_bytes": None}))
+def test_ceilings_without_provenance_or_cache():
+    text = describe_ceilings(make_spec(matmul_rate=545e9, bandwidth=45e9, llc_bytes=None))
     assert "matmul 545.0 GFLOP/s — source not recorded" in text
     assert "memory bandwidth 45.0 GB/s" in text
     assert "last-level" not in text and "vector ISA" not in text

@@ -8,6 +8,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from specs import make_spec
 
 from accelopt.errors import UserError
 from accelopt.hardware import gpu as gpu_mod
@@ -29,13 +30,14 @@ A100 = GpuInfo(0, "NVIDIA A100-SXM4-80GB", "GPU-aaaa1111-0000", 81920)
 H200 = GpuInfo(1, "NVIDIA H200", "GPU-bbbb2222-0000", 143771)
 TWO_ROWS = f"{A100.index}, {A100.name}, {A100.uuid}, {A100.memory_mib}\n" \
     f"{H200.index}, {H200.name}, {H200.uuid}, {H200.memory_mib}\n"  # fmt: skip
-MEASURED = HardwareSpec(
+MEASURED = make_spec(
     name="gpu:NVIDIA A100-SXM4-80GB",
     backend="triton",
     matmul_rate=19e12,
     vector_rate=19e12,
     bandwidth=1.8e12,
     cores=108,
+    llc_bytes=None,
     provenance={"matmul_rate": "measured: test"},
 )
 

@@ -6,6 +6,7 @@ import subprocess
 import sys
 
 import pytest
+from specs import make_spec
 
 from accelopt.hardware import (
     HardwareSpec,
@@ -19,14 +20,11 @@ from accelopt.hardware.load import Load
 from accelopt.hardware.measure import CEILINGS, Figure, Measurement
 from accelopt.hardware.roofline import BOUNDS
 
-SPEC = HardwareSpec(
+SPEC = make_spec(
     name="cpu:test",
-    backend="cpu",
     matmul_rate=5e11,
     vector_rate=2.5e11,
     bandwidth=4.5e10,
-    cores=2,
-    llc_bytes=32 * 2**20,
     isa=("avx2", "fma"),
     provenance={"matmul_rate": "measured: test"},
 )

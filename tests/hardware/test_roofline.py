@@ -1,10 +1,10 @@
 import math
 
 import pytest
+from specs import make_spec
 
 from accelopt.hardware import (
     SUSPICIOUS_FRACTION,
-    HardwareSpec,
     Roofline,
     is_suspicious,
     pct_of_peak,
@@ -13,8 +13,8 @@ from accelopt.hardware import (
 from accelopt.problems.records import Cost
 
 # Round numbers so every term below is exact: 100 FLOP/s matmul, 10 FLOP/s vector, 1000 B/s.
-TOY = HardwareSpec(
-    name="toy", backend="cpu", matmul_rate=100.0, vector_rate=10.0, bandwidth=1000.0, cores=1
+TOY = make_spec(
+    name="toy", matmul_rate=100.0, vector_rate=10.0, bandwidth=1000.0, cores=1, llc_bytes=None
 )
 
 

@@ -9,10 +9,6 @@ from accelopt.problems import load_problem
 SMALL = {"M": 5, "N": 7}
 
 
-def rel_l2(out: np.ndarray, ref: np.ndarray) -> float:
-    return float(np.linalg.norm(out - ref) / np.linalg.norm(ref))
-
-
 def adamw_textbook(theta, g, m, v, t=1, lr=1e-3, beta1=0.9, beta2=0.999, eps=1e-8, wd=0.01):
     """Decoupled weight decay, moment updates, then the bias-corrected Adam step."""
     theta = theta - lr * wd * theta
@@ -30,15 +26,6 @@ def test_reference_against_textbook_update():
     assert out.shape == (SMALL["M"], SMALL["N"])
     assert out.dtype == np.float64
     np.testing.assert_allclose(out, adamw_textbook(theta, g, m, v), rtol=1e-12, atol=1e-14)
-
-
-def test_reference_keeps_float32():
-    problem = load_problem("adamw")
-    inputs = problem.generate(SMALL, seed=2)
-    (out,) = problem.reference(*inputs)
-    assert out.dtype == np.float32
-    (ref,) = problem.reference(*(a.astype(np.float64) for a in inputs))
-    assert rel_l2(out.astype(np.float64), ref) < problem.tolerance
 
 
 def test_generator_second_moment_is_non_negative():
@@ -60,9 +47,3 @@ def test_cost_model_by_hand():
     # M=2, N=3: vector 7MN = 42; bytes 20MN = 120.
     cost = load_problem("adamw").cost.evaluate({"M": 2, "N": 3})
     assert (cost.matmul_flops, cost.vector_flops, cost.bytes) == (0.0, 42.0, 120.0)
-
-
-def test_cost_bytes_cover_the_buffers():
-    problem = load_problem("adamw")
-    sizes = problem.workload("cpu").sizes
-    assert problem.cost.evaluate(sizes).bytes == problem.buffer_bytes(sizes)

@@ -1,4 +1,4 @@
-"""add_rmsnorm_matmul: reference against independent formulations, dtype, paper sizes, cost."""
+"""add_rmsnorm_matmul: reference against independent formulations, paper sizes, cost."""
 
 from __future__ import annotations
 
@@ -50,17 +50,6 @@ def test_reference_has_epsilon():
     # x = -z: an all-zero row normalizes to zeros, not NaN.
     (zero,) = problem.reference(x, -x, g, w)
     np.testing.assert_array_equal(zero, 0.0)
-
-
-def test_reference_keeps_float32():
-    problem = load_problem("add_rmsnorm_matmul")
-    sizes = problem.workload("small").sizes
-    inputs = problem.generate(sizes, seed=5)
-    (out,) = problem.reference(*inputs)
-    assert out.dtype == np.float32
-    assert out.shape == (sizes["M"], sizes["N"])
-    (ref,) = problem.reference(*(a.astype(np.float64) for a in inputs))
-    assert rel_l2(out.astype(np.float64), ref) < problem.tolerance
 
 
 def test_reference_leaves_inputs_unchanged():

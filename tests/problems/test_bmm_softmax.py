@@ -11,10 +11,6 @@ from accelopt.problems import load_problem
 SMALL = {"B": 3, "M": 5, "N": 7, "K": 6}
 
 
-def rel_l2(out: np.ndarray, ref: np.ndarray) -> float:
-    return float(np.linalg.norm(out - ref) / np.linalg.norm(ref))
-
-
 def test_reference_against_logsumexp():
     problem = load_problem("bmm_softmax")
     lhs, rhs = (a.astype(np.float64) for a in problem.generate(SMALL, seed=1))
@@ -48,15 +44,6 @@ def test_reference_subtracts_the_max():
     (out,) = problem.reference(lhs * 1000, rhs)
     assert np.all(np.isfinite(out))
     np.testing.assert_allclose(out.sum(axis=-1), 1.0, rtol=1e-5)
-
-
-def test_reference_keeps_float32():
-    problem = load_problem("bmm_softmax")
-    inputs = problem.generate(SMALL, seed=4)
-    (out,) = problem.reference(*inputs)
-    assert out.dtype == np.float32
-    (ref,) = problem.reference(*(a.astype(np.float64) for a in inputs))
-    assert rel_l2(out.astype(np.float64), ref) < problem.tolerance
 
 
 def test_paper_sizes():

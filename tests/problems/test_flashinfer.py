@@ -11,10 +11,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from accelopt.interop.flashinfer.export import export_problem
 from accelopt.problems.flashinfer import (
     Imported,
     ImportRefused,
-    export_problem,
     import_dataset,
     load_imported,
     problem_name,

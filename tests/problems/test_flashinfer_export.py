@@ -11,10 +11,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from specs import make_spec
 
 from accelopt.backends.kernel import Kernel
-from accelopt.hardware.spec import HardwareSpec
-from accelopt.problems.flashinfer import ExportRefused, export_problem, import_dataset
+from accelopt.interop.flashinfer.export import ExportRefused, export_problem
+from accelopt.problems.flashinfer import import_dataset
 from accelopt.problems.flashinfer import schema as fi
 from accelopt.problems.loader import load_problem
 from accelopt.profiling.evaluation import Evaluation
@@ -23,9 +24,7 @@ pytest.importorskip("torch")
 
 DATASET = Path(__file__).parent / "flashinfer_dataset"
 FIB_PYTHON = Path("/tmp/fibvenv/bin/python")
-HW = HardwareSpec(
-    name="test-cpu", backend="cpu", matmul_rate=1e11, vector_rate=1e10, bandwidth=5e10, cores=2
-)
+HW = make_spec(name="test-cpu")  # the name is what the exported traces must carry
 
 
 @pytest.fixture(scope="module")

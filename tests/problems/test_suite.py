@@ -1,4 +1,5 @@
-"""The first problems of the suite: records, references, cost models, generators, workloads."""
+"""The first problems of the suite (silu, matmul, rmsnorm_matmul): paper sizes, references, cost
+models. What holds for every problem of the suite is in test_all_problems.py."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from accelopt.problems import UnknownProblemError, list_problems, load_problem
+from accelopt.problems import load_problem
 
 NAMES = ("silu", "matmul", "rmsnorm_matmul")
 
@@ -23,45 +24,14 @@ SMALL_SIZES = {
     "rmsnorm_matmul": {"M": 5, "N": 7, "K": 6},
 }
 
-# This machine's ceilings (2 cores): FP32 FLOP/s for both units, and DRAM bytes/s.
-CPU_RATE = 545e9
-CPU_BANDWIDTH = 45e9
-
 
 def rel_l2(out: np.ndarray, ref: np.ndarray) -> float:
     return float(np.linalg.norm(out - ref) / np.linalg.norm(ref))
 
 
-def test_list_problems_contains_the_three():
-    assert set(NAMES) <= set(list_problems())
-
-
 @pytest.mark.parametrize("name", NAMES)
-def test_workloads_are_bound(name):
-    problem = load_problem(name)
-    assert problem.name == name
-    assert problem.description
-    assert {"paper", "cpu"} <= set(problem.workloads)
-    for workload in problem.workloads.values():
-        assert set(workload.sizes) == set(problem.params)
-        assert all(isinstance(v, int) and v > 0 for v in workload.sizes.values())
-    assert dict(problem.workload("paper").sizes) == PAPER_SIZES[name]
-
-
-@pytest.mark.parametrize("name", NAMES)
-def test_unknown_workload_names_the_known_ones(name):
-    with pytest.raises(KeyError, match="cpu"):
-        load_problem(name).workload("nope")
-
-
-@pytest.mark.parametrize("name", NAMES)
-def test_cpu_roofline_fits_this_machine(name):
-    problem = load_problem(name)
-    cost = problem.cost.evaluate(problem.workload("cpu").sizes)
-    peak_s = max(
-        cost.matmul_flops / CPU_RATE, cost.vector_flops / CPU_RATE, cost.bytes / CPU_BANDWIDTH
-    )
-    assert 0.2e-3 <= peak_s <= 5e-3
+def test_paper_sizes(name):
+    assert dict(load_problem(name).workload("paper").sizes) == PAPER_SIZES[name]
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -72,20 +42,6 @@ def test_cpu_workload_keeps_the_aspect_ratio(name):
     for a in params:
         for b in params:
             assert cpu[a] / cpu[b] == pytest.approx(paper[a] / paper[b], rel=0.1)
-
-
-@pytest.mark.parametrize("name", NAMES)
-def test_baseline_kernel_exists(name):
-    path = load_problem(name).kernel_path("baseline")
-    assert path.is_file()
-    assert "void kernel(" in path.read_text()
-
-
-def test_unknown_problem_names_the_known_ones():
-    with pytest.raises(UnknownProblemError) as info:
-        load_problem("no_such_problem")
-    for name in NAMES:
-        assert name in str(info.value)
 
 
 # --- references against independent formulations, in float64 -------------------------------
@@ -153,22 +109,6 @@ def test_rmsnorm_matmul_has_no_epsilon():
     np.testing.assert_allclose(a, b, rtol=1e-12)
 
 
-@pytest.mark.parametrize("name", NAMES)
-def test_reference_keeps_float32(name):
-    problem = load_problem(name)
-    sizes = SMALL_SIZES[name]
-    inputs = problem.generate(sizes, seed=5)
-    outputs = problem.reference(*inputs)
-    assert isinstance(outputs, tuple)
-    assert len(outputs) == len(problem.outputs)
-    for out, shape in zip(outputs, problem.output_shapes(sizes), strict=True):
-        assert out.dtype == np.float32
-        assert out.shape == shape
-    ref64 = problem.reference(*(a.astype(np.float64) for a in inputs))
-    for out, ref in zip(outputs, ref64, strict=True):
-        assert rel_l2(out.astype(np.float64), ref) < problem.tolerance
-
-
 # --- cost models, computed by hand on M=2, N=3, K=4 -----------------------------------------
 
 HAND_SIZES = {"M": 2, "N": 3, "K": 4}
@@ -195,32 +135,3 @@ def test_cost_model_paper_sizes():
     assert mm.matmul_flops == 2 * 4096 * 12288 * 5120
     rm = load_problem("rmsnorm_matmul").cost.evaluate(PAPER_SIZES["rmsnorm_matmul"])
     assert rm.vector_flops == 4 * 4096 * 1024
-
-
-@pytest.mark.parametrize("name", NAMES)
-def test_cost_bytes_cover_the_buffers(name):
-    # Every term here reads each input and writes each output once.
-    problem = load_problem(name)
-    sizes = problem.workload("cpu").sizes
-    assert problem.cost.evaluate(sizes).bytes == problem.buffer_bytes(sizes)
-
-
-# --- input generator ------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize("name", NAMES)
-def test_generator(name):
-    problem = load_problem(name)
-    sizes = SMALL_SIZES[name]
-    a = problem.generate(sizes, seed=7)
-    b = problem.generate(sizes, seed=7)
-    c = problem.generate(sizes, seed=8)
-    assert len(a) == len(problem.inputs)
-    for spec, x, y, z in zip(problem.inputs, a, b, c, strict=True):
-        assert x.shape == spec.dims(sizes)
-        assert x.dtype == np.float32
-        assert x.flags.c_contiguous
-        assert np.all(np.isfinite(x))
-        assert np.any(x != 0)
-        np.testing.assert_array_equal(x, y)
-        assert not np.array_equal(x, z)

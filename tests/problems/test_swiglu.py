@@ -1,4 +1,4 @@
-"""swiglu: reference against independent formulations, dtype, paper sizes, cost model."""
+"""swiglu: reference against independent formulations, paper sizes, cost model."""
 
 from __future__ import annotations
 
@@ -9,10 +9,6 @@ import numpy as np
 from accelopt.problems import load_problem
 
 SIZES = {"M": 5, "N": 7, "K": 6}
-
-
-def rel_l2(out: np.ndarray, ref: np.ndarray) -> float:
-    return float(np.linalg.norm(out - ref) / np.linalg.norm(ref))
 
 
 def test_reference_against_einsum_and_loops():
@@ -48,17 +44,6 @@ def test_reference_extremes_are_finite():
     (out,) = problem.reference(x, w_up, w_down, w_gate)
     # Hidden = [silu(-200) * 200, 0, silu(200) * 200] = [0, 0, 40000].
     np.testing.assert_allclose(out, [[40000.0, 40000.0]], rtol=1e-6)
-
-
-def test_reference_keeps_float32():
-    problem = load_problem("swiglu")
-    sizes = problem.workload("small").sizes
-    inputs = problem.generate(sizes, seed=5)
-    (out,) = problem.reference(*inputs)
-    assert out.dtype == np.float32
-    assert out.shape == (sizes["M"], sizes["K"])
-    (ref,) = problem.reference(*(a.astype(np.float64) for a in inputs))
-    assert rel_l2(out.astype(np.float64), ref) < problem.tolerance
 
 
 def test_paper_sizes():

@@ -22,7 +22,7 @@ from accelopt.problems.loader import (
 from accelopt.problems.shipping import problem_ref, resolve_ref
 from accelopt.problems.workspace import add_problem, check_problem, remove_problem
 from accelopt.profiling.config import EvalConfig, harness_key
-from accelopt.profiling.profiler import make_profiler
+from accelopt.profiling.factory import make_profiler
 from accelopt.store.store import Store
 
 FILES = Path(__file__).parent / "workspace_files"
