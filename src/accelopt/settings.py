@@ -50,6 +50,38 @@ def sandbox_required() -> bool:
     return os.environ.get("ACCELOPT_UNSANDBOXED", "").strip().lower() not in {"1", "yes", "true"}
 
 
+def triton_interpreter() -> bool:
+    """Whether Triton runs kernels in its CPU interpreter, where they are checked and never
+    timed: ``TRITON_INTERPRET`` set to 1, true, on or yes. Off by default (kernels run on a CUDA
+    GPU)."""
+    return os.environ.get("TRITON_INTERPRET", "").strip().lower() in {"1", "true", "on", "yes"}
+
+
+def triton_cache_dir() -> str:
+    """Where Triton keeps the kernels it compiles in a worker: ``TRITON_CACHE_DIR`` as given when
+    set, else ``cache_dir()/triton``."""
+    explicit = os.environ.get("TRITON_CACHE_DIR")
+    return explicit if explicit is not None else str(cache_dir() / "triton")
+
+
+def cuda_visible_devices() -> str | None:
+    """``CUDA_VISIBLE_DEVICES`` as given: the GPUs CUDA may use, the first being the one kernels
+    run on. None when unset (every GPU); set but empty means none, so ``""`` is kept."""
+    return os.environ.get("CUDA_VISIBLE_DEVICES")
+
+
+def openblas_coretype() -> str | None:
+    """``OPENBLAS_CORETYPE``: the core type OpenBLAS is told to use (capping it at that core's
+    kernels), or None when unset or empty (OpenBLAS picks the CPU's own)."""
+    return env("OPENBLAS_CORETYPE")
+
+
+def columns_set() -> bool:
+    """Whether ``COLUMNS`` (the terminal width; rich reads it itself) is set and not empty: not
+    set by default, when piped output gets a width of accelopt's."""
+    return bool(os.environ.get("COLUMNS"))
+
+
 def env(name: str) -> str | None:
     """An environment variable by name (e.g. the API key variable a config names), or None."""
     value = os.environ.get(name)

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from rich.table import Table
 
-from accelopt.cli.common import HARDWARE_BACKENDS, unknown_backend
 from accelopt.cli.output import console, shows_table, write_json
 from accelopt.errors import UserError
 from accelopt.hardware.cache import load_cpu_spec, measure_and_cache
@@ -13,6 +12,7 @@ from accelopt.hardware.datasheet import DATASHEET
 from accelopt.hardware.gpu import GpuInfo, current_gpu
 from accelopt.hardware.gpu_spec import NO_GPU, load_measured, measure_gpu_and_cache, triton_spec
 from accelopt.hardware.spec import HardwareSpec
+from accelopt.views import HARDWARE_BACKENDS, unknown_backend
 
 
 def _table(specs: list[tuple[str, HardwareSpec]]) -> Table:
@@ -76,15 +76,13 @@ def _local_specs(
 def sandbox_facts() -> dict[str, str]:
     """The layers a C kernel's process gets here (``executor.c`` applies them and exits), with
     the worker's network; {"error": ...} when no executor can start (no compiler)."""
-    import os
-
     from accelopt import settings
-    from accelopt.backends.cpu.compiler import compiler_for
     from accelopt.backends.cpu.remote import probe_isolation
-    from accelopt.profiling.sandbox import network_isolation_possible
+    from accelopt.hardware.toolchain import compiler_for
+    from accelopt.profiling.worker.sandbox import network_isolation_possible
 
     try:
-        facts = probe_isolation(compiler_for(settings.c_compiler()), os.environ)
+        facts = probe_isolation(compiler_for(settings.c_compiler()), settings.environment())
     except Exception as exc:  # reported, never fatal for `hardware`
         return {"error": str(exc).splitlines()[0] if str(exc) else type(exc).__name__}
     facts["network"] = "none" if network_isolation_possible() else "host"

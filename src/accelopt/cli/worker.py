@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import os
 import shlex
 import subprocess
 import sys
@@ -32,6 +31,7 @@ from typing import Annotated
 
 import typer
 
+from accelopt import settings
 from accelopt.errors import UserError
 
 DEVICE_KINDS = ("cpu", "triton")  # hardware backends a node can declare (triton: one per GPU)
@@ -63,7 +63,7 @@ def ray_start_command(
     block: bool = True,
 ) -> list[str]:
     """The ``ray start`` command line for this node."""
-    from accelopt.profiling.ray_profiler import device_resource
+    from accelopt.profiling.cluster.fleet import device_resource
 
     if head == (address is not None):
         raise UserError("give either --head (start a cluster) or --address HOST:PORT (join one)")
@@ -142,7 +142,7 @@ def worker_command(
         return
     _preflight(declared)
     typer.echo(_next_steps(head, address, port, node_ip_address))
-    env = {**os.environ}
+    env = settings.environment()
     env.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     try:
         code = subprocess.run(command, env=env, check=False).returncode

@@ -7,10 +7,11 @@ PCI_BUS_ID`` so that CUDA numbers GPUs the same way. MIG instances are not suppo
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 from dataclasses import dataclass
+
+from accelopt import settings
 
 QUERY = "index,name,uuid,memory.total"
 
@@ -70,7 +71,7 @@ def select(gpus: list[GpuInfo], visible: str | None) -> GpuInfo | None:
 
 def current_gpu() -> GpuInfo | None:
     """The GPU kernels run on here, or None when there is none."""
-    return select(list_gpus(), os.environ.get("CUDA_VISIBLE_DEVICES"))
+    return select(list_gpus(), settings.cuda_visible_devices())
 
 
 def datasheet_name(gpu_name: str) -> str | None:

@@ -61,9 +61,7 @@ def measure_gpu_and_cache(gpu: GpuInfo) -> HardwareSpec:
 def triton_spec(gpu: GpuInfo | None = None) -> HardwareSpec:
     """The spec Triton kernels are scored against here (see the module's docstring); ``gpu``:
     the GPU when the caller has looked it up already."""
-    from accelopt.backends.triton.environment import interpreting
-
-    if interpreting():
+    if settings.triton_interpreter():
         return INTERPRETER
     gpu = gpu or current_gpu()
     if gpu is None:

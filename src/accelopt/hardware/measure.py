@@ -130,7 +130,7 @@ def _compile(command: list[str], bench: Microbench, output: Path) -> None:
 
 def run(exe: Path, threads: int, *args: int) -> dict[str, Any]:
     """Run a built micro-benchmark on ``threads`` OpenMP threads; its JSON line as a dict."""
-    env = {**os.environ, "OMP_NUM_THREADS": str(threads), "OMP_PROC_BIND": "spread"}
+    env = {**settings.environment(), "OMP_NUM_THREADS": str(threads), "OMP_PROC_BIND": "spread"}
     proc = subprocess.run(
         [str(exe), *(str(a) for a in args)],
         capture_output=True,

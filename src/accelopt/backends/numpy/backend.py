@@ -10,7 +10,6 @@ for putting its result where the caller asked, as every kernel does.
 from __future__ import annotations
 
 import inspect
-import os
 from collections.abc import Callable, Sequence
 from functools import partial
 from pathlib import Path
@@ -18,6 +17,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from accelopt import settings
 from accelopt.backends.base import BuildResult
 from accelopt.backends.device import HostDevice
 from accelopt.backends.facts import BackendFacts, describe_ceilings
@@ -40,7 +40,7 @@ def blas_description(threads: int) -> str:
         library = f"{blas.get('name', '?')} {blas.get('version', '')}".strip()
     except Exception:  # show_config's layout is not a stable API
         library = "unknown BLAS"
-    coretype = os.environ.get("OPENBLAS_CORETYPE")
+    coretype = settings.openblas_coretype()
     core = (
         f", OPENBLAS_CORETYPE={coretype} (caps OpenBLAS at that core's kernels)" if coretype else ""
     )
@@ -76,6 +76,9 @@ class NumpyBackend:
 
     def lock_name(self) -> str:
         return "cpu"
+
+    def runs_on_gpu(self) -> bool:
+        return False
 
     def check(self, source: str) -> str | None:
         return None  # the problem's own reference: nothing untrusted to check

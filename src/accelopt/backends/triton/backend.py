@@ -120,13 +120,14 @@ class TritonBackend:
     def device(self) -> Device:
         """Worker side: imports torch and triton (before any memory cap applies), and starts
         CUDA when kernels run on a GPU."""
-        os.environ.setdefault("TRITON_CACHE_DIR", str(settings.cache_dir() / "triton"))
-        os.environ["TRITON_F32_DEFAULT"] = "ieee"  # a tl.dot without precision keeps fp32
-        import triton  # noqa: F401
+        _configure_triton()
 
         from accelopt.backends.triton.torch_device import TorchDevice
 
         return TorchDevice("cpu" if interpreting() else "cuda")
+
+    def runs_on_gpu(self) -> bool:
+        return not interpreting()  # the interpreter runs kernels on the CPU
 
     def lock_name(self) -> str:
         if interpreting():
@@ -217,6 +218,26 @@ class TritonBackend:
 
     def remarks(self, source: str, problem: Problem, sizes: Sizes) -> list[str]:
         return []  # Triton compiles in the worker, at the first launch
+
+
+def _configure_triton() -> None:
+    """Worker side: Triton's knobs for this process, set in Triton (``triton.knobs``), not in the
+    environment: its compile cache (``settings.triton_cache_dir()``), and fp32 as the precision of
+    a ``tl.dot`` that names none (the static checks refuse one anyway; this keeps fp32 if one slips
+    through). A knob's setter also writes its variable into ``os.environ`` unless
+    ``knobs.propagate_env`` is off: it is, while they are set."""
+    try:
+        from triton import knobs
+    except ImportError:  # Triton before 3.4: no knobs, and only the environment sets these
+        raise UserError("the triton backend needs Triton 3.4 or later (triton.knobs)") from None
+
+    propagate = knobs.propagate_env
+    knobs.propagate_env = False
+    try:
+        knobs.cache.dir = settings.triton_cache_dir()
+        knobs.language.fp32_default = "ieee"
+    finally:
+        knobs.propagate_env = propagate
 
 
 def _toolchain() -> str:

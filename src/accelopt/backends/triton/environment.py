@@ -5,22 +5,43 @@ Nothing here imports torch or triton: the parent process decides with these, wor
 
 from __future__ import annotations
 
+import importlib.metadata
 import importlib.util
-import os
+import re
 
+from accelopt import settings
 from accelopt.errors import UserError
 
-_TRUE = {"1", "true", "on", "yes"}
 INSTALL_HINT = "pip install 'accelopt[triton]' (CPU torch, for the interpreter), or use a CUDA " \
     "environment that has torch and triton"  # fmt: skip
 
 
 def interpreting() -> bool:
     """Whether Triton runs kernels in its CPU interpreter (checked, never timed)."""
-    return os.environ.get("TRITON_INTERPRET", "").strip().lower() in _TRUE
+    return settings.triton_interpreter()
 
 
 def require_packages() -> None:
     missing = [name for name in ("torch", "triton") if importlib.util.find_spec(name) is None]
     if missing:
         raise UserError(f"the triton backend needs {' and '.join(missing)}: {INSTALL_HINT}")
+    found = triton_version()
+    if found is not None and found < MIN_TRITON:
+        raise UserError(
+            f"the triton backend needs Triton {MIN_TRITON[0]}.{MIN_TRITON[1]} or later (its "
+            f"settings are made through triton.knobs), and this environment has "
+            f"{found[0]}.{found[1]}: {INSTALL_HINT}"
+        )
+
+
+MIN_TRITON = (3, 4)  # triton.knobs: the worker sets Triton's cache and fp32 default through them
+
+
+def triton_version() -> tuple[int, int] | None:
+    """The installed Triton's (major, minor), None where its metadata does not say."""
+    try:
+        text = importlib.metadata.version("triton")
+    except importlib.metadata.PackageNotFoundError:
+        return None
+    match = re.match(r"(\d+)\.(\d+)", text)
+    return (int(match[1]), int(match[2])) if match else None
