@@ -11,12 +11,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from specs import make_spec
 
 from accelopt.agentserver.tools import MAX_SOURCE_BYTES, STRATEGY, Session, json_safe
 from accelopt.backends.kernel import Kernel
 from accelopt.backends.status import Status
-from accelopt.cli import common
-from accelopt.cli.runs import run_show_json
 from accelopt.errors import UserError
 from accelopt.hardware.spec import HardwareSpec
 from accelopt.memory.records import Experience, Lesson
@@ -24,16 +23,10 @@ from accelopt.problems.loader import UnknownProblemError
 from accelopt.problems.records import Problem
 from accelopt.profiling.evaluation import Evaluation
 from accelopt.store.store import Store
+from accelopt.views import hardware_for as real_hardware_for
+from accelopt.views import run_show_json
 
-FIXED = HardwareSpec(
-    name="cpu:fake",
-    backend="cpu",
-    matmul_rate=545e9,
-    vector_rate=520e9,
-    bandwidth=45e9,
-    cores=2,
-    llc_bytes=32 << 20,
-)
+FIXED = make_spec(name="cpu:fake")
 PEAK_S = 1e-6
 
 
@@ -99,7 +92,7 @@ def session(tmp_path: Path, store: Store) -> Iterator[tuple[Session, dict[str, F
         return made[hardware.backend]
 
     def hardware_for(backend: str) -> HardwareSpec:
-        return FIXED if backend == "cpu" else common.hardware_for(backend)
+        return FIXED if backend == "cpu" else real_hardware_for(backend)
 
     s = Session(tmp_path, store, hardware_for=hardware_for, profiler_factory=factory,
                 remarks=False)  # fmt: skip

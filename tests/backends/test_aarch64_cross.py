@@ -23,16 +23,16 @@ from accelopt import settings
 from accelopt.backends.cpu import symbols
 from accelopt.backends.cpu.backend import CpuBackend
 from accelopt.backends.cpu.checks import check_source
-from accelopt.backends.cpu.compiler import compiler_for, prototype
+from accelopt.backends.cpu.compiler import prototype
 from accelopt.backends.kernel import Kernel
 from accelopt.backends.status import Status
 from accelopt.hardware import measure
 from accelopt.hardware.isa import detect_isa
 from accelopt.hardware.spec import HardwareSpec
-from accelopt.hardware.toolchain import Compiler, host_arch
+from accelopt.hardware.toolchain import Compiler, compiler_for, host_arch
 from accelopt.problems import list_problems, load_problem
 from accelopt.problems.records import Problem
-from accelopt.profiling.correctness import rel_l2_error
+from accelopt.profiling.worker.correctness import rel_l2_error
 
 CROSS_CC = "aarch64-linux-gnu-gcc"
 QEMU = "qemu-aarch64"

@@ -21,9 +21,9 @@ import pytest
 
 from accelopt import settings
 from accelopt.backends.base import KernelError
-from accelopt.backends.cpu.compiler import compiler_for
 from accelopt.backends.cpu.remote import ExecutorDevice, probe_isolation
 from accelopt.backends.status import Status
+from accelopt.hardware.toolchain import compiler_for
 
 N = 1024
 HEAD = "#define _GNU_SOURCE\n#include <stdlib.h>\n#include <string.h>\n#include <unistd.h>\n"
@@ -207,7 +207,7 @@ def test_the_kernel_process_holds_no_descriptor_but_its_own(device, accelopt_cac
 def test_the_parent_is_not_dumpable_once_it_evaluates():
     import ctypes
 
-    from accelopt.profiling.sandbox import protect_parent
+    from accelopt.profiling.worker.sandbox import protect_parent
 
     protect_parent()
     libc = ctypes.CDLL(None)
@@ -231,7 +231,7 @@ data[0].effective &= ~(1 << 19)
 data[0].permitted &= ~(1 << 19)
 assert libc.capset(ctypes.byref(header), data) == 0
 from accelopt import settings
-from accelopt.backends.cpu.compiler import compiler_for
+from accelopt.hardware.toolchain import compiler_for
 from accelopt.backends.cpu.remote import ExecutorDevice
 device = ExecutorDevice(compiler_for(settings.c_compiler()), os.environ)
 x = device.upload(np.linspace(-3, 3, 1024, dtype=np.float32), into=device.empty((1024,)))

@@ -18,7 +18,7 @@ from accelopt.hardware.gpu_spec import INTERPRETER
 from accelopt.problems.loader import load_problem
 from accelopt.profiling.config import EvalConfig
 from accelopt.profiling.evaluation import Evaluation
-from accelopt.profiling.service import Evaluator
+from accelopt.profiling.parent.evaluator import Evaluator
 
 KERNELS = Path(__file__).parent / "triton_kernels"
 SILU = load_problem("silu")
@@ -170,3 +170,39 @@ def test_the_guard_refuses_torch_work_in_a_heuristic_that_triton_calls(tmp_path:
         check=True,
     )
     assert "aten.mul.Tensor" in done.stdout
+
+
+KNOBS_SCRIPT = """
+import os
+from triton import knobs
+from accelopt.backends.triton.backend import _configure_triton
+
+_configure_triton()
+set_here = sorted(k for k in ("TRITON_CACHE_DIR", "TRITON_F32_DEFAULT") if k in os.environ)
+print(knobs.cache.dir, knobs.language.fp32_default, knobs.propagate_env, set_here)
+"""
+
+
+@pytest.mark.parametrize("triton_cache", [None, "/tmp/their-triton-cache"])
+def test_the_worker_sets_tritons_knobs_and_leaves_the_environment_alone(
+    tmp_path: Path, triton_cache: str | None
+) -> None:
+    """The compile cache (the user's TRITON_CACHE_DIR, else accelopt's cache) and the fp32
+    default of a tl.dot are Triton's knobs in the worker; its environment stays as it was."""
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TRITON_")}
+    env |= {"TRITON_INTERPRET": "1", "ACCELOPT_CACHE_DIR": str(tmp_path)}
+    if triton_cache is not None:
+        env["TRITON_CACHE_DIR"] = triton_cache
+    script = tmp_path / "knobs.py"
+    script.write_text(KNOBS_SCRIPT)
+    done = subprocess.run(
+        [sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=120,
+        check=True,
+    )  # fmt: skip
+    cache = triton_cache or str(tmp_path / "triton")
+    expected_env = ["TRITON_CACHE_DIR"] if triton_cache else []
+    assert done.stdout.strip().split(maxsplit=3) == [cache, "ieee", "True", str(expected_env)]

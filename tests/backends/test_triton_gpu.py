@@ -13,7 +13,7 @@ import pytest
 from accelopt.backends import Kernel, Status
 from accelopt.problems.loader import load_problem
 from accelopt.profiling.config import EvalConfig
-from accelopt.profiling.service import Evaluator
+from accelopt.profiling.parent.evaluator import Evaluator
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("triton")

@@ -57,7 +57,7 @@ def test_a_missing_torch_is_one_sentence_saying_what_to_install(monkeypatch, tmp
     import dataclasses
     import importlib.util
 
-    from accelopt.cli import common
+    from accelopt import views
     from accelopt.cli.problem import import_kernelbench
     from accelopt.errors import UserError
     from accelopt.problems.loader import load_problem
@@ -70,4 +70,4 @@ def test_a_missing_torch_is_one_sentence_saying_what_to_install(monkeypatch, tmp
         import_kernelbench([tmp_path / "19_ReLU.py"], workspace=tmp_path / "ws")
     needs_torch = dataclasses.replace(load_problem("silu"), requires=("torch",))
     with pytest.raises(UserError, match=r"needs the Python module 'torch'.*accelopt\[import\]"):
-        common.require_modules(needs_torch)
+        views.require_modules(needs_torch)

@@ -34,6 +34,7 @@ from accelopt import __version__
 from accelopt.agentserver.tools import Session
 from accelopt.errors import UserError
 from accelopt.problems.loader import UnknownProblemError
+from accelopt.store.records import RunStatus
 from accelopt.store.store import Store
 
 INSTRUCTIONS = """\
@@ -129,12 +130,12 @@ def serve(session: Session, store: Store) -> None:
         file=sys.stderr,
         flush=True,
     )
-    status = "failed"
+    status = RunStatus.FAILED
     try:
         anyio.run(_serve, build_server(session), session, store)
-        status = "finished"
+        status = RunStatus.FINISHED
     except KeyboardInterrupt:
-        status = "interrupted"
+        status = RunStatus.INTERRUPTED
         raise
     finally:
         # the client waits a little after closing stdin, then sends SIGTERM: finish first
@@ -156,7 +157,7 @@ async def _end_on_signal(session: Session, store: Store) -> None:
     with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
         async for signum in signals:
             terminated = signum == signal.SIGTERM
-            status = "finished" if terminated else "interrupted"
+            status = RunStatus.FINISHED if terminated else RunStatus.INTERRUPTED
             await anyio.to_thread.run_sync(session.close, status)
             store.close()
             print(f"accelopt mcp: ended by signal {signum}", file=sys.stderr, flush=True)

@@ -34,18 +34,25 @@ from typing import Any
 
 from accelopt.backends.base import get_backend
 from accelopt.backends.kernel import Kernel
-from accelopt.cli import common
-from accelopt.cli.bench import problem_json, problem_show_json
 from accelopt.errors import UserError
 from accelopt.hardware.spec import HardwareSpec
 from accelopt.problems.loader import list_problems, load_problem
 from accelopt.problems.records import Problem
 from accelopt.profiling.config import EvalConfig
 from accelopt.profiling.evaluation import Evaluation
+from accelopt.profiling.factory import make_profiler
 from accelopt.profiling.profile import build_profile, render_profile
-from accelopt.profiling.profiler import Profiler, make_profiler
-from accelopt.store.records import IterationRecord, KernelRecord, RunRecord
+from accelopt.profiling.profiler import Profiler
+from accelopt.store.records import IterationRecord, KernelOrigin, KernelRecord, RunRecord, RunStatus
 from accelopt.store.store import Store, now_iso
+from accelopt.views import (
+    HARDWARE_BACKENDS,
+    hardware_for,
+    problem_and_workload,
+    problem_json,
+    problem_show_json,
+    unknown_backend,
+)
 
 log = logging.getLogger(__name__)
 
@@ -129,7 +136,7 @@ class Session:
         workspace: Path,
         store: Store,
         *,
-        hardware_for: HardwareFor = common.hardware_for,
+        hardware_for: HardwareFor = hardware_for,
         profiler_factory: ProfilerFactory = local_profiler,
         remarks: bool = True,
     ) -> None:
@@ -194,7 +201,7 @@ class Session:
         recorded (``run``). A failing kernel is a result (its status and error), not an
         error."""
         check_source(source)
-        prob = common.problem_and_workload(problem, workload, self.workspace)
+        prob = problem_and_workload(problem, workload, self.workspace)
         profiler = self.profiler(backend)
         kernel = Kernel(source, backend, STRATEGY)
         evaluation = profiler.evaluate(kernel, prob, workload)
@@ -211,8 +218,8 @@ class Session:
         """The lessons of the workspace's optimization memory that best match ``query``, as
         ``accelopt memory list --json -`` prints them, each with its ``relevance`` (higher is
         better)."""
-        if backend not in common.HARDWARE_BACKENDS:
-            raise UserError(common.unknown_backend(backend))
+        if backend not in HARDWARE_BACKENDS:
+            raise UserError(unknown_backend(backend))
         if k < 1:
             raise UserError(f"k must be at least 1 (lessons to return), not {k}")
         found = self.store.search_experiences(query, limit=min(k, MAX_LESSONS), backend=backend)
@@ -291,7 +298,7 @@ class Session:
                     backend=backend,
                     iteration=n,
                     # the first kernel is the run's baseline, as the reports look it up
-                    origin="baseline" if first else STRATEGY,
+                    origin=KernelOrigin.BASELINE if first else KernelOrigin.AGENT,
                     parent_hash=parent,
                 ),
             )
@@ -358,7 +365,7 @@ class Session:
 
     # -- the end ------------------------------------------------------------------------------
 
-    def close(self, status: str = "finished") -> None:
+    def close(self, status: RunStatus = RunStatus.FINISHED) -> None:
         """End the session: its runs get ``status``, then the profilers stop. Later calls to
         ``close`` do nothing."""
         with self._runs_lock:

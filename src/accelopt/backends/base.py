@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import signal
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -91,6 +92,10 @@ class Backend(Protocol):
         """The name of the device lock: one per physical device (``cpu``, ``gpu-<uuid>``)."""
         ...
 
+    def runs_on_gpu(self) -> bool:
+        """Whether kernels run on a GPU here (a scheduler gives each evaluator one of its own)."""
+        ...
+
     def check(self, source: str) -> str | None:
         """Static checks before building: the reason to reject, or None."""
         ...
@@ -123,20 +128,30 @@ class Backend(Protocol):
         ...
 
 
+# The registry: each backend's name -> "module:attribute" of its class, imported on first use.
+# This module imports no backend (each backend imports this module); a new backend is one line
+# here. The order is the order the error for an unknown backend lists them in.
+BACKEND_CLASSES: dict[str, str] = {
+    "cpu": "accelopt.backends.cpu.backend:CpuBackend",
+    "triton": "accelopt.backends.triton.backend:TritonBackend",
+    "numpy": "accelopt.backends.numpy.backend:NumpyBackend",
+}
+BACKENDS = tuple(BACKEND_CLASSES)
+
+
+def backend_class(name: str) -> Callable[[], Backend]:
+    """The class of the backend called ``name``, its module imported now; a UserError for a name
+    the registry does not hold."""
+    entry = BACKEND_CLASSES.get(name)
+    if entry is None:
+        raise UserError(
+            f"unknown backend {name!r}; the available backends are: {', '.join(BACKENDS)}"
+        )
+    module, _, attribute = entry.partition(":")
+    cls: Callable[[], Backend] = getattr(importlib.import_module(module), attribute)
+    return cls
+
+
 def get_backend(name: str) -> Backend:
-    if name == "cpu":
-        from accelopt.backends.cpu.backend import CpuBackend
-
-        return CpuBackend()
-    if name == "numpy":
-        from accelopt.backends.numpy.backend import NumpyBackend
-
-        return NumpyBackend()
-    if name == "triton":
-        from accelopt.backends.triton.backend import TritonBackend
-
-        return TritonBackend()
-    raise UserError(f"unknown backend {name!r}; the available backends are: {', '.join(BACKENDS)}")
-
-
-BACKENDS = ("cpu", "triton", "numpy")
+    """A new instance of the backend called ``name`` (a UserError for an unknown one)."""
+    return backend_class(name)()

@@ -10,6 +10,7 @@ from rich.markup import escape
 from rich.syntax import Syntax
 from rich.table import Table
 
+from accelopt import views
 from accelopt.backends.kernel import Kernel
 from accelopt.backends.numpy.backend import blas_description, reference_kernel
 from accelopt.cli import common
@@ -26,11 +27,13 @@ from accelopt.cli.output import (
     write_json,
 )
 from accelopt.errors import UserError
-from accelopt.hardware.roofline import roofline
+from accelopt.formatting import milliseconds
 from accelopt.hardware.spec import HardwareSpec
 from accelopt.problems.loader import list_problems, load_problem
 from accelopt.problems.records import Problem
-from accelopt.profiling.profiler import evaluate_all, make_profiler
+from accelopt.profiling.factory import make_profiler
+from accelopt.profiling.profiler import evaluate_all
+from accelopt.views import problem_json, problem_show_json
 
 app = typer.Typer(
     help="The benchmark suite: list problems, run their kernels.", no_args_is_help=True
@@ -42,21 +45,6 @@ KINDS = ("baseline", "expert", "numpy")
 def _sizes(problem: Problem, workload: str) -> str:
     sizes = problem.workloads.get(workload)
     return " ".join(f"{k}={v}" for k, v in sizes.sizes.items()) if sizes else "—"
-
-
-def problem_json(problem: Problem) -> dict[str, Any]:
-    return {
-        "name": problem.name,
-        "origin": problem.origin,
-        "description": problem.description,
-        "params": list(problem.params),
-        "inputs": [{"name": t.name, "shape": list(t.shape)} for t in problem.inputs],
-        "outputs": [{"name": t.name, "shape": list(t.shape)} for t in problem.outputs],
-        "tolerance": problem.tolerance,
-        "workloads": {w.name: dict(w.sizes) for w in problem.workloads.values()},
-        "cost_notes": dict(problem.cost_notes),
-        "requires": list(problem.requires),
-    }
 
 
 @app.command("list")
@@ -133,7 +121,7 @@ def run_command(
     selected = _selected(problem, workspace)
     if not problem:
         selected = [p for p in selected if workload in p.workloads]
-    problems = [common.problem_and_workload(p.name, workload, workspace) for p in selected]
+    problems = [views.problem_and_workload(p.name, workload, workspace) for p in selected]
     config = common.eval_config(check_only, seeds, min_calls, min_time, threads, workers)
     hardware = common.hardware_for(backend)
     jobs = [
@@ -168,26 +156,6 @@ def run_command(
     for line in timing_warnings(evaluations) + isolation_warnings(evaluations):
         err_console.print(line, style="yellow", highlight=False, markup=False)
     write_json(json_path, [evaluation_json(e) for e in evaluations])
-
-
-def workload_costs(problem: Problem, hardware: HardwareSpec) -> list[dict[str, Any]]:
-    """Per workload: the cost model's terms and the roofline on ``hardware``."""
-    rows = []
-    for w in problem.workloads.values():
-        cost = problem.cost.evaluate(w.sizes)
-        roof = roofline(cost, hardware)
-        rows.append(
-            {
-                "workload": w.name,
-                "sizes": dict(w.sizes),
-                "matmul_flops": cost.matmul_flops,
-                "vector_flops": cost.vector_flops,
-                "bytes": cost.bytes,
-                "bound": roof.bound,
-                "peak_s": roof.peak_s,
-            }
-        )
-    return rows
 
 
 @app.command("show")
@@ -226,17 +194,6 @@ def show_command(
     write_json(json_path, payload)
 
 
-def problem_show_json(problem: Problem, hardware: HardwareSpec, backend: str) -> dict[str, Any]:
-    """What `bench show --json` prints (and the HTTP API's /v1/problems/NAME gives)."""
-    baseline = problem.kernel_path("baseline", backend)
-    return problem_json(problem) | {
-        "hardware": hardware.name,
-        "costs": workload_costs(problem, hardware),
-        "kernels": [k for k in ("baseline", "expert") if problem.kernel_path(k, backend).is_file()],
-        "baseline_source": baseline.read_text() if baseline.is_file() else "",
-    }
-
-
 def _signature(problem: Problem) -> str:
     ins = ", ".join(f"{t.name}[{','.join(t.shape)}]" for t in problem.inputs)
     outs = ", ".join(f"{t.name}[{','.join(t.shape)}]" for t in problem.outputs)
@@ -271,6 +228,6 @@ def _costs_table(costs: list[dict[str, Any]], hardware: HardwareSpec) -> Table:
             f"{c['vector_flops'] / 1e9:.4g}",
             f"{c['bytes'] / 1e6:.4g}",
             c["bound"],
-            f"{c['peak_s'] * 1e3:.3f}",
+            milliseconds(c["peak_s"]),
         )
     return table

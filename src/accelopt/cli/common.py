@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import os
 from pathlib import Path
 from typing import Annotated
@@ -10,12 +9,9 @@ from typing import Annotated
 import typer
 from pydantic import ValidationError
 
-from accelopt import settings
+from accelopt import settings, views
 from accelopt.errors import UserError, read_user_text
-from accelopt.hardware.cache import ensure_cpu_spec, load_cpu_spec
 from accelopt.hardware.spec import HardwareSpec
-from accelopt.problems.loader import load_problem
-from accelopt.problems.records import Problem
 from accelopt.profiling.config import EvalConfig
 
 ProfilerOption = Annotated[
@@ -39,34 +35,14 @@ WorkspaceOption = Annotated[
 ]
 
 
-HARDWARE_BACKENDS = ("cpu", "triton")  # backends with a device of their own (numpy runs on cpu's)
-
-
-def unknown_backend(backend: str) -> str:
-    return (
-        f"unknown backend {backend!r}; the available backends are: {', '.join(HARDWARE_BACKENDS)}"
-    )
-
-
 def hardware_for(backend: str, announce: bool = True) -> HardwareSpec:
-    """The ceilings kernels of ``backend`` are scored against: for cpu, this machine's, measured
-    once and cached; for triton, the GPU's (see ``hardware.gpu_spec``)."""
-    if backend == "triton":
-        from accelopt.hardware.gpu_spec import triton_spec
+    """``views.hardware_for``, saying on the command line's standard error when it measures."""
+    from accelopt.cli.output import err_console
 
-        return triton_spec()
-    if backend != "cpu":
-        raise UserError(unknown_backend(backend))
-    spec = load_cpu_spec(measure_if_missing=False)
-    if spec is None:
-        if announce:
-            from accelopt.cli.output import err_console
+    def say(message: str) -> None:
+        err_console.print(f"[dim]{message}[/dim]")
 
-            err_console.print(
-                "[dim]measuring this machine's ceilings once (accelopt hardware)[/dim]"
-            )
-        spec = ensure_cpu_spec()  # measures, unless another process did meanwhile
-    return spec
+    return views.hardware_for(backend, say if announce else None)
 
 
 def workspace_dir(explicit: Path | None) -> Path:
@@ -91,40 +67,6 @@ def workspace_dir(explicit: Path | None) -> Path:
             f"{shown} is not writable: make it writable or give another directory with --workspace"
         )
     return path
-
-
-def problem_and_workload(
-    name: str, workload: str, workspace: Path | None = None, evaluating: bool = True
-) -> Problem:
-    """The named problem (the suite's or the workspace's) with ``workload``; a UserError when
-    the workload is unknown or, ``evaluating``, a module its reference needs is missing."""
-    problem = load_problem(name, workspace)
-    try:
-        problem.workload(workload)
-    except KeyError as exc:
-        raise UserError(str(exc.args[0])) from None
-    if evaluating:
-        require_modules(problem)
-    return problem
-
-
-INSTALL_HINTS = {
-    "torch": "pip install 'accelopt[import]' (the CPU build of torch, and safetensors), or "
-    "pip install torch --index-url https://download.pytorch.org/whl/cpu",
-    "safetensors": "pip install 'accelopt[import]' or pip install safetensors",
-}
-
-
-def require_modules(problem: Problem) -> None:
-    """A UserError naming what to install when a module the problem's reference imports is
-    missing here (an imported PyTorch problem needs torch)."""
-    for module in problem.requires:
-        if importlib.util.find_spec(module) is None:
-            hint = INSTALL_HINTS.get(module, f"pip install {module}")
-            raise UserError(
-                f"problem {problem.name}'s reference needs the Python module {module!r}, which "
-                f"is not installed: {hint}"
-            )
 
 
 KERNEL_HINT = "give the path to a kernel source (.c for cpu, .py for triton)"

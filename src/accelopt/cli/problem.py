@@ -10,6 +10,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
+from accelopt import views
 from accelopt.cli import common
 from accelopt.cli.output import JsonOption, console, err_console, shows_table, write_json
 from accelopt.errors import UserError
@@ -146,7 +147,7 @@ def import_kernelbench(
 ) -> None:
     """Import KernelBench files: sizes, arguments, reference and cost model, counted."""
     if importlib.util.find_spec("torch") is None:
-        hint = common.INSTALL_HINTS["torch"]
+        hint = views.INSTALL_HINTS["torch"]
         raise UserError(f"importing a KernelBench file needs PyTorch: {hint}")
     from accelopt.problems import kernelbench
 
@@ -223,7 +224,7 @@ def import_flashinfer(
     """Import FlashInfer Trace definitions: each float32 one becomes a problem, its workloads
     named by their uuid (and `cpu`, the smallest)."""
     if importlib.util.find_spec("torch") is None:
-        hint = common.INSTALL_HINTS["torch"]
+        hint = views.INSTALL_HINTS["torch"]
         raise UserError(f"importing a FlashInfer definition needs PyTorch: {hint}")
     if not (dataset / "definitions").is_dir():
         raise UserError(
@@ -253,13 +254,13 @@ def export_flashinfer(
 ) -> None:
     """Write a problem as a FlashInfer Trace dataset: its definition and workloads, and with
     --run the run's best kernel as a solution with one trace per workload it was measured on."""
-    from accelopt.problems import flashinfer
+    from accelopt.interop.flashinfer.export import export_problem
 
     problem = load_problem(name, workspace)
     solution, evaluations, hardware = None, [], None
     if run is not None:
         solution, evaluations, hardware = _run_solution(problem, run, workspace)
-    written = flashinfer.export_problem(
+    written = export_problem(
         problem, out_dir, solution=solution, evaluations=evaluations, hardware=hardware
     )
     console.print(

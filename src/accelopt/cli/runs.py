@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict
 from typing import Annotated, Any
 
 import typer
@@ -19,40 +18,11 @@ from accelopt.cli.output import (
     write_json,
 )
 from accelopt.errors import UserError
-from accelopt.profiling.evaluation import Evaluation
-from accelopt.reports.run_report import lineage
-from accelopt.search.workloads import generalization, run_workloads
-from accelopt.store.records import RunRecord
-from accelopt.store.store import Store
+from accelopt.formatting import speedup_x, usd_plain
+from accelopt.search.workloads import generalization
+from accelopt.views import run_row, run_show_json
 
 app = typer.Typer(help="Past runs: list them, show one.", no_args_is_help=True)
-
-
-def _latency(evaluations: dict[str, Evaluation], kernel_hash: str) -> float | None:
-    e = evaluations.get(kernel_hash)
-    return e.latency_s if e is not None and e.passed else None
-
-
-def run_row(store: Store, run: RunRecord) -> dict[str, Any]:
-    evaluations = store.run_evaluations(run.id)
-    base, top = _latency(evaluations, run.baseline_hash), _latency(evaluations, run.best_hash)
-    best_eval = evaluations.get(run.best_hash)
-    usage = store.usage(run.id)
-    return {
-        "run": run.id,
-        "problem": run.problem,
-        "workload": run.workload,
-        "workloads": list(run_workloads(run).tuned),
-        "held_out": list(run_workloads(run).held_out),
-        "strategy": run.strategy,
-        "status": run.status,
-        "created_at": run.created_at,
-        "baseline_latency_s": base,
-        "best_latency_s": top,
-        "best_pct_of_peak": best_eval.pct_of_peak if best_eval else None,
-        "speedup": base / top if base and top else None,
-        "cost_usd": sum(u["cost_usd"] or 0 for u in usage.values()),
-    }
 
 
 @app.command("list")
@@ -70,7 +40,7 @@ def list_command(workspace: WorkspaceOption = None, json_path: JsonOption = None
                 r["run"], r["problem"], _workloads_text(r), r["strategy"], r["status"],
                 r["created_at"], fmt_ms(r["baseline_latency_s"]), fmt_ms(r["best_latency_s"]),
                 fmt_pct(r["best_pct_of_peak"]),
-                f"{r['speedup']:.2f}x" if r["speedup"] else "—", f"{r['cost_usd']:.4f}",
+                speedup_x(r["speedup"]), usd_plain(r["cost_usd"]),
             )  # fmt: skip
         console.print(table)
     write_json(json_path, rows)
@@ -101,26 +71,6 @@ def show_command(
     write_json(json_path, payload)
 
 
-def run_show_json(store: Store, run: RunRecord) -> dict[str, Any]:
-    """What `runs show --json` prints (and the HTTP API's /v1/runs/ID gives)."""
-    kernels = {k.hash: k for k in store.kernels(run.id)}
-    evaluations = store.run_evaluations(run.id)
-    base = _latency(evaluations, run.baseline_hash)
-    payload = {
-        **run_row(store, run),
-        "backend": run.backend,
-        "hardware": run.hardware,
-        "config": run.config,
-        "iterations": [vars(i) | {"beam": list(i.beam)} for i in store.iterations(run.id)],
-        "lineage": [asdict(s) for s in lineage(kernels, evaluations, run.best_hash, base)],
-        "usage": store.usage(run.id),
-    }
-    found = generalization(store, run)
-    if found.workloads.several:
-        payload["generalization"] = found.as_json()
-    return payload
-
-
 def _print_show(p: dict[str, Any]) -> None:
     console.print(
         f"[bold]run {p['run']}[/bold]: {p['problem']} / {p['workload']} on {p['hardware']}, "
@@ -138,7 +88,7 @@ def _print_show(p: dict[str, Any]) -> None:
         wasted = ", ".join(f"{what} {n}" for what, n in i.get("wasted", {}).items()) or "—"
         table.add_row(
             str(i["iteration"]), fmt_ms(i["best_latency_s"]), fmt_pct(i["best_pct_of_peak"]),
-            str(len(i["beam"])), str(i["evaluated"]), str(failed), f"{i['spent_usd']:.4f}",
+            str(len(i["beam"])), str(i["evaluated"]), str(failed), usd_plain(i["spent_usd"]),
             wasted,
         )  # fmt: skip
     console.print(table)
@@ -149,6 +99,6 @@ def _print_show(p: dict[str, Any]) -> None:
         speed = s["speedup_over_parent"]
         table.add_row(
             str(s["iteration"]), s["hash"], s["origin"], s["plan"] or "—", fmt_ms(s["latency_s"]),
-            f"{speed:.2f}x" if speed else "—",
+            speedup_x(speed),
         )  # fmt: skip
     console.print(table)

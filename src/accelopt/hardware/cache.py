@@ -29,8 +29,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import accelopt.hardware.devicelock as devicelock
 from accelopt import settings
-from accelopt.hardware import devicelock
 from accelopt.hardware.cpuinfo import available_cpus, cpu_model_name
 from accelopt.hardware.load import machine_load
 from accelopt.hardware.measure import CEILINGS, Figure, measure_cpu, measure_figures

@@ -7,6 +7,7 @@ NKIBench (each cost term divided by the ceiling of the unit that pays it; the la
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import StrEnum
 
 from accelopt.hardware.spec import HardwareSpec
 from accelopt.problems.records import Cost
@@ -15,8 +16,17 @@ from accelopt.problems.records import Cost
 # model or a wrong ceiling. 5 % of slack absorbs timer and clock noise (DESIGN.md: SUSPICIOUS).
 SUSPICIOUS_FRACTION = 1.05
 
+
+class Bound(StrEnum):
+    """The roofline term that sets a kernel's peak time: the unit its cost keeps busiest."""
+
+    MATMUL = "matmul"  # matmul FLOPs at the matmul rate
+    VECTOR = "vector"  # vector FLOPs at the vector rate
+    MEMORY = "memory"  # bytes moved at the memory bandwidth
+
+
 # The order in which equal terms are resolved: the first listed wins a tie.
-BOUNDS = ("matmul", "vector", "memory")
+BOUNDS = (Bound.MATMUL, Bound.VECTOR, Bound.MEMORY)
 
 
 @dataclass(frozen=True)
@@ -24,7 +34,7 @@ class Roofline:
     """The roofline time of one cost on one device, with each of its three terms."""
 
     peak_s: float
-    bound: str  # "matmul" | "vector" | "memory": the term that sets peak_s
+    bound: Bound  # the term that sets peak_s
     matmul_s: float
     vector_s: float
     memory_s: float

@@ -10,6 +10,7 @@ import platform
 import shlex
 import subprocess
 from dataclasses import dataclass
+from functools import cache
 
 from accelopt import settings
 from accelopt.errors import CompilerNotFoundError
@@ -98,3 +99,11 @@ def find_compiler(cc: str | None = None) -> Compiler:
     if proc.returncode != 0:
         raise no_compiler(f"{shown!r} --version failed: {first_line(proc.stderr)}")
     return Compiler(command=command, version=first_line(proc.stdout), machine=_dumpmachine(command))
+
+
+@cache
+def compiler_for(cc: str) -> Compiler:
+    """The working compiler named by ``CC`` (checked once per process); raises
+    CompilerNotFoundError with one sentence when there is none."""
+    del cc  # the cache key: find_compiler reads the same setting
+    return find_compiler()

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -15,7 +14,6 @@ from accelopt.backends.cpu.checks import check_source
 from accelopt.backends.cpu.compiler import (
     LIBS,
     compile_kernel,
-    compiler_for,
     kernel_flags,
     prototype,
 )
@@ -28,7 +26,7 @@ from accelopt.backends.kernel import Kernel
 from accelopt.backends.status import Status
 from accelopt.errors import CompilerNotFoundError, UserError
 from accelopt.hardware import devicelock
-from accelopt.hardware.toolchain import Compiler
+from accelopt.hardware.toolchain import Compiler, compiler_for
 from accelopt.problems.records import Problem, Sizes
 
 if TYPE_CHECKING:  # annotations only: keeps pydantic out of worker processes
@@ -40,7 +38,7 @@ def sandbox_refused(cc: Compiler) -> str:
     """Why a kernel process here would get no system call filter ('' when it would): probed once
     per process (``executor.c`` applies the layers and answers)."""
     try:
-        facts = probe_isolation(cc, os.environ)
+        facts = probe_isolation(cc, settings.environment())
     except (ExecutorStartError, KernelError) as exc:
         return str(exc)
     if facts.get("memory_access") != "1":
@@ -81,10 +79,13 @@ class CpuBackend:
 
     def device(self) -> ExecutorDevice:
         """A new kernel process, with the worker's environment's OpenMP settings."""
-        return ExecutorDevice(compiler_for(settings.c_compiler()), os.environ)
+        return ExecutorDevice(compiler_for(settings.c_compiler()), settings.environment())
 
     def lock_name(self) -> str:
         return "cpu"
+
+    def runs_on_gpu(self) -> bool:
+        return False
 
     def check(self, source: str) -> str | None:
         return check_source(source)

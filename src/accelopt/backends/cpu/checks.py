@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 
 from accelopt import settings
 from accelopt.errors import CompilerNotFoundError
-from accelopt.hardware.toolchain import host_arch, normal_arch
+from accelopt.hardware.toolchain import compiler_for, host_arch, normal_arch
 
 MAX_SOURCE_BYTES = 1 << 20  # 1 MiB: kernels are a few KiB; a larger source is a bug or an attack
 
@@ -307,8 +307,6 @@ def intrinsics_advice(arch: str) -> str:
 
 def target_arch() -> str:
     """The architecture kernels are compiled for: that of ``CC`` (this machine's without one)."""
-    from accelopt.backends.cpu.compiler import compiler_for  # compiler.py imports this module
-
     try:
         return compiler_for(settings.c_compiler()).arch
     except CompilerNotFoundError:

@@ -24,7 +24,7 @@ import time
 from collections.abc import Mapping
 from contextlib import suppress
 from dataclasses import dataclass, replace
-from functools import cache, partial
+from functools import partial
 from pathlib import Path
 from typing import IO
 
@@ -33,7 +33,7 @@ from accelopt.backends.cpu.checks import check_before_preprocessing, check_prepr
 from accelopt.backends.cpu.objects import check_object
 from accelopt.backends.status import Status
 from accelopt.hardware.cpuinfo import cpu_model_name
-from accelopt.hardware.toolchain import Compiler, find_compiler, target_flags
+from accelopt.hardware.toolchain import Compiler, target_flags
 
 logger = logging.getLogger(__name__)
 
@@ -69,14 +69,6 @@ _OUT_OF_MEMORY = re.compile(
 )
 _FILE_TOO_LARGE = re.compile(r"file size limit exceeded|file too large", re.IGNORECASE)
 _CPU_TIME = re.compile(r"CPU time limit exceeded", re.IGNORECASE)
-
-
-@cache
-def compiler_for(cc: str) -> Compiler:
-    """The working compiler named by ``CC`` (checked once per process); raises
-    CompilerNotFoundError with one sentence when there is none."""
-    del cc  # the cache key: find_compiler reads the same setting
-    return find_compiler()
 
 
 def kernel_flags(cc: Compiler) -> tuple[str, ...]:

@@ -11,8 +11,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from accelopt.problems.flashinfer import checks
-from accelopt.problems.flashinfer import workloads as wls
+import accelopt.problems.flashinfer.checks as checks
+import accelopt.problems.flashinfer.workloads as wls
 from accelopt.problems.flashinfer.imported import (
     DEFAULT_TOLERANCE,
     DEFINITION_FILE,

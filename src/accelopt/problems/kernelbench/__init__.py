@@ -2,7 +2,8 @@
 workspace problems: the reference is the PyTorch model run in float64, the cost model is counted.
 
 Importing this package does not import torch; importing a file, and the reference and the input
-generator of an imported problem, do.
+generator of an imported problem, do. Its modules import each other by their full names, never
+through this package.
 """
 
 from accelopt.problems.kernelbench.imported import load_imported

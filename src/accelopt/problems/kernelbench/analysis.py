@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from accelopt.problems.kernelbench import runtime
+import accelopt.problems.kernelbench.runtime as runtime
 from accelopt.problems.kernelbench.costs import Counts, count_forward
 from accelopt.problems.kernelbench.source import (
     ImportRefused,

@@ -8,13 +8,13 @@ from collections.abc import Collection, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 
+import accelopt.problems.kernelbench.runtime as runtime
 from accelopt.problems.imports import (
     Imported,
     ImportRefused,
     check_name,
     write_problem,
 )
-from accelopt.problems.kernelbench import runtime
 from accelopt.problems.kernelbench.imported import FORMAT, build_problem
 from accelopt.problems.kernelbench.plan import plan_import
 from accelopt.problems.kernelbench.source import default_name, parse, short_error

@@ -17,7 +17,7 @@ from accelopt.errors import UserError
 from accelopt.problems.flashinfer.schema import Definition
 from accelopt.problems.records import Problem
 
-if TYPE_CHECKING:  # records of the layers above: annotations only
+if TYPE_CHECKING:  # annotations only: no need to import profiling (slow) to write records
     from accelopt.backends.kernel import Kernel
     from accelopt.hardware.spec import HardwareSpec
     from accelopt.profiling.evaluation import Evaluation

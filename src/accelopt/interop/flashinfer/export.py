@@ -16,7 +16,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from accelopt.problems.flashinfer import traces
+import accelopt.interop.flashinfer.traces as traces
+from accelopt.interop.flashinfer.traces import AUTHOR, ExportRefused
 from accelopt.problems.flashinfer.imported import (
     DEFINITION_FILE,
     FORMAT,
@@ -24,10 +25,9 @@ from accelopt.problems.flashinfer.imported import (
     WORKLOADS_FILE,
 )
 from accelopt.problems.flashinfer.schema import Definition
-from accelopt.problems.flashinfer.traces import AUTHOR, ExportRefused
 from accelopt.problems.records import Problem
 
-if TYPE_CHECKING:  # records of the layers above: annotations only
+if TYPE_CHECKING:  # annotations only: no need to import profiling (slow) to write records
     from accelopt.backends.kernel import Kernel
     from accelopt.hardware.spec import HardwareSpec
     from accelopt.profiling.evaluation import Evaluation

@@ -1,0 +1,197 @@
+"""What the front ends (the command line, ``accelopt serve``, ``accelopt mcp``) show and look up
+alike: the JSON of a problem and of a run, the ceilings of a backend, a problem with its workload.
+
+This module sits below the front ends and above what it reads (problems, hardware, the store,
+search and reports), so that none of the front ends imports another: ``bench list/show --json``,
+``runs list/show --json``, the HTTP API and the MCP tools print the same objects from here.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from collections.abc import Callable
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from accelopt.errors import UserError
+from accelopt.hardware.cache import ensure_cpu_spec, load_cpu_spec
+from accelopt.hardware.roofline import roofline
+from accelopt.hardware.spec import HardwareSpec
+from accelopt.problems.loader import load_problem
+from accelopt.problems.records import Problem
+from accelopt.profiling.evaluation import Evaluation
+from accelopt.reports.run_report import lineage
+from accelopt.search.workloads import generalization, run_workloads
+from accelopt.store.records import RunRecord
+from accelopt.store.store import Store
+
+# --- problems -------------------------------------------------------------------------------------
+
+
+def problem_json(problem: Problem) -> dict[str, Any]:
+    """What ``bench list --json`` prints per problem."""
+    return {
+        "name": problem.name,
+        "origin": problem.origin,
+        "description": problem.description,
+        "params": list(problem.params),
+        "inputs": [{"name": t.name, "shape": list(t.shape)} for t in problem.inputs],
+        "outputs": [{"name": t.name, "shape": list(t.shape)} for t in problem.outputs],
+        "tolerance": problem.tolerance,
+        "workloads": {w.name: dict(w.sizes) for w in problem.workloads.values()},
+        "cost_notes": dict(problem.cost_notes),
+        "requires": list(problem.requires),
+    }
+
+
+def workload_costs(problem: Problem, hardware: HardwareSpec) -> list[dict[str, Any]]:
+    """Per workload: the cost model's terms and the roofline on ``hardware``."""
+    rows = []
+    for w in problem.workloads.values():
+        cost = problem.cost.evaluate(w.sizes)
+        roof = roofline(cost, hardware)
+        rows.append(
+            {
+                "workload": w.name,
+                "sizes": dict(w.sizes),
+                "matmul_flops": cost.matmul_flops,
+                "vector_flops": cost.vector_flops,
+                "bytes": cost.bytes,
+                "bound": roof.bound,
+                "peak_s": roof.peak_s,
+            }
+        )
+    return rows
+
+
+def problem_show_json(problem: Problem, hardware: HardwareSpec, backend: str) -> dict[str, Any]:
+    """What `bench show --json` prints (and the HTTP API's /v1/problems/NAME gives)."""
+    baseline = problem.kernel_path("baseline", backend)
+    return problem_json(problem) | {
+        "hardware": hardware.name,
+        "costs": workload_costs(problem, hardware),
+        "kernels": [k for k in ("baseline", "expert") if problem.kernel_path(k, backend).is_file()],
+        "baseline_source": baseline.read_text() if baseline.is_file() else "",
+    }
+
+
+# --- runs -----------------------------------------------------------------------------------------
+
+
+def _latency(evaluations: dict[str, Evaluation], kernel_hash: str) -> float | None:
+    e = evaluations.get(kernel_hash)
+    return e.latency_s if e is not None and e.passed else None
+
+
+def run_row(store: Store, run: RunRecord) -> dict[str, Any]:
+    """What ``runs list --json`` prints per run."""
+    evaluations = store.run_evaluations(run.id)
+    base, top = _latency(evaluations, run.baseline_hash), _latency(evaluations, run.best_hash)
+    best_eval = evaluations.get(run.best_hash)
+    usage = store.usage_by_agent(run.id)
+    return {
+        "run": run.id,
+        "problem": run.problem,
+        "workload": run.workload,
+        "workloads": list(run_workloads(run).tuned),
+        "held_out": list(run_workloads(run).held_out),
+        "strategy": run.strategy,
+        "status": run.status,
+        "created_at": run.created_at,
+        "baseline_latency_s": base,
+        "best_latency_s": top,
+        "best_pct_of_peak": best_eval.pct_of_peak if best_eval else None,
+        "speedup": base / top if base and top else None,
+        "cost_usd": sum(u.cost_usd or 0 for u in usage.values()),
+    }
+
+
+def run_show_json(store: Store, run: RunRecord) -> dict[str, Any]:
+    """What `runs show --json` prints (and the HTTP API's /v1/runs/ID gives)."""
+    kernels = {k.hash: k for k in store.kernels(run.id)}
+    evaluations = store.run_evaluations(run.id)
+    base = _latency(evaluations, run.baseline_hash)
+    payload = {
+        **run_row(store, run),
+        "backend": run.backend,
+        "hardware": run.hardware,
+        "config": run.config,
+        "iterations": [vars(i) | {"beam": list(i.beam)} for i in store.iterations(run.id)],
+        "lineage": [asdict(s) for s in lineage(kernels, evaluations, run.best_hash, base)],
+        "usage": store.usage(run.id),
+    }
+    found = generalization(store, run)
+    if found.workloads.several:
+        payload["generalization"] = found.as_json()
+    return payload
+
+
+# --- looking up what a request names --------------------------------------------------------------
+# The same lookups as the command line's (``cli.common``), with the same errors.
+
+HARDWARE_BACKENDS = ("cpu", "triton")  # backends with a device of their own (numpy runs on cpu's)
+MEASURING = "measuring this machine's ceilings once (accelopt hardware)"
+
+
+def unknown_backend(backend: str) -> str:
+    return (
+        f"unknown backend {backend!r}; the available backends are: {', '.join(HARDWARE_BACKENDS)}"
+    )
+
+
+def _to_stderr(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def hardware_for(backend: str, announce: Callable[[str], None] | None = _to_stderr) -> HardwareSpec:
+    """The ceilings kernels of ``backend`` are scored against: for cpu, this machine's, measured
+    once and cached; for triton, the GPU's (see ``hardware.gpu_spec``). ``announce`` is told
+    before the machine is measured (it takes a while); None: nothing is said."""
+    if backend == "triton":
+        from accelopt.hardware.gpu_spec import triton_spec
+
+        return triton_spec()
+    if backend != "cpu":
+        raise UserError(unknown_backend(backend))
+    spec = load_cpu_spec(measure_if_missing=False)
+    if spec is None:
+        if announce is not None:
+            announce(MEASURING)
+        spec = ensure_cpu_spec()  # measures, unless another process did meanwhile
+    return spec
+
+
+INSTALL_HINTS = {
+    "torch": "pip install 'accelopt[import]' (the CPU build of torch, and safetensors), or "
+    "pip install torch --index-url https://download.pytorch.org/whl/cpu",
+    "safetensors": "pip install 'accelopt[import]' or pip install safetensors",
+}
+
+
+def require_modules(problem: Problem) -> None:
+    """A UserError naming what to install when a module the problem's reference imports is
+    missing here (an imported PyTorch problem needs torch)."""
+    for module in problem.requires:
+        if importlib.util.find_spec(module) is None:
+            hint = INSTALL_HINTS.get(module, f"pip install {module}")
+            raise UserError(
+                f"problem {problem.name}'s reference needs the Python module {module!r}, which "
+                f"is not installed: {hint}"
+            )
+
+
+def problem_and_workload(
+    name: str, workload: str, workspace: Path | None = None, evaluating: bool = True
+) -> Problem:
+    """The named problem (the suite's or the workspace's) with ``workload``; a UserError when
+    the workload is unknown or, ``evaluating``, a module its reference needs is missing."""
+    problem = load_problem(name, workspace)
+    try:
+        problem.workload(workload)
+    except KeyError as exc:
+        raise UserError(str(exc.args[0])) from None
+    if evaluating:
+        require_modules(problem)
+    return problem
