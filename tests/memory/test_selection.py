@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from accelopt.memory.records import ExperienceKind
 from accelopt.memory.selection import Outcome, Pair, representative, select_pairs
 
 
@@ -135,3 +136,9 @@ def test_a_gain_within_the_noise_is_no_lesson() -> None:
     assert select_pairs([noisy_slow]) == []
     confirmed = Outcome("p", "a", "c", 1.0, 1 / 1.05, faster=True, slower=False)
     assert [p.kind for p in select_pairs([confirmed])] == ["positive"]
+
+
+def test_the_kind_of_a_pair_is_an_experience_kind() -> None:
+    pairs = select_pairs([out("p", "a", "c1", 0.5), out("q", "b", "c2", 2.0)])
+    assert [p.kind for p in pairs] == [ExperienceKind.POSITIVE, ExperienceKind.NEGATIVE]
+    assert all(type(p.kind) is ExperienceKind for p in pairs)

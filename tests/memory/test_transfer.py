@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from accelopt.errors import UserError
+from accelopt.memory.records import ExperienceKind
 from accelopt.memory.transfer import export_jsonl, import_jsonl
 from accelopt.store.store import Store
 
@@ -101,3 +102,20 @@ def test_unreadable_file(store: Store, tmp_path: Path) -> None:
         import_jsonl(store, tmp_path / "missing.jsonl")
     with pytest.raises(UserError, match="cannot write"):
         export_jsonl(store, tmp_path / "no-such-dir" / "out.jsonl")
+
+
+def test_the_kind_is_written_as_its_value_and_read_back_as_the_enum(
+    store: Store, tmp_path: Path
+) -> None:
+    _fill(store)
+    path = tmp_path / "memory.jsonl"
+    export_jsonl(store, path)
+    kinds = [json.loads(line)["kind"] for line in path.read_text().splitlines()]
+    assert kinds == ["positive", "negative"]
+    assert '"kind": "negative"' in path.read_text()
+    with Store.open(tmp_path / "other") as fresh:
+        import_jsonl(fresh, path)
+        assert [e.kind for e in fresh.experiences()] == [
+            ExperienceKind.POSITIVE, ExperienceKind.NEGATIVE
+        ]  # fmt: skip
+        assert all(type(e.kind) is ExperienceKind for e in fresh.experiences())

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from report_helpers import SPEC, assert_self_contained, call, make_fake_run, parse
 
+from accelopt.llm.client import Usage
 from accelopt.reports.compare import (
     compare_run,
     comparison_json,
@@ -37,8 +38,7 @@ def test_the_curve_adds_up_spend_and_follows_the_best(tmp_path):
     iterations = [IterationRecord(t, (), "", None, pct, 0.0, 0) for t, pct in
                   ((0, 0.1), (1, 0.2), (2, 0.2))]  # fmt: skip
     calls = [call(1, "planner", 0.5, sample=1000), call(2, "planner", 0.25, sample=2000)]
-    usage = {"planner": {"cost_usd": 0.75, "unknown_cost": 0, "tokens_in": 300,
-                         "tokens_out": 30}}  # fmt: skip
+    usage = {"planner": Usage(calls=2, tokens_in=300, tokens_out=30, cost_usd=0.75)}
     c = compare_run(run, [], {}, iterations, calls, usage)
     assert [(p.iteration, p.spent_usd, p.best_pct) for p in c.curve] == [
         (0, 0.0, 0.1), (1, 0.5, 0.2), (2, 0.75, 0.2)

@@ -12,6 +12,7 @@ from accelopt.search.workloads import (
     HELD_OUT,
     TUNED,
     RunWorkloads,
+    WorkloadRole,
     choose_workloads,
     group_figures,
     run_workloads,
@@ -76,3 +77,10 @@ def test_the_generalization_table_and_its_geomeans():
     assert only_c[1].speedup == pytest.approx(1.0) and only_c[1].workloads == 1
     missing = workload_figures(RunWorkloads(("a",), ("c",)), {}, baseline, {"a": best["a"]})
     assert missing[1].best_status == "" and group_figures(missing)[1].best_pct is None
+
+
+def test_a_role_is_a_workload_role_written_as_before():
+    figures = workload_figures(RunWorkloads(("a",), ("b",)), {}, {"a": ev("a", 2e-3)}, {})
+    assert [type(r.role) for r in figures] == [WorkloadRole, WorkloadRole]
+    assert [r.role for r in figures] == ["tuned", "held out"]
+    assert [g.role for g in group_figures(figures)] == [TUNED, HELD_OUT]

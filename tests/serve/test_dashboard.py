@@ -38,9 +38,9 @@ from report_helpers import SPEC, make_fake_run
 
 from accelopt.cli.runs import run_row
 from accelopt.cli.serve import dashboard_hint, dashboard_url
+from accelopt.formatting import percent, usd
 from accelopt.llm.scripted import RecordedRequest, Reply, ScriptedServer
 from accelopt.memory.records import Experience, Lesson
-from accelopt.reports.html import fmt_pct, fmt_usd
 from accelopt.reports.run_report import load_run, run_report
 from accelopt.serve.dashboard import live_figures, live_json, status_counts
 from accelopt.store.records import RunRecord
@@ -248,8 +248,8 @@ def test_chromium_shows_the_run_as_the_report_does(base: str, store: Store):
     assert 'data-state="ok"' in dom
     assert "<title>silu / small — run fakerun00001</title>" in dom
     assert 'data-status="finished">finished</dd>' in dom
-    assert f'<dd id="best-pct">{fmt_pct(report.best.pct)}</dd>' in dom  # type: ignore[union-attr]
-    assert f'<dd id="spent">{fmt_usd(report.cost.total_usd)} (+1 unpriced)</dd>' in dom
+    assert f'<dd id="best-pct">{percent(report.best.pct)}</dd>' in dom  # type: ignore[union-attr]
+    assert f'<dd id="spent">{usd(report.cost.total_usd)} (+1 unpriced)</dd>' in dom
     assert '<dd id="iteration" data-iteration="2">2 of 2</dd>' in dom
     assert '<dd id="evaluated" data-count="6">6</dd>' in dom
     assert '<tr data-hash="k4"><td><code>k4</code></td><td class="status">PASSED</td>' in dom
@@ -484,9 +484,9 @@ def test_chromium_follows_a_run_while_it_goes(cli_env: dict[str, str], tmp_path:
         (record,) = final.list_runs()
         report = run_report(load_run(final, record), None)
         beam = final.iterations(record.id)[-1].beam
-    assert after["best_pct"] == fmt_pct(report.best.pct)  # type: ignore[union-attr]
+    assert after["best_pct"] == percent(report.best.pct)  # type: ignore[union-attr]
     assert after["best_pct"] != before["best_pct"]
-    assert after["spent"] == fmt_usd(report.cost.total_usd) and report.cost.total_usd > 0
+    assert after["spent"] == usd(report.cost.total_usd) and report.cost.total_usd > 0
     assert after["lessons"] == [e.lesson.title for e in report.lessons]
     assert after["beam"] == list(beam)
     printed = serve_log.read_text()

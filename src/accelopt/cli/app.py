@@ -13,6 +13,7 @@ from typing import Annotated
 import typer
 from rich.markup import escape
 
+from accelopt import views
 from accelopt.backends.kernel import Kernel
 from accelopt.cli import (
     agent_server,
@@ -41,7 +42,7 @@ from accelopt.cli.output import (
 )
 from accelopt.errors import UserError
 from accelopt.problems.loader import UnknownProblemError
-from accelopt.profiling.profiler import make_profiler
+from accelopt.profiling.factory import make_profiler
 
 app = typer.Typer(
     help="accelopt: make compute kernels faster with LLM agents, measured against the roofline.",
@@ -82,7 +83,7 @@ def eval_command(
     json_path: JsonOption = None,
 ) -> None:
     """Check and time one kernel file against a problem's reference and roofline."""
-    prob = common.problem_and_workload(problem, workload, workspace)
+    prob = views.problem_and_workload(problem, workload, workspace)
     kernel = Kernel(common.read_kernel_file(kernel_file), backend, kernel_file.name)
     config = common.eval_config(check_only, seeds, min_calls, min_time, threads, workers=1)
     hardware = common.hardware_for(backend)

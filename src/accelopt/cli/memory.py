@@ -12,6 +12,7 @@ from rich.table import Table
 from accelopt.cli.optimize import WorkspaceOption, open_store
 from accelopt.cli.output import JsonOption, check_writable, console, shows_table, write_json
 from accelopt.errors import UserError, check_user_file
+from accelopt.formatting import speedup_x
 from accelopt.memory.transfer import export_jsonl, import_jsonl
 
 app = typer.Typer(help="The optimization memory: list, show, export, import.", no_args_is_help=True)
@@ -33,7 +34,7 @@ def list_command(
         for col in ("id", "kind", "speedup", "problem", "run", "title"):
             table.add_column(col)
         for e in items:
-            table.add_row(str(e.id), e.kind, f"{e.speedup:.2f}x", e.problem, e.run_id,
+            table.add_row(str(e.id), e.kind, speedup_x(e.speedup), e.problem, e.run_id,
                           e.lesson.title)  # fmt: skip
         console.print(table)
     write_json(json_path, [asdict(e) for e in items])
@@ -51,7 +52,7 @@ def show_command(
     if e is None:
         raise UserError(f"no lesson {experience_id} in this workspace: see `accelopt memory list`")
     if shows_table(json_path):
-        console.print(f"[bold]{e.lesson.title}[/bold] ({e.kind}, {e.speedup:.2f}x)")
+        console.print(f"[bold]{e.lesson.title}[/bold] ({e.kind}, {speedup_x(e.speedup)})")
         console.print(e.lesson.description, highlight=False)
         if e.lesson.before:
             console.print("[bold]before[/bold]\n" + e.lesson.before, highlight=False)

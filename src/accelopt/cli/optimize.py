@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Any
@@ -10,29 +11,31 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
+from accelopt import views
 from accelopt.backends.kernel import source_suffix
 from accelopt.cli import common
 from accelopt.cli.output import (
     JsonOption,
     console,
     err_console,
-    fmt_ms,
-    fmt_pct,
     generalization_table,
     shows_table,
     writable_option,
     write_json,
 )
 from accelopt.errors import UserError
+from accelopt.formatting import milliseconds, percent, speedup_x, usd_plain
 from accelopt.llm.budget import Budget
+from accelopt.llm.client import Usage
 from accelopt.llm.config import Config, load_config
 from accelopt.problems.loader import suite_names
 from accelopt.profiling.config import EvalConfig
-from accelopt.profiling.scoring import geometric_mean_pct
+from accelopt.profiling.parent.scoring import geometric_mean_pct
 from accelopt.search.config import SearchConfig
 from accelopt.search.run import (
     OptimizeResult,
     RunInputs,
+    RunSummary,
     execute_run,
     hardware_note,
     new_run,
@@ -174,7 +177,7 @@ def optimize_command(
                 iterations=iterations, fixer=fixer, memory=memory, per_plan=per_plan,
             )  # fmt: skip
             tuned = list(workload or ["cpu"])
-            chosen = [common.problem_and_workload(n, tuned[0], workspace) for n in names]
+            chosen = [views.problem_and_workload(n, tuned[0], workspace) for n in names]
             workloads = [choose_workloads(p, tuned, held_out or ()) for p in chosen]
             start = common.read_kernel_file(kernel) if kernel else None
             if start is not None and len(names) != 1:
@@ -194,7 +197,8 @@ def optimize_command(
         summaries = [_finish(store, r, out if len(names) <= 1 else None, show) for r in results]
         if show and len(results) > 1:
             console.print(suite_results_table(summaries))
-    write_json(json_path, summaries if len(summaries) > 1 else summaries[0])
+    payload = [s.as_json() for s in summaries]
+    write_json(json_path, payload if len(payload) > 1 else payload[0])
 
 
 def _inputs(
@@ -235,9 +239,9 @@ def _resumable(
     return run
 
 
-def _finish(store: Store, result: OptimizeResult, out: Path | None, show: bool) -> dict[str, Any]:
-    summary = run_summary(result)
-    summary["usage"] = store.usage(result.run.id)
+def _finish(store: Store, result: OptimizeResult, out: Path | None, show: bool) -> RunSummary:
+    """Write the best kernel, show the run's tables; its summary, with the usage of all its
+    sessions (the store's)."""
     target = (
         out
         or store.path.parent
@@ -246,69 +250,69 @@ def _finish(store: Store, result: OptimizeResult, out: Path | None, show: bool) 
     )
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text(result.best.kernel.source)
-    summary["best_kernel_path"] = str(target)
     found = generalization(store, result.run)
-    if found.workloads.several:
-        summary["generalization"] = found.as_json()
+    summary = replace(
+        run_summary(result),
+        usage=store.usage_by_agent(result.run.id),
+        best_kernel_path=str(target),
+        generalization=found if found.workloads.several else None,
+    )
     if show:
         console.print(result_table(summary))
         if found.workloads.several:
             console.print(generalization_table(found))
-        console.print(usage_table(summary["usage"]))
+        console.print(usage_table(summary.usage))
         console.print(f"best kernel written to {target}", highlight=False)
     return summary
 
 
-def result_table(summary: dict[str, Any]) -> Table:
-    tuned = summary.get("workloads") or [summary["workload"]]
-    shown = summary["workload"] if len(tuned) == 1 else f"geomean of {len(tuned)} workloads"
-    title = f"run {summary['run']}: {summary['problem']} / {shown} ({summary['status']})"
+def result_table(summary: RunSummary) -> Table:
+    tuned = summary.workloads or (summary.workload,)
+    shown = summary.workload if len(tuned) == 1 else f"geomean of {len(tuned)} workloads"
+    title = f"run {summary.run}: {summary.problem} / {shown} ({summary.status})"
     table = Table(title=title, title_justify="left")
     for col in ("kernel", "ms", "% of peak", "speedup"):
         table.add_column(col, justify="left" if col == "kernel" else "right")
-    b, t = summary["baseline"], summary["best"]
-    table.add_row("baseline", fmt_ms(b["latency_s"]), fmt_pct(b["pct_of_peak"]), "1.00x")
-    speedup = summary["speedup"]
+    b, t = summary.baseline, summary.best
+    table.add_row("baseline", milliseconds(b.latency_s), percent(b.pct_of_peak), "1.00x")
     table.add_row(
-        "best", fmt_ms(t["latency_s"]), fmt_pct(t["pct_of_peak"]),
-        f"{speedup:.2f}x" if speedup else "—",
-    )  # fmt: skip
+        "best", milliseconds(t.latency_s), percent(t.pct_of_peak), speedup_x(summary.speedup)
+    )
     return table
 
 
-def usage_table(usage: dict[str, dict[str, Any]]) -> Table:
+def usage_table(usage: Mapping[str, Usage]) -> Table:
     table = Table(title="LLM usage", title_justify="left")
     for col in ("agent", "calls", "failed", "replayed", "tokens in", "tokens out", "$"):
         table.add_column(col, justify="left" if col == "agent" else "right")
     for agent, u in usage.items():
-        unknown = f" (+{u['unknown_cost']} unknown)" if u.get("unknown_cost") else ""
+        unknown = f" (+{u.unknown_cost} unknown)" if u.unknown_cost else ""
         table.add_row(
-            agent, str(u["calls"]), str(u["failed"]), str(u["replayed"]), str(u["tokens_in"]),
-            str(u["tokens_out"]), f"{u['cost_usd'] or 0:.4f}{unknown}",
+            agent, str(u.calls), str(u.failed), str(u.replayed), str(u.tokens_in),
+            str(u.tokens_out), usd_plain(u.cost_usd) + unknown,
         )  # fmt: skip
     return table
 
 
-def suite_results_table(summaries: list[dict[str, Any]]) -> Table:
+def suite_results_table(summaries: Sequence[RunSummary]) -> Table:
     table = Table(title="suite results", title_justify="left")
     for col in ("problem", "status", "baseline %", "best %", "speedup", "$", "tokens"):
         table.add_column(col, justify="left" if col in {"problem", "status"} else "right")
     total_usd, total_tokens = 0.0, 0
     for s in summaries:
-        usd = sum((u["cost_usd"] or 0) for u in s["usage"].values())
-        tokens = sum(u["tokens_in"] + u["tokens_out"] for u in s["usage"].values())
+        usd = sum(u.cost_usd for u in s.usage.values())
+        tokens = sum(u.tokens_in + u.tokens_out for u in s.usage.values())
         total_usd, total_tokens = total_usd + usd, total_tokens + tokens
         table.add_row(
-            s["problem"], s["status"], fmt_pct(s["baseline"]["pct_of_peak"]),
-            fmt_pct(s["best"]["pct_of_peak"]),
-            f"{s['speedup']:.2f}x" if s["speedup"] else "—", f"{usd:.4f}", str(tokens),
+            s.problem, s.status, percent(s.baseline.pct_of_peak), percent(s.best.pct_of_peak),
+            speedup_x(s.speedup), usd_plain(usd), str(tokens),
         )  # fmt: skip
     table.add_section()
-    base = geometric_mean_pct([s["baseline"]["pct_of_peak"] for s in summaries])
-    top = geometric_mean_pct([s["best"]["pct_of_peak"] for s in summaries])
-    speed = geometric_mean_pct([s["speedup"] for s in summaries if s["speedup"]])
+    base = geometric_mean_pct([s.baseline.pct_of_peak for s in summaries])
+    top = geometric_mean_pct([s.best.pct_of_peak for s in summaries])
+    speed = geometric_mean_pct([s.speedup for s in summaries if s.speedup])
     table.add_row(
-        "geomean / total", "", fmt_pct(base), fmt_pct(top), f"{speed:.2f}x" if speed else "—",
-        f"{total_usd:.4f}", str(total_tokens), style="bold",
+        "geomean / total", "", percent(base), percent(top), speedup_x(speed),
+        usd_plain(total_usd), str(total_tokens), style="bold",
     )  # fmt: skip
     return table

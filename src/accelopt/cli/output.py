@@ -13,15 +13,17 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from accelopt import settings
 from accelopt.backends.status import Status
 from accelopt.errors import UserError
+from accelopt.formatting import milliseconds, percent, scientific, speedup_x
 from accelopt.problems.records import Problem
 from accelopt.profiling.evaluation import Evaluation
-from accelopt.profiling.scoring import geometric_mean_pct
+from accelopt.profiling.parent.scoring import geometric_mean_pct
 from accelopt.search.workloads import Generalization
 
 # Piped output (CI logs, files) gets a width that fits the tables instead of rich's default 80.
-_WIDTH = None if sys.stdout.isatty() or os.environ.get("COLUMNS") else 150
+_WIDTH = None if sys.stdout.isatty() or settings.columns_set() else 150
 console = Console(width=_WIDTH)
 err_console = Console(stderr=True, width=_WIDTH)
 
@@ -122,12 +124,10 @@ def shows_table(json_target: str | None) -> bool:
     return json_target != "-"
 
 
-def fmt_ms(seconds: float | None) -> str:
-    return "—" if seconds is None else f"{seconds * 1e3:.3f}"
-
-
-def fmt_pct(fraction: float | None) -> str:
-    return "—" if fraction is None else f"{fraction * 100:.1f}%"
+# The tables' figures, written as ``accelopt.formatting`` writes them: ms without the unit (the
+# column header has it), a fraction as a percentage to a tenth.
+fmt_ms = milliseconds
+fmt_pct = percent
 
 
 def status_text(status: Status) -> str:
@@ -158,7 +158,7 @@ def evaluations_table(evaluations: Sequence[Evaluation], title: str) -> Table:
             fmt_pct(e.pct_of_peak),
             e.bound,
             fmt_pct(e.noise),
-            "—" if e.max_rel_err is None else f"{e.max_rel_err:.1e}",
+            scientific(e.max_rel_err),
             e.error[:120],
         )
     return table
@@ -261,13 +261,13 @@ def generalization_table(g: Generalization) -> Table:
             best_ms = r.best_status or "not measured"
         table.add_row(
             r.workload, r.role, sizes, fmt_ms(r.baseline_latency_s), fmt_pct(r.baseline_pct),
-            best_ms, fmt_pct(r.best_pct), f"{r.speedup:.2f}x" if r.speedup else "—",
+            best_ms, fmt_pct(r.best_pct), speedup_x(r.speedup),
         )  # fmt: skip
     table.add_section()
     for group in g.groups:
         table.add_row(
             f"geomean ({group.workloads})", group.role, "", "", fmt_pct(group.baseline_pct), "",
-            fmt_pct(group.best_pct), f"{group.speedup:.2f}x" if group.speedup else "—",
+            fmt_pct(group.best_pct), speedup_x(group.speedup),
             style="bold",
         )  # fmt: skip
     return table

@@ -12,6 +12,7 @@ from typing import Annotated, Any
 
 import typer
 
+from accelopt import views
 from accelopt.agents.context import ProblemView, problem_view
 from accelopt.agents.executor import ExecutorInput, executor_messages
 from accelopt.agents.fixer import FixerInput, fixer_messages
@@ -29,8 +30,8 @@ from accelopt.memory.retrieval import retrieve
 from accelopt.problems.records import Problem
 from accelopt.profiling.config import EvalConfig
 from accelopt.profiling.evaluation import Evaluation
+from accelopt.profiling.factory import make_profiler
 from accelopt.profiling.profile import Profile, build_profile
-from accelopt.profiling.profiler import make_profiler
 from accelopt.search.loop import DRAFT_PLAN
 from accelopt.store.store import Store
 
@@ -132,7 +133,7 @@ def prompt_command(
     """Show the messages an agent would receive, without calling it."""
     if agent not in AGENTS:
         raise UserError(f"unknown agent {agent!r}; choose one of: {', '.join(AGENTS)}")
-    prob = common.problem_and_workload(problem, workload, workspace, evaluating=False)
+    prob = views.problem_and_workload(problem, workload, workspace, evaluating=False)
     path = prob.kernel_path("baseline", backend)
     baseline = path.read_text() if path.is_file() else ""  # none: the first kernel is drafted
     if plan is None:

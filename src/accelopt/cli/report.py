@@ -20,6 +20,7 @@ from accelopt.cli.output import (
     write_json,
 )
 from accelopt.errors import UserError
+from accelopt.formatting import usd_plain
 from accelopt.hardware.cache import load_cpu_spec
 from accelopt.reports.compare import (
     RunComparison,
@@ -96,7 +97,7 @@ def compare_table(comparisons: list[RunComparison]) -> Table:
         unknown = f" (+{c.unknown_cost_calls} unpriced)" if c.unknown_cost_calls else ""
         table.add_row(
             c.run, c.problem, c.strategy, models_text(c.models), str(c.iterations),
-            fmt_pct(c.baseline_pct), fmt_pct(c.best_pct), f"{c.cost_usd:.4f}{unknown}",
+            fmt_pct(c.baseline_pct), fmt_pct(c.best_pct), usd_plain(c.cost_usd) + unknown,
             f"{c.tokens:,}",
         )  # fmt: skip
     return table

@@ -20,7 +20,8 @@ from accelopt.errors import UserError
 from accelopt.problems.loader import UnknownProblemError, list_problems, load_problem
 from accelopt.problems.records import Problem
 from accelopt.profiling.config import EvalConfig
-from accelopt.profiling.profiler import Profiler, make_profiler
+from accelopt.profiling.factory import make_profiler
+from accelopt.profiling.profiler import Profiler
 from accelopt.store.store import Store
 
 TOKEN_NAME = "serve-token"

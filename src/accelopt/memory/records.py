@@ -1,8 +1,17 @@
-"""The ``Lesson`` record: what the summarizer learned from one slow→fast pair."""
+"""The ``Lesson`` record: what the summarizer learned from one slow→fast pair, and the
+``Experience`` the optimization memory keeps of it."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import StrEnum
+
+
+class ExperienceKind(StrEnum):
+    """Which way a lesson points (the store's ``experiences.kind`` holds the value)."""
+
+    POSITIVE = "positive"  # a child that beat its parent: do this
+    NEGATIVE = "negative"  # a child much slower than its parent, stored reversed: undo this
 
 
 @dataclass(frozen=True)
@@ -23,7 +32,7 @@ class Experience:
     """
 
     lesson: Lesson
-    kind: str  # "positive" | "negative"
+    kind: ExperienceKind
     speedup: float
     problem: str
     backend: str

@@ -21,8 +21,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-POSITIVE = "positive"
-NEGATIVE = "negative"
+from accelopt.memory.records import ExperienceKind
 
 
 @dataclass(frozen=True)
@@ -49,7 +48,7 @@ class Pair:
     slow_hash: str
     fast_hash: str
     speedup: float
-    kind: str  # "positive" | "negative"
+    kind: ExperienceKind
     parent_hash: str = ""  # where it was learned: (parent, plan)
     plan_title: str = ""
 
@@ -101,13 +100,13 @@ def select_pairs(
         (o for o in candidates if o.slower and _ratio(o) < max_negative),
         key=lambda o: _order(o, 1),
     )
-    chosen = [_pair(o, POSITIVE) for o in _unique(positives)][: slots // 2]
-    chosen += [_pair(o, NEGATIVE) for o in _unique(negatives)][: slots - len(chosen)]
+    chosen = [_pair(o, ExperienceKind.POSITIVE) for o in _unique(positives)][: slots // 2]
+    chosen += [_pair(o, ExperienceKind.NEGATIVE) for o in _unique(negatives)][: slots - len(chosen)]
     return chosen
 
 
-def _pair(o: Outcome, kind: str) -> Pair:
-    if kind == POSITIVE:
+def _pair(o: Outcome, kind: ExperienceKind) -> Pair:
+    if kind is ExperienceKind.POSITIVE:
         return Pair(o.parent_hash, o.child_hash, _ratio(o), kind, o.parent_hash, o.plan_title)
     return Pair(o.child_hash, o.parent_hash, 1.0 / _ratio(o), kind, o.parent_hash, o.plan_title)
 

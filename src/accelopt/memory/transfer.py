@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from accelopt.errors import UserError
-from accelopt.memory.records import Experience, Lesson
+from accelopt.memory.records import Experience, ExperienceKind, Lesson
 
-KINDS = ("positive", "negative")
+KINDS = tuple(ExperienceKind)
 _LESSON_FIELDS = ("title", "description", "before", "after")
 _REQUIRED_LESSON = ("title", "description")
 _TEXT_FIELDS = (
@@ -149,10 +149,10 @@ def _lesson(value: Any) -> Lesson:
     return Lesson(**fields)
 
 
-def _kind(value: Any) -> str:
+def _kind(value: Any) -> ExperienceKind:
     if value not in KINDS:
         raise ValueError(f"the field 'kind' must be 'positive' or 'negative', not {value!r}")
-    return value
+    return ExperienceKind(value)
 
 
 def _speedup(value: Any) -> float:

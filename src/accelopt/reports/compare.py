@@ -12,14 +12,20 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from accelopt.llm.client import Usage
 from accelopt.llm.records import LLMCall
 from accelopt.profiling.evaluation import Evaluation
 from accelopt.reports import plots
 from accelopt.reports.html import render, svg, write_page
-from accelopt.store.records import IterationRecord, KernelRecord, RunRecord
+from accelopt.search import samples
+from accelopt.store.records import (
+    IterationRecord,
+    KernelOrigin,
+    KernelRecord,
+    RunRecord,
+    RunStatus,
+)
 from accelopt.store.store import Store
-
-PLANNER_STRIDE = 1000  # a planner call's sample index is iteration × 1000 + n (search/loop.py)
 
 
 @dataclass(frozen=True)
@@ -37,7 +43,7 @@ class RunComparison:
     problem: str
     workload: str
     strategy: str
-    status: str
+    status: RunStatus
     models: dict[str, str]
     search: dict[str, Any]
     iterations: int  # the last iteration committed (0: only the baseline)
@@ -69,14 +75,14 @@ def spend_by_iteration(calls: Sequence[LLMCall]) -> dict[int, float]:
 
     Calls are stored in the order they were made and iterations run one after the other, so a
     call belongs to the iteration of the latest planner call before it; that call's sample
-    index says which (iteration × 1000 + n). Replayed calls cost 0, so a resumed run is not
-    counted twice (the iteration records' ``spent_usd`` restart from 0 on a resume).
+    index says which (``search.samples.decode``). Replayed calls cost 0, so a resumed run is
+    not counted twice (the iteration records' ``spent_usd`` restart from 0 on a resume).
     """
     spend: dict[int, float] = {}
     current = 0
     for call in calls:
         if call.agent == "planner":
-            current = call.sample_index // PLANNER_STRIDE
+            current, _ = samples.decode(call.sample_index)
         spend[current] = spend.get(current, 0.0) + (call.cost_usd or 0.0)
     return spend
 
@@ -99,10 +105,10 @@ def compare_run(
     evaluations: Mapping[str, Evaluation],
     iterations: Sequence[IterationRecord],
     calls: Sequence[LLMCall],
-    usage: Mapping[str, Mapping[str, Any]],
+    usage: Mapping[str, Usage],
 ) -> RunComparison:
-    """One run reduced to what the comparison shows (pure)."""
-    base = next((k.hash for k in kernels if k.origin == "baseline"), "")
+    """One run reduced to what the comparison shows (pure); ``usage``: ``Store.usage_by_agent``."""
+    base = next((k.hash for k in kernels if k.origin == KernelOrigin.BASELINE), "")
     base_eval, best_eval = evaluations.get(base), evaluations.get(run.best_hash)
     best_pct = best_eval.pct_of_peak if best_eval else None
     if best_pct is None and iterations:
@@ -118,9 +124,9 @@ def compare_run(
         iterations=iterations[-1].iteration if iterations else 0,
         baseline_pct=base_eval.pct_of_peak if base_eval else None,
         best_pct=best_pct,
-        cost_usd=sum(float(u["cost_usd"] or 0.0) for u in usage.values()),
-        unknown_cost_calls=sum(int(u["unknown_cost"]) for u in usage.values()),
-        tokens=sum(int(u["tokens_in"]) + int(u["tokens_out"]) for u in usage.values()),
+        cost_usd=sum(u.cost_usd for u in usage.values()),
+        unknown_cost_calls=sum(u.unknown_cost for u in usage.values()),
+        tokens=sum(u.tokens_in + u.tokens_out for u in usage.values()),
         curve=tuple(curve(iterations, calls)),
     )
 
@@ -132,7 +138,7 @@ def load_comparison(store: Store, run: RunRecord) -> RunComparison:
         store.run_evaluations(run.id),
         store.iterations(run.id),
         store.llm_calls(run.id),
-        store.usage(run.id),
+        store.usage_by_agent(run.id),
     )
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from accelopt.formatting import giga
 from accelopt.hardware.spec import HardwareSpec
 
 
@@ -16,9 +17,9 @@ class Ceiling:
 
 def ceilings(spec: HardwareSpec) -> tuple[Ceiling, ...]:
     figures = [
-        ("matmul rate", "matmul_rate", f"{spec.matmul_rate / 1e9:,.1f} GFLOP/s"),
-        ("vector rate", "vector_rate", f"{spec.vector_rate / 1e9:,.1f} GFLOP/s"),
-        ("bandwidth", "bandwidth", f"{spec.bandwidth / 1e9:,.1f} GB/s"),
+        ("matmul rate", "matmul_rate", giga(spec.matmul_rate, "FLOP/s")),
+        ("vector rate", "vector_rate", giga(spec.vector_rate, "FLOP/s")),
+        ("bandwidth", "bandwidth", giga(spec.bandwidth, "B/s")),
         ("cores", "cores", str(spec.cores)),
     ]
     if spec.llc_bytes:

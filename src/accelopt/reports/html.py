@@ -1,5 +1,6 @@
-"""Rendering the report pages: strict, auto-escaping Jinja2 templates under ``templates/`` with
-the number formats the pages share. Charts arrive as SVG text and are marked safe here only."""
+"""Rendering the report pages: strict, auto-escaping Jinja2 templates under ``templates/``, whose
+filters write figures as ``accelopt.formatting`` does. Charts arrive as SVG text and are marked
+safe here only."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from typing import Any
 import jinja2
 from markupsafe import Markup
 
-from accelopt import __version__
+from accelopt import __version__, formatting
 
 
 @dataclass(frozen=True)
@@ -38,37 +39,6 @@ def _diff_kind(line: str) -> str:
     return {"+": "add", "-": "del"}.get(line[:1], "ctx")
 
 
-# -- number formats ---------------------------------------------------------------------------
-
-
-def fmt_ms(seconds: float | None) -> str:
-    """A latency: in µs below 0.1 ms (the small workload), else in ms."""
-    if seconds is None:
-        return "—"
-    return f"{seconds * 1e6:.1f} µs" if seconds < 1e-4 else f"{seconds * 1e3:.3f} ms"
-
-
-def fmt_pct(fraction: float | None) -> str:
-    return "—" if fraction is None else f"{fraction * 100:.1f}%"
-
-
-def fmt_speedup(ratio: float | None) -> str:
-    return "—" if ratio is None else f"{ratio:.2f}×"
-
-
-def fmt_usd(usd: float | None) -> str:
-    return "unknown" if usd is None else f"${usd:.4f}"
-
-
-def fmt_rate(value: float | None, unit: str) -> str:
-    """A rate in giga-units (GFLOP/s, GB/s)."""
-    return "—" if value is None else f"{value / 1e9:,.1f} G{unit}"
-
-
-def fmt_int(value: int | float | None) -> str:
-    return "—" if value is None else f"{int(value):,}"
-
-
 _ENV = jinja2.Environment(
     loader=jinja2.PackageLoader("accelopt.reports", "templates"),
     undefined=jinja2.StrictUndefined,
@@ -77,7 +47,12 @@ _ENV = jinja2.Environment(
     lstrip_blocks=True,
 )
 _ENV.filters.update(
-    ms=fmt_ms, pct=fmt_pct, speedup=fmt_speedup, usd=fmt_usd, rate=fmt_rate, num=fmt_int
+    ms=formatting.latency,
+    pct=formatting.percent,
+    speedup=formatting.speedup,
+    usd=formatting.usd,
+    rate=formatting.giga,
+    num=formatting.integer,
 )
 
 

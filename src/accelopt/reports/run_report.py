@@ -12,14 +12,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from accelopt.hardware.roofline import Bound
 from accelopt.hardware.spec import HardwareSpec
+from accelopt.llm.client import Usage
 from accelopt.memory.records import Experience
 from accelopt.profiling.evaluation import Evaluation
 from accelopt.reports import plots
 from accelopt.reports.hardware import Ceiling, ceilings
 from accelopt.reports.html import DiffLine, render, svg, unified_diff, write_page
 from accelopt.search.workloads import Generalization, generalization
-from accelopt.store.records import IterationRecord, KernelRecord, RunRecord
+from accelopt.store.records import IterationRecord, KernelOrigin, KernelRecord, RunRecord
 from accelopt.store.store import Store
 
 ERROR_CHARS = 600  # an example error is clipped to this many characters
@@ -34,7 +36,7 @@ class RunData:
     evaluations: Mapping[str, Evaluation]  # kernel hash -> evaluation
     iterations: tuple[IterationRecord, ...]
     experiences: tuple[Experience, ...]
-    usage: Mapping[str, Mapping[str, Any]]  # Store.usage
+    usage: Mapping[str, Usage]  # Store.usage_by_agent
     generalization: Generalization | None = None  # per workload, when the run has several
 
 
@@ -45,7 +47,7 @@ def load_run(store: Store, run: RunRecord) -> RunData:
         evaluations=store.run_evaluations(run.id),
         iterations=tuple(store.iterations(run.id)),
         experiences=tuple(store.experiences(run_id=run.id)),
-        usage=store.usage(run.id),
+        usage=store.usage_by_agent(run.id),
         generalization=found if (found := generalization(store, run)).workloads.several else None,
     )
 
@@ -60,7 +62,7 @@ class KernelFigures:
     latency_s: float | None
     pct: float | None
     speedup: float | None  # over the baseline
-    bound: str
+    bound: Bound
     peak_s: float | None
 
 
@@ -68,7 +70,7 @@ class KernelFigures:
 class LineageStep:
     iteration: int
     hash: str
-    origin: str
+    origin: KernelOrigin
     plan: str
     steps: tuple[str, ...]
     latency_s: float | None
@@ -136,7 +138,7 @@ def run_report(data: RunData, hardware: HardwareSpec | None) -> RunReport:
     """The page's data model. ``hardware``: this machine's spec; its ceilings are shown only if
     it is the hardware the run was measured on (same key)."""
     run, kernels = data.run, {k.hash: k for k in data.kernels}
-    base_kernel = next((k for k in data.kernels if k.origin == "baseline"), None)
+    base_kernel = next((k for k in data.kernels if k.origin == KernelOrigin.BASELINE), None)
     base_eval = data.evaluations.get(base_kernel.hash) if base_kernel else None
     best_kernel = kernels.get(run.best_hash)
     baseline = _figures("baseline", base_eval, None)
@@ -250,34 +252,32 @@ def failures(
     ]  # fmt: skip
 
 
-def agent_usage(
-    usage: Mapping[str, Mapping[str, Any]], models: Mapping[str, str]
-) -> list[AgentUsage]:
+def agent_usage(usage: Mapping[str, Usage], models: Mapping[str, str]) -> list[AgentUsage]:
     return [
         AgentUsage(
             agent=agent,
             model=models.get(agent, ""),
-            calls=int(u["calls"]),
-            failed=int(u["failed"]),
-            replayed=int(u["replayed"]),
-            tokens_in=int(u["tokens_in"]),
-            tokens_out=int(u["tokens_out"]),
-            cost_usd=float(u["cost_usd"] or 0.0),
-            unknown_cost=int(u["unknown_cost"]),
+            calls=u.calls,
+            failed=u.failed,
+            replayed=u.replayed,
+            tokens_in=u.tokens_in,
+            tokens_out=u.tokens_out,
+            cost_usd=u.cost_usd,
+            unknown_cost=u.unknown_cost,
         )
         for agent, u in usage.items()
     ]
 
 
 def cost_summary(
-    usage: Mapping[str, Mapping[str, Any]],
+    usage: Mapping[str, Usage],
     baseline: KernelFigures | None,
     best: KernelFigures | None,
 ) -> CostSummary:
     """$ and tokens of the run, and $ per percentage point of peak gained over the baseline."""
-    total = sum(float(u["cost_usd"] or 0.0) for u in usage.values())
-    tokens = sum(int(u["tokens_in"]) + int(u["tokens_out"]) for u in usage.values())
-    unknown = sum(int(u["unknown_cost"]) for u in usage.values())
+    total = sum(u.cost_usd for u in usage.values())
+    tokens = sum(u.tokens_in + u.tokens_out for u in usage.values())
+    unknown = sum(u.unknown_cost for u in usage.values())
     gain = None
     if baseline and best and baseline.pct is not None and best.pct is not None:
         gain = (best.pct - baseline.pct) * 100

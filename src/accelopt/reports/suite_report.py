@@ -14,7 +14,7 @@ from pathlib import Path
 from accelopt.hardware.spec import HardwareSpec
 from accelopt.problems.records import Problem
 from accelopt.profiling.evaluation import Evaluation
-from accelopt.profiling.scoring import geometric_mean_pct
+from accelopt.profiling.parent.scoring import geometric_mean_pct
 from accelopt.reports import plots
 from accelopt.reports.hardware import Ceiling, ceilings
 from accelopt.reports.html import render, svg, write_page

@@ -32,15 +32,16 @@ from accelopt.backends.facts import BackendFacts
 from accelopt.backends.kernel import Kernel
 from accelopt.backends.status import Status
 from accelopt.hardware.spec import HardwareSpec
-from accelopt.llm.client import LLMClient
-from accelopt.memory.records import Experience
+from accelopt.llm.chat import ChatModel
+from accelopt.memory.records import Experience, ExperienceKind
 from accelopt.memory.retrieval import retrieve
-from accelopt.memory.selection import NEGATIVE, Outcome, Pair, select_pairs
+from accelopt.memory.selection import Outcome, Pair, select_pairs
 from accelopt.problems.records import Problem
 from accelopt.profiling.composite import combine, combine_ratios
 from accelopt.profiling.evaluation import Evaluation
 from accelopt.profiling.profile import Profile, build_profile
 from accelopt.profiling.profiler import Profiler
+from accelopt.search import samples
 from accelopt.search.config import SearchConfig
 from accelopt.search.history import plans_tried
 from accelopt.search.progress import Progress
@@ -54,7 +55,13 @@ from accelopt.search.selection import (
     next_beam,
     session_compare,
 )
-from accelopt.store.records import IterationRecord, KernelRecord, RunRecord
+from accelopt.store.records import (
+    IterationRecord,
+    KernelOrigin,
+    KernelRecord,
+    RunRecord,
+    RunStatus,
+)
 from accelopt.store.store import Store
 
 FIXABLE = {
@@ -66,13 +73,6 @@ PHASES = (
     "drafting", "planning", "writing", "evaluating", "fixing", "settling", "learning",
     "committing", "holding out",
 )  # fmt: skip
-# Every call site of a run has its own sample index, so that replay (keyed by prompt and sample
-# index) answers a call only from that same call of a killed session, never from a sibling that
-# happened to get the same prompt: planner t × SAMPLE_STRIDE + n (reports/compare.py decodes it),
-# executor t × SAMPLE_STRIDE² + slot (asked again: + REASK), fixer t × SAMPLE_STRIDE² + slot ×
-# SAMPLE_STRIDE + round, with slot = n × K + k.
-SAMPLE_STRIDE = 1000
-REASK = SAMPLE_STRIDE**2 // 2  # an executor asked again after a reply without code: + slot
 # Children re-timed beside their parent in one session, at most: each kernel of a session holds
 # its own rotation buffers (hundreds of MiB), so more are split into several sessions.
 SESSION_CHILDREN = 3
@@ -108,7 +108,7 @@ class Child:
 @dataclass
 class Optimizer:
     store: Store
-    client: LLMClient
+    client: ChatModel
     profiler: Profiler  # owns the evaluation cache (the store's)
     backend: Backend
     hardware: HardwareSpec
@@ -190,7 +190,12 @@ class Optimizer:
         await asyncio.gather(*jobs)
 
     async def admit(
-        self, source: str, parent: Candidate | None, plan: Plan | None, t: int, origin: str
+        self,
+        source: str,
+        parent: Candidate | None,
+        plan: Plan | None,
+        t: int,
+        origin: KernelOrigin,
     ) -> Candidate:
         """Record a new kernel in the run, then evaluate it (or reuse its evaluation)."""
         kernel = Kernel(source, self.backend.name, f"{origin}-{t}")
@@ -262,9 +267,10 @@ class Optimizer:
         tried: Sequence[TriedPlan],
         first: int = 0,
     ) -> list[Child]:
-        """``count`` plans for ``parent`` (planner calls ``first``, ``first + 1``, ...), each
-        call shown the titles already drafted in this chain (so that they differ; replay keeps
-        the chain deterministic); each plan's kernels are written as soon as it arrives."""
+        """``count`` plans for ``parent`` (planner calls ``first``, ``first + 1``, ...: each
+        call site has its own sample index, ``search.samples``), each call shown the titles
+        already drafted in this chain (so that they differ; replay keeps the chain
+        deterministic); each plan's kernels are written as soon as it arrives."""
         profile = await self.profile(parent)
         drafted: list[str] = []
         writing: list[asyncio.Future[Child]] = []
@@ -272,7 +278,7 @@ class Optimizer:
             given = PlannerInput(self.view, parent.kernel.source, profile, self.facts, lessons,
                                  tried=tuple(tried), drafted=tuple(drafted))  # fmt: skip
             self.phase("planning", t)
-            planned = await propose(self.client, given, sample_index=t * SAMPLE_STRIDE + n)
+            planned = await propose(self.client, given, sample_index=samples.planner(t, n))
             if planned.plan is None:
                 self.waste["planner failed"] += 1
                 continue
@@ -285,35 +291,35 @@ class Optimizer:
         job = ExecutorInput(self.view, parent.kernel.source, plan, self.facts)
         self.phase("writing", t)
         slots = [n * self.config.samples + k for k in range(self.config.samples)]
-        base = t * SAMPLE_STRIDE**2
-        written = await asyncio.gather(*(self.write_one(job, base + slot) for slot in slots))
+        written = await asyncio.gather(*(self.write_one(job, t, slot) for slot in slots))
         kernels = await asyncio.gather(
             *(
-                self.evaluate_with_fixes(r, parent, plan, t, base + slot * SAMPLE_STRIDE)
+                self.evaluate_with_fixes(r, parent, plan, t, slot)
                 for r, slot in zip(written, slots, strict=True)
             )
         )
         return Child(parent, plan, tuple(k for k in kernels if k is not None))
 
-    async def write_one(self, job: ExecutorInput, sample: int) -> KernelResult:
-        """One executor sample; a reply without a usable kernel is asked once more (paid and
-        counted, as the published system retries)."""
-        result = await execute(self.client, job, sample_index=sample)
+    async def write_one(self, job: ExecutorInput, t: int, slot: int) -> KernelResult:
+        """Kernel ``slot`` of iteration ``t``; a reply without a usable kernel is asked once
+        more (paid and counted, as the published system retries)."""
+        result = await execute(self.client, job, sample_index=samples.executor(t, slot))
         if result.source is None and result.call.ok:
             self.waste["executor asked again"] += 1
-            result = await execute(self.client, job, sample_index=sample + REASK)
+            again = samples.executor(t, slot, again=True)
+            result = await execute(self.client, job, sample_index=again)
         return result
 
     async def evaluate_with_fixes(
-        self, written: KernelResult, parent: Candidate | None, plan: Plan, t: int, sample: int,
+        self, written: KernelResult, parent: Candidate | None, plan: Plan, t: int, slot: int,
         rounds: int | None = None,
     ) -> Candidate | None:  # fmt: skip
-        """Admit the written kernel and repair it while it fails (``rounds``, default F); a
-        reply that still had no kernel goes to the fixer too. None when nothing usable came of
-        the sample. ``parent`` is None for a first kernel written from the reference."""
+        """Admit kernel ``slot`` as written and repair it while it fails (``rounds``, default
+        F); a reply that still had no kernel goes to the fixer too. None when nothing usable
+        came of the slot. ``parent`` is None for a first kernel written from the reference."""
         cand = None
         if written.source is not None:
-            cand = await self.admit(written.source, parent, plan, t, "executor")
+            cand = await self.admit(written.source, parent, plan, t, KernelOrigin.EXECUTOR)
         elif not written.call.ok:
             self.waste["executor failed"] += 1
             return None
@@ -322,10 +328,10 @@ class Optimizer:
                 break
             self.phase("fixing", t)
             given = self.fixer_input(cand, written, parent, plan)
-            repaired = await fix(self.client, given, sample_index=sample + round_)
+            repaired = await fix(self.client, given, sample_index=samples.fixer(t, slot, round_))
             if repaired.source is None:
                 break
-            cand = await self.admit(repaired.source, parent, plan, t, "fixer")
+            cand = await self.admit(repaired.source, parent, plan, t, KernelOrigin.FIXER)
         if cand is None:
             self.waste["executor no code"] += 1
         return cand
@@ -355,10 +361,8 @@ class Optimizer:
         rounds = max(self.config.fixer, DRAFT_FIX_ROUNDS)
         for slot in range(DRAFT_SAMPLES):
             self.phase("drafting", 0)
-            written = await self.write_one(job, slot)
-            cand = await self.evaluate_with_fixes(
-                written, None, DRAFT_PLAN, 0, slot * SAMPLE_STRIDE, rounds
-            )
+            written = await self.write_one(job, 0, slot)
+            cand = await self.evaluate_with_fixes(written, None, DRAFT_PLAN, 0, slot, rounds)
             if cand is not None and cand.evaluation.passed:
                 return cand
         return None
@@ -443,9 +447,9 @@ class Optimizer:
             self.view, slow.kernel.source, fast.kernel.source, pair.speedup, self.facts.language,
             plan_title=plan.title, plan_steps=plan.steps,
             slow_profile=await self.profile(slow), fast_profile=await self.profile(fast),
-            plan_made_slower=pair.kind == NEGATIVE,
+            plan_made_slower=pair.kind == ExperienceKind.NEGATIVE,
         )  # fmt: skip
-        result = await summarize(self.client, given, sample_index=t)
+        result = await summarize(self.client, given, sample_index=samples.summarizer(t))
         if result.lesson is None:
             self.waste["summarizer no lesson" if result.no_lesson else "summarizer failed"] += 1
             return
@@ -529,7 +533,7 @@ class Optimizer:
 
     async def optimize(
         self, baseline: Candidate, beam: list[Candidate], overall: Candidate, start: int
-    ) -> str:
+    ) -> RunStatus:
         """Iterations ``start..T`` from ``beam``, then the baseline and the best measured on the
         held-out workloads (no LLM call: also when the budget ran out); returns the run's final
         status."""
@@ -543,7 +547,7 @@ class Optimizer:
         finally:
             self._pool.shutdown(wait=False)
             self._local.shutdown(wait=False)
-        return "budget" if self.exhausted() else "finished"
+        return RunStatus.BUDGET if self.exhausted() else RunStatus.FINISHED
 
 
 def _outcome(child: Child, kid: Candidate, decided: dict[str, Comparison]) -> Outcome:

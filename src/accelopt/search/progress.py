@@ -9,6 +9,9 @@ from rich.console import Console
 from rich.live import Live
 from rich.text import Text
 
+from accelopt.backends.status import Status
+from accelopt.formatting import milliseconds, percent, usd
+
 
 @dataclass
 class Progress:
@@ -28,11 +31,13 @@ class Progress:
     _live: Live | None = None
 
     def render(self) -> Text:
-        best = "—" if self.best_latency_s is None else f"{self.best_latency_s * 1e3:.3f} ms"
-        pct = "—" if self.best_pct is None else f"{self.best_pct:.1%}"
-        failed = ", ".join(f"{s} {n}" for s, n in sorted(self.statuses.items()) if s != "PASSED")
+        best = milliseconds(self.best_latency_s, " ms")
+        pct = percent(self.best_pct)
+        failed = ", ".join(
+            f"{s} {n}" for s, n in sorted(self.statuses.items()) if s != Status.PASSED
+        )
         unknown = self.unknown_cost_calls
-        cost = f"${self.spent_usd:.4f}" + (f" (+{unknown} calls, price unknown)" if unknown else "")
+        cost = usd(self.spent_usd) + (f" (+{unknown} calls, price unknown)" if unknown else "")
         doing = f" | {self.phase}" if self.phase else ""
         return Text(
             f"{self.problem}: iteration {self.iteration}/{self.iterations}{doing} | best {best} "

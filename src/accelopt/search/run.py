@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -12,6 +13,7 @@ from rich.console import Console
 
 from accelopt.backends.base import get_backend
 from accelopt.errors import UserError
+from accelopt.hardware.roofline import Bound
 from accelopt.hardware.spec import HardwareSpec
 from accelopt.llm.budget import Budget
 from accelopt.llm.client import LLMClient, Usage
@@ -20,23 +22,23 @@ from accelopt.llm.preflight import check_endpoints
 from accelopt.problems.loader import load_problem
 from accelopt.problems.records import Problem
 from accelopt.profiling.config import EvalConfig
-from accelopt.profiling.profiler import make_profiler
+from accelopt.profiling.factory import make_profiler
 from accelopt.search.config import SearchConfig
 from accelopt.search.loop import DRAFT_SAMPLES, Optimizer, PhaseHook
 from accelopt.search.progress import Progress
 from accelopt.search.selection import Candidate
-from accelopt.search.workloads import RunWorkloads, run_workloads
-from accelopt.store.records import RunRecord
-from accelopt.store.store import Store
+from accelopt.search.workloads import Generalization, RunWorkloads, run_workloads
+from accelopt.store.records import KernelOrigin, RunRecord, RunStatus
+from accelopt.store.store import Store, usage_json
 
 
 @dataclass(frozen=True)
 class OptimizeResult:
     run: RunRecord
-    status: str
+    status: RunStatus
     baseline: Candidate
     best: Candidate
-    usage: dict[str, Usage]
+    usage: Mapping[str, Usage]  # this session's calls, per agent
 
 
 @dataclass(frozen=True)
@@ -198,7 +200,7 @@ async def _baseline(optimizer: Optimizer) -> Candidate:
     store, run = optimizer.store, optimizer.run
     source = starting_source(store, run, optimizer.problem, optimizer.backend.name)
     if source is not None:
-        return await optimizer.admit(source, None, None, 0, "baseline")
+        return await optimizer.admit(source, None, None, 0, KernelOrigin.BASELINE)
     drafted = await optimizer.draft()
     if drafted is None:
         raise UserError(
@@ -209,7 +211,7 @@ async def _baseline(optimizer: Optimizer) -> Candidate:
     return drafted
 
 
-async def _drive(optimizer: Optimizer, resume: bool) -> tuple[str, Candidate, Candidate]:
+async def _drive(optimizer: Optimizer, resume: bool) -> tuple[RunStatus, Candidate, Candidate]:
     store, run = optimizer.store, optimizer.run
     baseline = await _baseline(optimizer)
     store.update_run(run.id, baseline_hash=baseline.hash)
@@ -261,8 +263,8 @@ def execute_run(store: Store, run: RunRecord, inputs: RunInputs, resume: bool) -
     if inputs.check_llm:
         asyncio.run(check_endpoints(list(client.endpoints.values())))
     progress = Progress(run.problem, search.iterations, console=inputs.console)
-    store.update_run(run.id, status="running")
-    status = "failed"
+    store.update_run(run.id, status=RunStatus.RUNNING)
+    status = RunStatus.FAILED
     try:
         with make_profiler(
             inputs.profiler, hardware, inputs.eval_config, ray_address=inputs.ray_address,
@@ -275,36 +277,90 @@ def execute_run(store: Store, run: RunRecord, inputs: RunInputs, resume: bool) -
             progress.start()
             status, baseline, top = asyncio.run(_run_and_close(optimizer, resume))
     except KeyboardInterrupt:
-        status = "interrupted"
+        status = RunStatus.INTERRUPTED
         raise
     finally:
         progress.stop()
         store.update_run(run.id, status=status)
     final = store.get_run(run.id) or run
-    return OptimizeResult(final, status, baseline, top, client.usage)
+    usage = {agent: dataclasses.replace(u) for agent, u in client.usage.items()}  # a snapshot
+    return OptimizeResult(final, status, baseline, top, usage)
 
 
-async def _run_and_close(optimizer: Optimizer, resume: bool) -> tuple[str, Candidate, Candidate]:
+async def _run_and_close(
+    optimizer: Optimizer, resume: bool
+) -> tuple[RunStatus, Candidate, Candidate]:
     try:
         return await _drive(optimizer, resume)
     finally:
         await optimizer.client.aclose()
 
 
-def run_summary(result: OptimizeResult) -> dict[str, Any]:
-    """The numbers the CLI prints and writes as JSON."""
+@dataclass(frozen=True)
+class KernelSummary:
+    """The baseline or the best kernel of a ``RunSummary``."""
+
+    latency_s: float | None
+    pct_of_peak: float | None
+    hash: str
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    """The numbers the CLI prints of a run that ended, and writes as JSON (``as_json``)."""
+
+    run: str
+    problem: str
+    workload: str
+    workloads: tuple[str, ...]  # tuned on (the first is ``workload``)
+    held_out: tuple[str, ...]
+    status: RunStatus
+    baseline: KernelSummary
+    best: KernelSummary
+    speedup: float | None  # the baseline's latency over the best's
+    bound: Bound  # the best kernel's
+    usage: Mapping[str, Usage]  # per agent
+    best_kernel_path: str = ""  # where the best kernel was written ("": nowhere)
+    generalization: Generalization | None = None  # figures per workload, for a run on several
+
+    def as_json(self) -> dict[str, Any]:
+        """The JSON object: every field, the usage as its counts; the kernel path and the
+        generalization only when there are."""
+        data: dict[str, Any] = {
+            "run": self.run,
+            "problem": self.problem,
+            "workload": self.workload,
+            "workloads": list(self.workloads),
+            "held_out": list(self.held_out),
+            "status": self.status,
+            "baseline": dataclasses.asdict(self.baseline),
+            "best": dataclasses.asdict(self.best),
+            "speedup": self.speedup,
+            "bound": self.bound,
+            "usage": {agent: usage_json(u) for agent, u in self.usage.items()},
+        }
+        if self.best_kernel_path:
+            data["best_kernel_path"] = self.best_kernel_path
+        if self.generalization is not None:
+            data["generalization"] = self.generalization.as_json()
+        return data
+
+
+def run_summary(result: OptimizeResult) -> RunSummary:
+    """The summary of a run that ended, with this session's usage."""
     b, t = result.baseline.evaluation, result.best.evaluation
     speedup = (b.latency_s / t.latency_s) if b.latency_s and t.latency_s else None
-    return {
-        "run": result.run.id,
-        "problem": result.run.problem,
-        "workload": result.run.workload,
-        "workloads": list(run_workloads(result.run).tuned),
-        "held_out": list(run_workloads(result.run).held_out),
-        "status": result.status,
-        "baseline": {"latency_s": b.latency_s, "pct_of_peak": b.pct_of_peak, "hash": b.kernel_hash},
-        "best": {"latency_s": t.latency_s, "pct_of_peak": t.pct_of_peak, "hash": t.kernel_hash},
-        "speedup": speedup,
-        "bound": t.bound,
-        "usage": {agent: vars(u) for agent, u in result.usage.items()},
-    }
+    chosen = run_workloads(result.run)
+    return RunSummary(
+        run=result.run.id,
+        problem=result.run.problem,
+        workload=result.run.workload,
+        workloads=chosen.tuned,
+        held_out=chosen.held_out,
+        status=result.status,
+        baseline=KernelSummary(b.latency_s, b.pct_of_peak, b.kernel_hash),
+        best=KernelSummary(t.latency_s, t.pct_of_peak, t.kernel_hash),
+        speedup=speedup,
+        bound=t.bound,
+        usage=result.usage,
+    )

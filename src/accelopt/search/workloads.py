@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
+from enum import StrEnum
 
 from accelopt.errors import UserError
 from accelopt.problems.records import Problem
@@ -18,8 +19,16 @@ from accelopt.profiling.evaluation import Evaluation
 from accelopt.store.records import RunRecord
 from accelopt.store.store import Store
 
-TUNED = "tuned"
-HELD_OUT = "held out"
+
+class WorkloadRole(StrEnum):
+    """What a run does with one of its workloads."""
+
+    TUNED = "tuned"  # the score is the geometric mean over these; the agents see them
+    HELD_OUT = "held out"  # measured only at the end, on the baseline and the best kernel
+
+
+TUNED = WorkloadRole.TUNED
+HELD_OUT = WorkloadRole.HELD_OUT
 
 
 @dataclass(frozen=True)
@@ -41,7 +50,7 @@ class RunWorkloads:
         """Whether the run goes beyond one workload (a generalization table is worth showing)."""
         return len(self.tuned) > 1 or bool(self.held_out)
 
-    def role(self, workload: str) -> str:
+    def role(self, workload: str) -> WorkloadRole:
         return TUNED if workload in self.tuned else HELD_OUT
 
     def config(self) -> dict[str, list[str]]:
@@ -95,7 +104,7 @@ class WorkloadFigures:
     """One workload's row of the generalization table: baseline vs best."""
 
     workload: str
-    role: str  # TUNED | HELD_OUT
+    role: WorkloadRole
     sizes: Mapping[str, int]
     baseline_latency_s: float | None
     baseline_pct: float | None
@@ -113,7 +122,7 @@ class WorkloadFigures:
 class GroupFigures:
     """The geometric means over the tuned, or the held-out, workloads."""
 
-    role: str
+    role: WorkloadRole
     workloads: int
     baseline_pct: float | None
     best_pct: float | None

@@ -25,6 +25,7 @@ from accelopt.reports.run_report import (
     load_run,
     run_report,
 )
+from accelopt.store.records import RunStatus
 from accelopt.store.store import Store
 
 POLL_MS = 1500  # how often a page asks for new figures while its run goes
@@ -68,7 +69,7 @@ def live_figures(data: RunData) -> dict[str, Any]:
         "hardware": run.hardware,
         "strategy": run.strategy,
         "status": run.status,
-        "running": run.status == "running",
+        "running": run.status == RunStatus.RUNNING,
         "created_at": run.created_at,
         "updated_at": run.updated_at,
         "iteration": last.iteration if last else None,

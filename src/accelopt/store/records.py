@@ -3,7 +3,27 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any
+
+
+class RunStatus(StrEnum):
+    """Where a run stands (the ``runs.status`` column holds the value)."""
+
+    RUNNING = "running"  # a session is at work on it (or was killed before it could say)
+    FINISHED = "finished"  # every iteration ran
+    BUDGET = "budget"  # stopped when its budget ran out
+    FAILED = "failed"  # stopped by an error
+    INTERRUPTED = "interrupted"  # stopped by the user (Ctrl-C), or an agent session cut off
+
+
+class KernelOrigin(StrEnum):
+    """Who wrote a kernel of a run (the ``run_kernels.origin`` column holds the value)."""
+
+    BASELINE = "baseline"  # the run's first kernel: the problem's or the user's (--kernel)
+    EXECUTOR = "executor"  # written by the executor for a plan (or drafted from the reference)
+    FIXER = "fixer"  # a repair of a failed kernel
+    AGENT = "agent"  # written by an agent through ``accelopt mcp`` (its runs' strategy)
 
 
 @dataclass(frozen=True)
@@ -13,9 +33,9 @@ class RunRecord:
     workload: str
     backend: str
     hardware: str  # HardwareSpec.key()
-    strategy: str  # "beam" | "sampling"
+    strategy: str  # "beam" | "sampling" | "agent" (an ``accelopt mcp`` session)
     config: dict[str, Any]  # the search parameters and models, as JSON
-    status: str = "running"  # running | finished | budget | failed | interrupted
+    status: RunStatus = RunStatus.RUNNING
     baseline_hash: str = ""
     best_hash: str = ""
     created_at: str = ""
@@ -30,7 +50,7 @@ class KernelRecord:
     source: str
     backend: str
     iteration: int  # 0 for the baseline
-    origin: str  # "baseline" | "executor" | "fixer"
+    origin: KernelOrigin
     parent_hash: str = ""
     plan_title: str = ""
     plan_steps: tuple[str, ...] = ()

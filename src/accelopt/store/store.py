@@ -34,13 +34,20 @@ from typing import Any
 import pydantic_core
 from pydantic import BaseModel
 
+from accelopt.llm.client import Usage
 from accelopt.llm.records import LLMCall
-from accelopt.memory.records import Experience, Lesson
+from accelopt.memory.records import Experience, ExperienceKind, Lesson
 from accelopt.profiling.composite import combine
 from accelopt.profiling.config import harness_key
 from accelopt.profiling.evaluation import Evaluation
 from accelopt.store.errors import AmbiguousRunError, StoreError
-from accelopt.store.records import IterationRecord, KernelRecord, RunRecord
+from accelopt.store.records import (
+    IterationRecord,
+    KernelOrigin,
+    KernelRecord,
+    RunRecord,
+    RunStatus,
+)
 from accelopt.store.schema import connect
 from accelopt.store.search import fts_query
 
@@ -160,7 +167,7 @@ class Store:
         self,
         run_id: str,
         *,
-        status: str | None = None,
+        status: RunStatus | None = None,
         best_hash: str | None = None,
         baseline_hash: str | None = None,
     ) -> None:
@@ -249,7 +256,7 @@ class Store:
                 source=r["source"],
                 backend=r["backend"],
                 iteration=r["iteration"],
-                origin=r["origin"],
+                origin=KernelOrigin(r["origin"]),
                 parent_hash=r["parent_hash"],
                 plan_title=r["plan_title"],
                 plan_steps=tuple(json.loads(r["plan_steps"])),
@@ -431,10 +438,11 @@ class Store:
             ).fetchall()
         return [LLMCall.model_validate_json(r["data"]) for r in rows]
 
-    def usage(self, run_id: str) -> dict[str, dict[str, float | int | None]]:
-        """Per agent (in order of first call): ``calls``, ``failed``, ``replayed``, ``tokens_in``,
-        ``tokens_out``, ``cost_usd`` (the sum of the known costs; replays cost 0) and
-        ``unknown_cost`` (how many calls had no price). Counts as ``llm.client.Usage`` does."""
+    def usage_by_agent(self, run_id: str) -> dict[str, Usage]:
+        """The run's calls over all its sessions, per agent (in order of first call), counted as
+        ``llm.client.Usage`` counts a session's: calls, failed, replayed, tokens in and out,
+        ``cost_usd`` (the sum of the known costs; replays cost 0) and ``unknown_cost`` (how many
+        calls had no price)."""
         with self._read() as conn:
             rows = conn.execute(
                 "SELECT agent, count(*) AS calls, total(ok = 0) AS failed,"
@@ -445,17 +453,21 @@ class Store:
                 (run_id,),
             ).fetchall()
         return {
-            r["agent"]: {
-                "calls": int(r["calls"]),
-                "failed": int(r["failed"]),
-                "replayed": int(r["replayed"]),
-                "tokens_in": int(r["tokens_in"]),
-                "tokens_out": int(r["tokens_out"]),
-                "cost_usd": float(r["cost_usd"]),
-                "unknown_cost": int(r["unknown_cost"]),
-            }
+            r["agent"]: Usage(
+                calls=int(r["calls"]),
+                failed=int(r["failed"]),
+                replayed=int(r["replayed"]),
+                tokens_in=int(r["tokens_in"]),
+                tokens_out=int(r["tokens_out"]),
+                cost_usd=float(r["cost_usd"]),
+                unknown_cost=int(r["unknown_cost"]),
+            )
             for r in rows
         }
+
+    def usage(self, run_id: str) -> dict[str, dict[str, float | int]]:
+        """``usage_by_agent`` as JSON: each agent's ``Usage`` as a dict of its fields."""
+        return {agent: usage_json(u) for agent, u in self.usage_by_agent(run_id).items()}
 
     # -- iterations ---------------------------------------------------------------------------
 
@@ -711,6 +723,11 @@ class Spent:
     unknown_cost_calls: int
 
 
+def usage_json(usage: Usage) -> dict[str, float | int]:
+    """One agent's ``Usage`` as the CLI's and the API's JSON give it: its fields, in order."""
+    return dataclasses.asdict(usage)
+
+
 # -- rows to records ------------------------------------------------------------------------------
 
 
@@ -732,7 +749,7 @@ def _run(row: sqlite3.Row) -> RunRecord:
         hardware=row["hardware"],
         strategy=row["strategy"],
         config=json.loads(row["config"]),
-        status=row["status"],
+        status=RunStatus(row["status"]),
         baseline_hash=row["baseline_hash"],
         best_hash=row["best_hash"],
         created_at=row["created_at"],
@@ -762,7 +779,7 @@ def _experience(row: sqlite3.Row) -> Experience:
             before=row["before_src"],
             after=row["after_src"],
         ),
-        kind=row["kind"],
+        kind=ExperienceKind(row["kind"]),
         speedup=row["speedup"],
         problem=row["problem"],
         backend=row["backend"],
