@@ -40,7 +40,7 @@ def main() -> None:
     from accelopt.hardware.roofline import roofline
     from accelopt.problems.loader import list_problems, load_problem
     from accelopt.profiling.config import EvalConfig
-    from accelopt.profiling.service import Evaluator
+    from accelopt.profiling.parent.evaluator import Evaluator
 
     problems = [load_problem(n) for n in (args.problem or list_problems())]
     jobs = [

@@ -45,7 +45,7 @@ def main() -> None:
     from accelopt.hardware.measure import measure_cpu
     from accelopt.problems.loader import list_problems, load_problem
     from accelopt.profiling.config import EvalConfig
-    from accelopt.profiling.service import Evaluator
+    from accelopt.profiling.parent.evaluator import Evaluator
 
     hardware = measure_cpu()
     config = EvalConfig(workers=1)

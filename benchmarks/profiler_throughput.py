@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     from accelopt.backends.kernel import Kernel
     from accelopt.hardware.spec import HardwareSpec
     from accelopt.profiling.config import EvalConfig
-    from accelopt.profiling.profiler import CachedProfiler
+    from accelopt.profiling.parent.cache import CachedProfiler
 
 
 @dataclass
@@ -71,8 +71,9 @@ def kernels(count: int, first_tag: int) -> list[Kernel]:
 
 
 def make(kind: str, n: int, hardware: HardwareSpec, config: EvalConfig, actor_workers: int):
-    from accelopt.profiling.profiler import CachedProfiler, LocalRunner
-    from accelopt.profiling.ray_profiler import RayOptions, RayRunner
+    from accelopt.profiling.cluster.runner import RayOptions, RayRunner
+    from accelopt.profiling.parent.cache import CachedProfiler
+    from accelopt.profiling.parent.local import LocalRunner
 
     if kind == "local":
         config = config.model_copy(update={"workers": n})

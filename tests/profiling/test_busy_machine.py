@@ -17,17 +17,19 @@ from accelopt.hardware import devicelock
 from accelopt.hardware.load import CpuTimes
 from accelopt.problems import load_problem
 from accelopt.profiling.config import EvalConfig
-from accelopt.profiling.contention import (
+from accelopt.profiling.parent.deadlines import TIMING, CallClock, Deadlines
+from accelopt.profiling.parent.evaluator import Evaluator
+from accelopt.profiling.parent.pool import WorkerProcess
+from accelopt.profiling.worker.contention import (
     Contention,
     CpuSnapshot,
     contention,
     is_busy,
     snapshot,
 )
-from accelopt.profiling.pool import TIMING, CallClock, Deadlines, WorkerProcess
-from accelopt.profiling.run import _Precision
-from accelopt.profiling.service import Evaluator
-from accelopt.profiling.timing import ci_half_width, median_ci, median_ci_ranks, summarize
+from accelopt.profiling.worker.protocol import EvaluationAnswer
+from accelopt.profiling.worker.timed_loop import Precision
+from accelopt.profiling.worker.timing import ci_half_width, median_ci, median_ci_ranks, summarize
 
 DEADLINES = Deadlines(compile_s=150.0, call_s=3.0, reference_s=120.0, timing_floor_s=10.0)
 
@@ -73,7 +75,7 @@ def test_the_interval_is_unknown_below_six_samples_and_narrows_with_more():
 
 
 def test_precision_is_checked_at_intervals():
-    precise = _Precision(0.01)
+    precise = Precision(0.01)
     steady = [1e-3] * 40
     assert precise(steady, 0.0) is True
     assert precise(steady, 0.01) is False  # too soon after the last check
@@ -144,12 +146,16 @@ def test_a_worker_waiting_for_the_device_is_not_timed_out(accelopt_cache, hw):
     holder.start()
     held.wait(10)
     try:
-        result = worker.evaluate(request, deadlines)
+        answer = worker.evaluate(request, deadlines)
     finally:
         holder.join()
         worker.shutdown()
-    assert result["status"] is None, result
-    assert result["ci_low_s"] <= result["latency_s"] <= result["ci_high_s"]
+    assert isinstance(answer, EvaluationAnswer)
+    result = answer.result
+    assert result.status is None, result
+    assert result.ci_low_s is not None and result.ci_high_s is not None
+    assert result.latency_s is not None
+    assert result.ci_low_s <= result.latency_s <= result.ci_high_s
 
 
 @pytest.mark.timeout(120)

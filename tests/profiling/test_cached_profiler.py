@@ -16,7 +16,8 @@ from accelopt.hardware.spec import HardwareSpec
 from accelopt.problems import load_problem
 from accelopt.profiling.config import EvalConfig
 from accelopt.profiling.evaluation import Evaluation
-from accelopt.profiling.profiler import CachedProfiler, EvaluationCache, Job, Outcome
+from accelopt.profiling.parent.cache import CachedProfiler
+from accelopt.profiling.profiler import EvaluationCache, Job, Measured
 from accelopt.profiling.session import Retiming
 
 SILU = load_problem("silu")
@@ -64,7 +65,7 @@ class GatedRunner:
         self.gates[kernel_hash] = threading.Event()
         return self.gates[kernel_hash]
 
-    def run(self, jobs: Sequence[Job]) -> Iterator[Outcome]:
+    def run(self, jobs: Sequence[Job]) -> Iterator[Measured]:
         for i, job in enumerate(jobs):
             digest = job[0].hash
             with self._lock:
@@ -75,7 +76,7 @@ class GatedRunner:
                 assert self.gates[digest].wait(WAIT_S)
             if self.error is not None:
                 raise self.error
-            yield Outcome(i, fake_evaluation(job, self.hardware, seed))
+            yield Measured(i, fake_evaluation(job, self.hardware, seed))
 
     def retime(self, kernels: Sequence[Kernel], problem: object, workload: str) -> Retiming:
         raise AssertionError("not used here")

@@ -11,7 +11,7 @@ from accelopt.backends.status import Status
 from accelopt.hardware.spec import HardwareSpec
 from accelopt.problems import Problem, load_problem
 from accelopt.profiling.config import EvalConfig
-from accelopt.profiling.service import Evaluator
+from accelopt.profiling.parent.evaluator import Evaluator
 
 CONFIG = EvalConfig(seeds=3, check_only=True, call_timeout_floor_s=5.0, workers=2)
 

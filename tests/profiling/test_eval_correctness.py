@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from accelopt.profiling.correctness import check_outputs, modified_input, rel_l2_error
+from accelopt.profiling.worker.correctness import check_outputs, modified_input, rel_l2_error
 
 TOL = 2e-5
 

@@ -8,6 +8,8 @@ import json
 import os
 import signal
 import socket
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 
@@ -17,9 +19,10 @@ from accelopt.backends.kernel import Kernel
 from accelopt.backends.status import Status
 from accelopt.problems import load_problem
 from accelopt.profiling.config import EvalConfig
-from accelopt.profiling.pool import Deadlines, WorkerProcess, WorkerStartError, describe_exit
-from accelopt.profiling.protocol import MAX_MESSAGE_BYTES, Channel, ProtocolError
-from accelopt.profiling.service import Evaluator
+from accelopt.profiling.parent.deadlines import Deadlines
+from accelopt.profiling.parent.evaluator import Evaluator
+from accelopt.profiling.parent.pool import WorkerProcess, WorkerStartError, describe_exit
+from accelopt.profiling.worker.protocol import MAX_MESSAGE_BYTES, Channel, ProtocolError
 
 
 def test_describe_exit_by_signal():
@@ -121,6 +124,21 @@ def test_worker_starts_isolated_and_shuts_down_cleanly(accelopt_cache):
         worker.shutdown()
     assert worker.proc.returncode == 0
     assert not worker.scratch.exists()
+
+
+def test_the_worker_isolates_itself_while_it_has_one_thread():
+    """What ``python -m accelopt.profiling.worker`` imports before it isolates itself starts no
+    thread: the user-namespace fallback of the network isolation (for a user who may not make a
+    network namespace alone) fails in a process with more than one. NumPy starts threads."""
+    probe = (
+        "import sys, threading\n"
+        "import accelopt.profiling.worker.__main__\n"
+        "print(threading.active_count(), 'numpy' in sys.modules, 'pydantic' in sys.modules)"
+    )
+    shown = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert shown.stdout.split() == ["1", "False", "False"], shown.stderr
 
 
 @pytest.mark.timeout(60)

@@ -7,7 +7,7 @@ import pytest
 
 from accelopt.backends.status import Status
 from accelopt.profiling.config import EvalConfig
-from accelopt.profiling.scoring import verdict
+from accelopt.profiling.parent.scoring import verdict
 
 
 @pytest.mark.parametrize("status", [s for s in Status if s is not Status.PASSED])
@@ -79,7 +79,7 @@ def test_config_round_trips_through_a_request():
 
 
 def test_geometric_mean_pct():
-    from accelopt.profiling.scoring import geometric_mean_pct
+    from accelopt.profiling.parent.scoring import geometric_mean_pct
 
     assert geometric_mean_pct([]) is None
     assert geometric_mean_pct([0.5]) == pytest.approx(0.5)
@@ -88,7 +88,7 @@ def test_geometric_mean_pct():
 
 
 def test_beating_the_roofline_blames_the_ceiling_unless_no_time_passed():
-    from accelopt.profiling.scoring import blames_the_ceiling
+    from accelopt.profiling.parent.scoring import blames_the_ceiling
 
     judged = verdict(None, "", latency_s=1.0, peak_s=1.2)
     assert blames_the_ceiling(judged.status, judged.pct_of_peak)
@@ -103,6 +103,6 @@ def test_beating_the_roofline_blames_the_ceiling_unless_no_time_passed():
     [(Status.PASSED, 0.9), (Status.INCORRECT, None), (Status.SUSPICIOUS, float("inf"))],
 )
 def test_other_verdicts_do_not_blame_the_ceiling(status, pct):
-    from accelopt.profiling.scoring import blames_the_ceiling
+    from accelopt.profiling.parent.scoring import blames_the_ceiling
 
     assert not blames_the_ceiling(status, pct)

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from accelopt.profiling.timing import (
+from accelopt.profiling.worker.timing import (
     COLD_SPAN_BYTES,
     MAX_ROTATION_SETS,
     rotation_sets,

@@ -11,8 +11,8 @@ import pytest
 
 from accelopt.backends.device import HostDevice
 from accelopt.problems import load_problem
-from accelopt.profiling.pool import describe_death
-from accelopt.profiling.run import EvaluationRun, Failed
+from accelopt.profiling.parent.pool import describe_death
+from accelopt.profiling.worker.harness import EvaluationRun, Failed
 
 
 class NoGuards(HostDevice):

@@ -19,7 +19,7 @@ from accelopt.hardware.spec import HardwareSpec
 from accelopt.problems import Problem, load_problem
 from accelopt.profiling.config import EvalConfig
 from accelopt.profiling.evaluation import Evaluation
-from accelopt.profiling.service import Evaluator
+from accelopt.profiling.parent.evaluator import Evaluator
 
 CONFIG = EvalConfig(
     seeds=3,

@@ -19,8 +19,8 @@ from accelopt.hardware.spec import HardwareSpec
 from accelopt.problems import Problem, load_problem
 from accelopt.profiling.config import EvalConfig
 from accelopt.profiling.evaluation import Evaluation
-from accelopt.profiling.service import Evaluator
-from accelopt.profiling.timing import rotation_sets
+from accelopt.profiling.parent.evaluator import Evaluator
+from accelopt.profiling.worker.timing import rotation_sets
 
 CONFIG = EvalConfig(
     seeds=5,

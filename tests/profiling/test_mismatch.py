@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from accelopt.profiling.correctness import (
+from accelopt.profiling.worker.correctness import (
     MAX_LINE_CHARS,
     check_outputs,
     coordinates,

@@ -5,17 +5,16 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
+from specs import make_spec
 
 from accelopt.backends.status import Status
-from accelopt.hardware.spec import HardwareSpec
+from accelopt.hardware.roofline import Bound
 from accelopt.problems.records import Cost
 from accelopt.profiling.evaluation import Evaluation
 from accelopt.profiling.profile import Profile, build_profile, render_profile
 
 # Powers of two and halves: every rate and ratio below is exact in binary floating point.
-HW = HardwareSpec(
-    name="test", backend="cpu", matmul_rate=8e9, vector_rate=4e9, bandwidth=8e9, cores=2
-)
+HW = make_spec(matmul_rate=8e9, vector_rate=4e9, bandwidth=8e9)
 COST = Cost(matmul_flops=2e9, vector_flops=5e8, bytes=1e9)
 REMARKS = ("kernel.c:4:23: optimized: loop vectorized using 64 byte vectors  // for (...)",)
 
@@ -100,9 +99,7 @@ def test_a_suspicious_evaluation_keeps_its_measurements():
 
 
 def test_render_profile_formats_the_numbers():
-    hw = HardwareSpec(
-        name="cpu", backend="cpu", matmul_rate=531.8e9, vector_rate=521.8e9, bandwidth=49e9, cores=2
-    )
+    hw = make_spec(matmul_rate=531.8e9, vector_rate=521.8e9, bandwidth=49e9)
     m, n, k = 512, 1536, 640
     cost = Cost(matmul_flops=2 * m * n * k, vector_flops=0, bytes=4 * (m * k + k * n + m * n))
     peak = cost.matmul_flops / hw.matmul_rate
@@ -124,3 +121,12 @@ def test_profile_is_frozen():
     assert isinstance(profile, Profile)
     with pytest.raises(dataclasses.FrozenInstanceError):
         profile.status = "x"  # type: ignore[misc]
+
+
+def test_the_bound_and_the_terms_are_bound_members():
+    profile = build_profile(evaluation(), COST, HW, [])
+    assert profile.bound is Bound.MATMUL
+    assert list(profile.achieved) == [Bound.MATMUL, Bound.VECTOR, Bound.MEMORY]
+    assert all(type(term) is Bound for term in (*profile.utilization, *profile.ceilings))
+    text = render_profile(profile)
+    assert "matmul-bound" in text and "memory: achieved 2 GB/s of 8 GB/s (25.0 %)" in text

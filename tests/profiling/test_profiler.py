@@ -13,14 +13,9 @@ from accelopt.errors import UserError
 from accelopt.hardware.spec import HardwareSpec
 from accelopt.problems import load_problem
 from accelopt.profiling.config import EvalConfig
-from accelopt.profiling.profiler import (
-    CachedProfiler,
-    ClusterLostError,
-    Job,
-    Outcome,
-    evaluate_all,
-    make_profiler,
-)
+from accelopt.profiling.factory import make_profiler
+from accelopt.profiling.parent.cache import CachedProfiler
+from accelopt.profiling.profiler import ClusterLostError, Job, Measured, evaluate_all
 from accelopt.store.store import Store
 
 SILU = load_problem("silu")
@@ -41,14 +36,14 @@ class FakeRunner:
         self.lose_after: int | None = None
         self.closed = False
 
-    def run(self, jobs: Sequence[Job]) -> Iterator[Outcome]:
+    def run(self, jobs: Sequence[Job]) -> Iterator[Measured]:
         for n, i in enumerate(reversed(range(len(jobs)))):
             if self.lose_after is not None and n == self.lose_after:
                 raise ClusterLostError("lost the Ray cluster at here")
             self.seed += 1
             self.ran.append(jobs[i][0].name)
             evaluation = fake_evaluation(jobs[i], self.hardware, self.seed)
-            yield Outcome(i, evaluation, measured=i not in self.unmeasured)
+            yield Measured(i, evaluation, measured=i not in self.unmeasured)
 
     def close(self) -> None:
         self.closed = True

@@ -7,26 +7,24 @@ import itertools
 from collections.abc import Callable, Hashable
 
 import pytest
+from specs import make_spec
 
 from accelopt.backends.kernel import Kernel
 from accelopt.backends.status import Status
-from accelopt.hardware.spec import HardwareSpec
 from accelopt.problems import load_problem
-from accelopt.profiling.evaluation import Evaluation
-from accelopt.profiling.profiler import ClusterLostError, Job
-from accelopt.profiling.ray_profiler import (
+from accelopt.profiling.cluster.dispatcher import (
     ActorLost,
     Dispatcher,
     JobFailed,
     RetryPolicy,
-    _brief,
     service_failure,
 )
+from accelopt.profiling.cluster.fleet import _brief
+from accelopt.profiling.evaluation import Evaluation
+from accelopt.profiling.profiler import ClusterLostError, Job
 
 SILU = load_problem("silu")
-HW = HardwareSpec(
-    name="cpu:test", backend="cpu", matmul_rate=545e9, vector_rate=520e9, bandwidth=45e9, cores=2
-)
+HW = make_spec()
 POLICY = RetryPolicy(
     max_attempts=3, job_timeout_s=100.0, start_timeout_s=30.0, probe_every_s=5.0,
     lost_after_s=20.0, poll_s=0.0,

@@ -12,8 +12,8 @@ from accelopt.backends.kernel import Kernel
 from accelopt.backends.status import Status
 from accelopt.problems import load_problem
 from accelopt.profiling.config import HARNESS_VERSION, EvalConfig
-from accelopt.profiling.references import DiskCache, ReferenceStore, seed_pool
-from accelopt.profiling.service import Evaluator
+from accelopt.profiling.parent.evaluator import Evaluator
+from accelopt.profiling.worker.references import DiskCache, ReferenceStore, seed_pool
 
 
 def _prepared(value: float, n: int = 1000):

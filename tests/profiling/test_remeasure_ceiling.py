@@ -10,9 +10,9 @@ worker's result is a fixed one.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from typing import Any
 
 import pytest
+from specs import make_spec
 
 from accelopt.backends.kernel import Kernel
 from accelopt.backends.status import Status
@@ -20,28 +20,26 @@ from accelopt.hardware import cache as hw_cache
 from accelopt.hardware.spec import HardwareSpec
 from accelopt.problems import Problem, load_problem
 from accelopt.profiling.config import EvalConfig
-from accelopt.profiling.service import Evaluator
+from accelopt.profiling.parent.evaluator import Evaluator
+from accelopt.profiling.worker.protocol import EvaluationAnswer, KernelResult
 
 CONFIG = EvalConfig(seeds=1, seed=7, min_calls=5, min_time_s=0, workers=2)
 WORKLOAD = "cpu"  # milliseconds of work a call: the median is the kernel's, not the machine's noise
 BUSY_FACTOR = 3.0  # how far below the truth the cached ceiling is
 
 # What a worker reports for an honest silu [cpu] run: 58.7 MB in 3 ms (19.6 GB/s).
-HONEST_RAW: dict[str, Any] = {"latency_s": 3e-3, "calls": 5, "min_s": 3e-3}
+HONEST = EvaluationAnswer(result=KernelResult(latency_s=3e-3, calls=5, min_s=3e-3))
 HONEST_RATE = 8 * 2048 * 3584 / 3e-3
 
 
 def low_bandwidth(bandwidth: float) -> HardwareSpec:
     """Ceilings measured on a busy machine: the bandwidth too low; the FLOP rates high, so silu
     stays memory-bound."""
-    return HardwareSpec(
+    return make_spec(
         name="cpu:too-low",
-        backend="cpu",
         matmul_rate=1e15,
         vector_rate=1e15,
         bandwidth=bandwidth,
-        cores=2,
-        llc_bytes=32 << 20,
         provenance={"bandwidth": "measured: while the machine was busy"},
     )
 
@@ -89,9 +87,9 @@ def evaluator(reached: float) -> Iterator[Evaluator]:
 
 @pytest.fixture
 def stubbed(accelopt_cache) -> Iterator[Evaluator]:
-    """An evaluator whose pool answers HONEST_RAW without running anything."""
+    """An evaluator whose pool answers HONEST without running anything."""
     with Evaluator(low_bandwidth(HONEST_RATE / BUSY_FACTOR), CONFIG) as ev:
-        ev.pool.run = lambda request, deadlines, cap: dict(HONEST_RAW)  # type: ignore[method-assign]
+        ev.pool.run = lambda request, deadlines, cap: HONEST.model_copy(deep=True)  # type: ignore[method-assign]
         yield ev
 
 

@@ -18,12 +18,12 @@ from accelopt.backends.kernel import Kernel
 from accelopt.backends.numpy.backend import reference_kernel
 from accelopt.backends.status import Status
 from accelopt.errors import UserError
-from accelopt.hardware.spec import HardwareSpec
 from accelopt.problems import load_problem
+from accelopt.profiling.cluster.dispatcher import RetimeJob, failure_of
 from accelopt.profiling.config import EvalConfig
 from accelopt.profiling.evaluation import Evaluation
-from accelopt.profiling.profiler import CachedProfiler, make_profiler
-from accelopt.profiling.ray_profiler import RetimeJob, failure_of
+from accelopt.profiling.factory import make_profiler
+from accelopt.profiling.parent.cache import CachedProfiler
 from accelopt.profiling.session import (
     Retiming,
     ratio_estimate,
@@ -31,6 +31,7 @@ from accelopt.profiling.session import (
     round_order,
     round_ratios,
 )
+from accelopt.profiling.worker.protocol import RetimeRequest
 
 MATMUL = load_problem("matmul")
 VARIANTS = Path(__file__).parents[1] / "search" / "variants"
@@ -91,12 +92,12 @@ class RecordingCache:
 def local(accelopt_cache, hw) -> Iterator[tuple[CachedProfiler, RecordingCache, list[Any]]]:
     """The local profiler with a recording cache; its pool's requests are recorded too."""
     cache = RecordingCache()
-    requests: list[dict[str, Any]] = []
+    requests: list[Any] = []
     with make_profiler("local", hw, CONFIG, store=cache) as profiler:
         pool = profiler.runner.evaluator.pool  # type: ignore[attr-defined]
         run = pool.run
 
-        def recorded(request: dict[str, Any], *args: Any) -> dict[str, Any]:
+        def recorded(request: Any, *args: Any) -> Any:
             requests.append(request)
             return run(request, *args)
 
@@ -105,7 +106,7 @@ def local(accelopt_cache, hw) -> Iterator[tuple[CachedProfiler, RecordingCache, 
 
 
 @pytest.fixture(scope="module")
-def passing(local) -> tuple[Retiming, list[dict[str, Any]], set[int]]:
+def passing(local) -> tuple[Retiming, list[Any], set[int]]:
     profiler, cache, requests = local
     first = len(requests)
     kernels = [kernel(GOOD, "parent"), kernel(SAME, "same"), kernel(TWICE, "twice")]
@@ -151,7 +152,7 @@ def test_kernels_are_compared_with_the_first(passing):
 def test_one_worker_timed_them_all(passing):
     result, requests, workers = passing
     assert len(requests) == 1  # one request to the pool: one worker process took them all
-    assert requests[0]["type"] == "retime" and len(requests[0]["kernels"]) == 3
+    assert isinstance(requests[0], RetimeRequest) and len(requests[0].kernels) == 3
     assert result.worker_pid in workers
     # each kernel in its own executor process, closed with the session
     assert all(e.isolation is not None for e in result.evaluations)
@@ -246,12 +247,9 @@ def test_a_kernel_that_failed_has_no_ratio():
     assert lost_reference.ratios == (None, None)
 
 
-def test_a_session_the_service_lost_is_a_crash_for_every_kernel():
-    hardware = HardwareSpec(
-        name="cpu:test", backend="cpu", matmul_rate=1e11, vector_rate=1e11, bandwidth=1e10, cores=2
-    )
+def test_a_session_the_service_lost_is_a_crash_for_every_kernel(hw):
     job = RetimeJob((kernel(GOOD, "a"), kernel(SAME, "b")), MATMUL, "small")
-    answer = failure_of(job, "the job was lost 3 times", hardware, 2)
+    answer = failure_of(job, "the job was lost 3 times", hw, 2)
     assert isinstance(answer, Retiming)
     assert [e.status for e in answer.evaluations] == [Status.CRASH, Status.CRASH]
     assert all("lost 3 times" in e.error for e in answer.evaluations)

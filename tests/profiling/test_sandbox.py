@@ -31,7 +31,7 @@ def test_isolated_network_cannot_reach_the_hosts_loopback(unshare_permitted):
         port = server.getsockname()[1]
         probe = run_python(f"""
             import socket, sys
-            from accelopt.profiling import sandbox
+            from accelopt.profiling.worker import sandbox
             if not sandbox.isolate_network():
                 sys.exit(3)
             try:
@@ -60,7 +60,7 @@ def test_reachable_without_isolation():
 def test_memory_cap_bounds_new_mappings_and_is_lifted_after():
     probe = run_python("""
         import mmap, resource
-        from accelopt.profiling import sandbox
+        from accelopt.profiling.worker import sandbox
         before = resource.getrlimit(resource.RLIMIT_AS)
         with sandbox.memory_cap(64 << 20) as cap:
             assert cap >= 64 << 20
@@ -83,7 +83,7 @@ def test_memory_cap_bounds_new_mappings_and_is_lifted_after():
 def test_limit_process_disables_core_dumps_and_caps_files():
     probe = run_python("""
         import resource
-        from accelopt.profiling import sandbox
+        from accelopt.profiling.worker import sandbox
         sandbox.limit_process()
         assert resource.getrlimit(resource.RLIMIT_CORE) == (0, 0)
         soft, _ = resource.getrlimit(resource.RLIMIT_FSIZE)
@@ -94,7 +94,7 @@ def test_limit_process_disables_core_dumps_and_caps_files():
 
 
 def test_worker_env_keeps_what_tools_need_and_drops_secrets():
-    from accelopt.profiling.sandbox import worker_env
+    from accelopt.profiling.worker.sandbox import worker_env
 
     parent = {
         "PATH": "/usr/bin",
@@ -123,7 +123,7 @@ def test_a_worker_exits_when_its_parent_dies(tmp_path):
     sees its parent go and exits."""
     pid_file = tmp_path / "child.pid"
     child = (
-        "import time; from accelopt.profiling.sandbox import watch_parent; "
+        "import time; from accelopt.profiling.worker.sandbox import watch_parent; "
         f"open({str(pid_file)!r}, 'w').write(str(__import__('os').getpid())); "
         "watch_parent(0.1); time.sleep(60)"
     )

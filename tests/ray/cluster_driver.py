@@ -11,19 +11,23 @@ import json
 import os
 import signal
 import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parents[1] / "support"))  # run on its own: no conftest
+
+from specs import make_spec
 
 from accelopt.backends.kernel import Kernel
-from accelopt.hardware.spec import HardwareSpec
 from accelopt.problems import load_problem
+from accelopt.profiling.cluster.dispatcher import RetryPolicy
+from accelopt.profiling.cluster.runner import RayOptions, RayRunner
 from accelopt.profiling.config import EvalConfig
-from accelopt.profiling.profiler import CachedProfiler, ClusterLostError, make_profiler
-from accelopt.profiling.ray_profiler import RayOptions, RayRunner, RetryPolicy
+from accelopt.profiling.factory import make_profiler
+from accelopt.profiling.parent.cache import CachedProfiler
+from accelopt.profiling.profiler import ClusterLostError
 from accelopt.store.store import Store
 
-HW = HardwareSpec(
-    name="test-cpu", backend="cpu", matmul_rate=545e9, vector_rate=140e9, bandwidth=45e9,
-    cores=2, llc_bytes=32 << 20,
-)  # fmt: skip
+HW = make_spec()  # the hw fixture's ceilings
 CONFIG = EvalConfig(seeds=2, min_calls=10, min_time_s=0.2, call_timeout_floor_s=2.0)
 SILU = load_problem("silu")
 

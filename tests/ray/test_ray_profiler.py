@@ -10,9 +10,12 @@ import pytest
 from accelopt.backends.kernel import Kernel
 from accelopt.backends.status import Status
 from accelopt.problems import Problem, load_problem
+from accelopt.profiling.cluster.dispatcher import RetryPolicy
+from accelopt.profiling.cluster.runner import RayOptions, RayRunner
 from accelopt.profiling.config import EvalConfig
-from accelopt.profiling.profiler import CachedProfiler, evaluate_all, make_profiler
-from accelopt.profiling.ray_profiler import RayOptions, RayRunner, RetryPolicy
+from accelopt.profiling.factory import make_profiler
+from accelopt.profiling.parent.cache import CachedProfiler
+from accelopt.profiling.profiler import evaluate_all
 from accelopt.store.store import Store
 
 pytestmark = pytest.mark.ray

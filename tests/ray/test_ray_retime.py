@@ -10,7 +10,7 @@ from accelopt.backends.kernel import Kernel
 from accelopt.backends.status import Status
 from accelopt.problems import load_problem
 from accelopt.profiling.config import EvalConfig
-from accelopt.profiling.profiler import make_profiler
+from accelopt.profiling.factory import make_profiler
 
 pytestmark = pytest.mark.ray
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict
 
 from accelopt.backends.status import Status
-from accelopt.profiling.contention import is_busy
+from accelopt.hardware.roofline import Bound
+from accelopt.profiling.worker.contention import is_busy
 
 
 class Evaluation(BaseModel):
@@ -32,7 +33,7 @@ class Evaluation(BaseModel):
     load_steal: float | None = None  # share of CPU time the hypervisor stole while timed
     peak_s: float  # roofline time on this hardware
     pct_of_peak: float | None = None  # peak_s / latency_s, a fraction (1.0 = 100 %)
-    bound: str  # matmul | vector | memory
+    bound: Bound  # the roofline term that sets peak_s
     max_rel_err: float | None = None  # worst relative L2 error over seeds and outputs
     tolerance: float
     seeds: list[int] = []

@@ -9,35 +9,37 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from accelopt.formatting import giga_brief, latency_brief, percent
+from accelopt.hardware.roofline import Bound
 from accelopt.hardware.spec import HardwareSpec
 from accelopt.problems.records import Cost
 from accelopt.profiling.evaluation import Evaluation
 
-GIGA = 1e9
-UNITS = {"matmul": "GFLOP/s", "vector": "GFLOP/s", "memory": "GB/s"}
+UNITS = {Bound.MATMUL: "GFLOP/s", Bound.VECTOR: "GFLOP/s", Bound.MEMORY: "GB/s"}
 
 
 @dataclass(frozen=True)
 class Profile:
     """What was measured of one kernel, in the roofline's terms.
 
-    ``achieved`` holds the rate each cost term reached (FLOP/s for ``matmul`` and ``vector``,
-    bytes/s for ``memory``), ``ceilings`` the device's rate for the same term, ``utilization``
-    their ratio (1.0 = the ceiling). Terms the problem does not pay (zero cost) are left out.
-    Without a timing (a failure, or a check-only evaluation) the measured fields are None/empty.
+    ``achieved`` holds the rate each cost term (a ``Bound``) reached (FLOP/s for ``matmul`` and
+    ``vector``, bytes/s for ``memory``), ``ceilings`` the device's rate for the same term,
+    ``utilization`` their ratio (1.0 = the ceiling). Terms the problem does not pay (zero cost)
+    are left out. Without a timing (a failure, or a check-only evaluation) the measured fields
+    are None/empty.
     """
 
     latency_s: float | None
     pct_of_peak: float | None
-    bound: str | None
+    bound: Bound | None
     noise: float | None
     peak_s: float | None
-    achieved: dict[str, float] = field(default_factory=dict)
-    utilization: dict[str, float] = field(default_factory=dict)
+    achieved: dict[Bound, float] = field(default_factory=dict)
+    utilization: dict[Bound, float] = field(default_factory=dict)
     status: str = ""
     error: str = ""
     remarks: tuple[str, ...] = ()
-    ceilings: dict[str, float] = field(default_factory=dict)
+    ceilings: dict[Bound, float] = field(default_factory=dict)
 
     @property
     def timed(self) -> bool:
@@ -58,11 +60,15 @@ def build_profile(
     }
     if latency is None or latency <= 0:
         return Profile(latency_s=None, pct_of_peak=None, noise=None, **common)
-    work = {"matmul": cost.matmul_flops, "vector": cost.vector_flops, "memory": cost.bytes}
+    work = {
+        Bound.MATMUL: cost.matmul_flops,
+        Bound.VECTOR: cost.vector_flops,
+        Bound.MEMORY: cost.bytes,
+    }
     rates = {
-        "matmul": hardware.matmul_rate,
-        "vector": hardware.vector_rate,
-        "memory": hardware.bandwidth,
+        Bound.MATMUL: hardware.matmul_rate,
+        Bound.VECTOR: hardware.vector_rate,
+        Bound.MEMORY: hardware.bandwidth,
     }
     achieved = {term: amount / latency for term, amount in work.items() if amount > 0}
     return Profile(
@@ -76,18 +82,8 @@ def build_profile(
     )
 
 
-def _ms(seconds: float) -> str:
-    value = seconds * 1e3
-    return f"{value:.4g} ms" if value < 1000 else f"{value:,.0f} ms"
-
-
-def _rate(value: float) -> str:
-    scaled = value / GIGA
-    return f"{scaled:,.1f}" if scaled >= 10 else f"{scaled:.3g}"
-
-
 def _pct(fraction: float) -> str:
-    return f"{fraction * 100:.1f} %"
+    return percent(fraction, " %")
 
 
 def render_profile(profile: Profile) -> str:
@@ -99,14 +95,14 @@ def render_profile(profile: Profile) -> str:
     roofline = ""
     if profile.peak_s is not None:
         bound = f", {profile.bound}-bound" if profile.bound else ""
-        roofline = f"roofline {_ms(profile.peak_s)}{bound}"
+        roofline = f"roofline {latency_brief(profile.peak_s)}{bound}"
     if profile.latency_s is None:
         if profile.status == "PASSED":
             lines.append("latency: not timed (checked for correctness only)")
         if roofline:
             lines.append(roofline)
     else:
-        latency = f"latency: {_ms(profile.latency_s)} (median)"
+        latency = f"latency: {latency_brief(profile.latency_s)} (median)"
         if profile.noise is not None:
             latency += f", noise ±{_pct(profile.noise)} (IQR / median)"
         lines.append(latency)
@@ -117,10 +113,10 @@ def render_profile(profile: Profile) -> str:
         for term, rate in profile.achieved.items():
             unit = UNITS.get(term, "/s")
             ceiling = profile.ceilings.get(term)
-            of = f" of {_rate(ceiling)} {unit}" if ceiling else ""
+            of = f" of {giga_brief(ceiling)} {unit}" if ceiling else ""
             share = profile.utilization.get(term)
             pct = f" ({_pct(share)})" if share is not None else ""
-            lines.append(f"{term}: achieved {_rate(rate)} {unit}{of}{pct}")
+            lines.append(f"{term}: achieved {giga_brief(rate)} {unit}{of}{pct}")
     if profile.remarks:
         lines.append("compiler vectorization remarks:")
         lines += [f"  {remark}" for remark in profile.remarks]

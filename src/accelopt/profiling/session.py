@@ -12,8 +12,8 @@ process takes a core stalls most of a parallel kernel's calls by a scheduler tim
 slice is the one the machine left alone. The ratio reported is the median of those per-round
 ratios, with the 95 % interval of that median (``timing.ci_half_width``), relative to it.
 
-This module holds the record and the pure arithmetic; the worker's side is ``run.RetimeRun``, the
-parent's ``service.Evaluator.retime``.
+This module holds the record and the pure arithmetic; the worker's side is
+``worker/retime.RetimeRun``, the parent's ``parent/evaluator.Evaluator.retime``.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from accelopt.profiling.evaluation import Evaluation
-from accelopt.profiling.timing import ci_half_width
+from accelopt.profiling.worker.timing import ci_half_width
 
 MIN_ROUNDS = 8  # rounds a session times, at least (ci_half_width needs 6 ratios for an interval)
 MIN_SLICE_S = 0.02  # a kernel's slice of a round lasts at least this long (about ten batches)

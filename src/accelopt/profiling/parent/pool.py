@@ -15,16 +15,30 @@ import subprocess
 import sys
 import tempfile
 import threading
-import time
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from accelopt.backends.base import MEMORY_FAULTS
 from accelopt.backends.status import Status
-from accelopt.profiling.protocol import Channel, ProtocolError
-from accelopt.profiling.worker import LOG_NAME, read_log
+from accelopt.profiling.parent.deadlines import CallClock, Deadlines
+from accelopt.profiling.worker.protocol import (
+    Answer,
+    Channel,
+    EvaluateRequest,
+    EvaluationAnswer,
+    Hello,
+    KernelResult,
+    MalformedAnswerError,
+    Phase,
+    ProtocolError,
+    RetimeRequest,
+    SessionAnswer,
+    Shutdown,
+    parse_answer,
+)
+from accelopt.profiling.worker.serve import LOG_NAME, read_log
+
+Request = EvaluateRequest | RetimeRequest
 
 STARTUP_TIMEOUT_S = 60.0
 
@@ -37,61 +51,6 @@ _PHASES = {
     "lock": "waiting for the device",
     "verify": "checking the timed outputs",
 }
-TIMING = "timing"  # the detail of the timed calls' phase
-
-
-@dataclass(frozen=True)
-class Deadlines:
-    """Seconds each phase may take before the worker is killed (None: no limit).
-
-    A timed call's deadline follows the kernel's own slowest correctness call, as the parent saw
-    it (``timing_factor`` times it, at least ``timing_floor_s``); before any call has been seen,
-    ``call_s`` (scaled from the roofline) applies. In a re-timing session (one request, several
-    kernels checked one after another, then timed interleaved) it is the slowest correctness call
-    of any of its kernels: the ``CallClock`` spans the request.
-    """
-
-    compile_s: float
-    call_s: float
-    reference_s: float
-    start_s: float = 60.0
-    lock_s: float = 900.0
-    timing_factor: float = 50.0
-    timing_floor_s: float = 10.0
-
-    def for_phase(
-        self, phase: str, detail: str = "", slowest_call_s: float | None = None
-    ) -> float | None:
-        if phase == "call" and detail == TIMING and slowest_call_s is not None:
-            return max(self.timing_floor_s, self.timing_factor * slowest_call_s)
-        return {
-            "start": self.start_s,
-            "compile": self.compile_s,
-            "load": self.call_s,
-            "reference": self.reference_s,
-            "verify": self.reference_s,
-            "call": self.call_s,
-            # Others' timings hold it, each under its own deadline; a holder that never lets go
-            # (a process that inherited the lock) must not block every evaluation forever.
-            "lock": self.lock_s,
-        }.get(phase, self.start_s)
-
-
-class CallClock:
-    """The slowest correctness call of an evaluation, timed by the parent from the worker's phase
-    messages (a call lasts from its ``call`` message to the next message)."""
-
-    def __init__(self) -> None:
-        self.slowest_s: float | None = None
-        self._started: float | None = None
-
-    def saw(self, phase: str, detail: str, now: float | None = None) -> None:
-        now = time.monotonic() if now is None else now
-        if self._started is not None:
-            took = now - self._started
-            self.slowest_s = took if self.slowest_s is None else max(self.slowest_s, took)
-        checking = phase == "call" and detail != TIMING
-        self._started = now if checking else None
 
 
 class WorkerStartError(RuntimeError):
@@ -143,15 +102,16 @@ class WorkerProcess:
         self.evaluations = 0
         self.scratch = Path()  # known once the worker says hello
         hello = self._hello()
-        self.network_isolated = bool(hello.get("network_isolated"))
-        self.scratch = Path(str(hello.get("scratch", "")))
+        self.network_isolated = hello.network_isolated
+        self.scratch = Path(hello.scratch)
 
-    def _hello(self) -> dict[str, Any]:
+    def _hello(self) -> Hello:
         try:
-            hello = self.channel.recv(STARTUP_TIMEOUT_S)
-        except (EOFError, ProtocolError):
+            message = self.channel.recv(STARTUP_TIMEOUT_S)
+            hello = None if message is None else Hello.model_validate(message)
+        except (EOFError, ProtocolError, ValueError):  # pydantic's ValidationError is a ValueError
             hello = None
-        if hello is None or hello.get("type") != "hello":
+        if hello is None:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(self.proc.pid, signal.SIGKILL)
             self.proc.wait()
@@ -161,8 +121,9 @@ class WorkerProcess:
             raise WorkerStartError("a worker process failed to start: " + " | ".join(tail))
         return hello
 
-    def evaluate(self, request: dict[str, Any], deadlines: Deadlines) -> dict[str, Any]:
-        """Run one request; raises WorkerFailed (and leaves the worker dead) on crash or timeout."""
+    def evaluate(self, request: Request, deadlines: Deadlines) -> Answer:
+        """Run one request; raises WorkerFailed (and leaves the worker dead) on a crash, a timeout
+        or an answer that is not one to ``request``."""
         self.evaluations += 1
         phase, detail = "start", ""
         calls = CallClock()
@@ -173,15 +134,21 @@ class WorkerProcess:
                 message = self.channel.recv(limit)
                 if message is None:
                     raise WorkerFailed(Status.TIMEOUT, self._timeout_error(phase, detail, limit))
-                if message.get("type") == "result":
-                    return message
-                phase, detail = str(message.get("phase", phase)), str(message.get("detail", ""))
+                if message.get("type") != Phase.model_fields["type"].default:
+                    return parse_answer(request, message)
+                step = Phase.model_validate(message)
+                phase, detail = step.phase, step.detail
                 calls.saw(phase, detail)
-        except (EOFError, ProtocolError, OSError) as exc:
-            returncode = self._wait_exit()
-            where = _PHASES.get(phase, phase) + (f" ({detail})" if detail else "")
-            who = f"the worker {exc}" if returncode is None else describe_death(returncode, phase)
-            raise WorkerFailed(Status.CRASH, f"{who} during {where}") from None
+        except MalformedAnswerError as exc:  # it is alive, and not to be believed
+            raise WorkerFailed(Status.CRASH, str(exc)) from None
+        except (EOFError, ProtocolError, OSError, ValueError) as exc:
+            raise self._died(exc, phase, detail) from None
+
+    def _died(self, exc: Exception, phase: str, detail: str) -> WorkerFailed:
+        returncode = self._wait_exit()
+        where = _PHASES.get(phase, phase) + (f" ({detail})" if detail else "")
+        who = f"the worker {exc}" if returncode is None else describe_death(returncode, phase)
+        return WorkerFailed(Status.CRASH, f"{who} during {where}")
 
     def _timeout_error(self, phase: str, detail: str, limit: float | None) -> str:
         where = _PHASES.get(phase, phase) + (f" ({detail})" if detail else "")
@@ -207,7 +174,7 @@ class WorkerProcess:
 
     def shutdown(self) -> None:
         with contextlib.suppress(OSError):
-            self.channel.send({"type": "shutdown"})
+            self.channel.send(Shutdown())
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.proc.wait(timeout=5)
         self.kill()
@@ -255,29 +222,31 @@ class WorkerPool:
         else:
             worker.shutdown()
 
-    def run(self, request: dict[str, Any], deadlines: Deadlines, log_cap: int) -> dict[str, Any]:
+    def run(self, request: Request, deadlines: Deadlines, log_cap: int) -> Answer:
+        """The worker's answer to ``request``, each result stamped with whether the worker had
+        no network; a worker that failed (could not start, crashed, ran past a deadline, answered
+        nonsense) answers the failure for every kernel of the request."""
         with self._slots:
             try:
                 worker = self._checkout()
             except WorkerStartError as exc:
-                return {"status": str(Status.CRASH), "error": str(exc)}
+                return failed_answer(request, KernelResult(status=Status.CRASH, error=str(exc)))
             try:
-                result = worker.evaluate(request, deadlines)
+                answer = worker.evaluate(request, deadlines)
             except WorkerFailed as failure:
                 log = worker.log(log_cap)
                 worker.kill()
                 with self._lock:
                     self.replaced += 1
-                return {"status": str(failure.status), "error": failure.error, "log": log,
-                        "network_isolated": worker.network_isolated}  # fmt: skip
-            # A kernel that failed may have scribbled over the worker's memory: start afresh.
-            tainted = (
-                result.get("kernel_ran")
-                and result.get("status") is not None
-                and result.get("kernel_process") != "separate"
-            )
-            self._checkin(worker, keep=not tainted)
-            return {**result, "network_isolated": worker.network_isolated}
+                result = KernelResult(status=failure.status, error=failure.error, log=log)
+                answer = failed_answer(request, result)
+            else:
+                results = answer_results(answer)
+                # A kernel that failed may have scribbled over the worker's memory: start afresh.
+                self._checkin(worker, keep=not any(r.taints for r in results))
+            for result in answer_results(answer):
+                result.network_isolated = worker.network_isolated
+            return answer
 
     def close(self) -> None:
         with self._lock:
@@ -288,3 +257,17 @@ class WorkerPool:
                 idle.append(future.result())
         for worker in idle:
             worker.shutdown()
+
+
+def answer_results(answer: Answer) -> list[KernelResult]:
+    """Every kernel's result in an answer (one for an evaluation)."""
+    return [answer.result] if isinstance(answer, EvaluationAnswer) else answer.results
+
+
+def failed_answer(request: Request, failure: KernelResult) -> Answer:
+    """The answer to ``request`` when no worker gave one: ``failure`` for each of its kernels."""
+    if isinstance(request, EvaluateRequest):
+        return EvaluationAnswer(result=failure)
+    count = len(request.kernels)
+    results = [failure.model_copy() for _ in range(count)]
+    return SessionAnswer(results=results, rounds=0, round_s=[[] for _ in range(count)])

@@ -82,7 +82,7 @@ def protect_parent() -> None:
 
 
 _UNSHARE_PROBE = (
-    "import sys; from accelopt.profiling.sandbox import isolate_network; "
+    "import sys; from accelopt.profiling.worker.sandbox import isolate_network; "
     "sys.exit(0 if isolate_network() else 1)"
 )
 

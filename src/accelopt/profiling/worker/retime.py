@@ -1,0 +1,178 @@
+"""A re-timing session in the worker: several kernels checked one by one, then timed interleaved
+under one exclusive device lock (``session.py`` says why and how the rounds are read)."""
+
+from __future__ import annotations
+
+import os
+import traceback
+from contextlib import AbstractContextManager, ExitStack, nullcontext
+
+import numpy as np
+
+from accelopt.backends.status import Status
+from accelopt.hardware import devicelock
+from accelopt.profiling import session
+from accelopt.profiling.worker import contention, sandbox
+from accelopt.profiling.worker.harness import EvaluationRun, Ticker
+from accelopt.profiling.worker.protocol import Channel, RetimeRequest, SessionAnswer
+from accelopt.profiling.worker.timed_loop import TimedLoop
+from accelopt.profiling.worker.timing import ci_half_width
+
+
+class RetimeRun:
+    """A re-timing session in the worker (``session.py``).
+
+    Every kernel is built, loaded and checked by its own ``EvaluationRun``, on its own device
+    (the cpu backend: its own executor process) and its own rotation sets (each spanning the cold
+    span: a session holds a set per kernel). Then, under one exclusive device lock, their
+    ``TimedLoop``s run in rounds of slices, in ``session.round_order``, until every kernel has
+    min_calls and min_time_s and each ratio to the first kernel is known to ci_target (or each
+    kernel has been timed ci_time_cap_s), after ``min_rounds`` rounds at least; max_time_s of any
+    kernel ends it. Each kernel is then summarized and verified as an evaluation is. A kernel that
+    fails a step gets its failing result and drops out; the others go on.
+    """
+
+    def __init__(self, request: RetimeRequest, channel: Channel) -> None:
+        self.runs = [EvaluationRun(request.one(k), channel) for k in request.kernels]
+        self.config = self.runs[0].config
+        self.lock_path = self.runs[0].lock_path
+        self.min_rounds = request.min_rounds or session.MIN_ROUNDS
+        self.slice_s = session.slice_seconds(self.config.min_time_s, self.min_rounds)
+        self.tick = Ticker(self.runs[0].phase)
+        for run in self.runs:
+            run.tick = self.tick  # the parent hears of the timing as one phase
+        self.loops: dict[int, TimedLoop] = {}  # the kernels still in the session, by position
+        self.series: list[list[float | None]] = [[] for _ in self.runs]  # round medians
+        self.rounds = 0
+
+    def execute(self) -> SessionAnswer:
+        with ExitStack() as closing:
+            for run in self.runs:
+                closing.callback(run.close)
+            try:
+                self._prepare()
+                if self.loops:
+                    self._time()
+                self._verify()
+            except Exception as exc:  # a harness fault: every kernel not yet judged shares it
+                tail = traceback.format_exc(limit=3).strip().splitlines()[-1]
+                for run in self.runs:
+                    if not run.failed:
+                        run._note(status=Status.CRASH, error=f"harness error: {tail or exc}")
+        return self._result()
+
+    def _prepare(self) -> None:
+        for i, run in enumerate(self.runs):
+            with run.recording():
+                sets = run.prepare()
+                if sets is None:
+                    raise ValueError("a re-timing session times kernels: check_only is set")
+                self.loops[i] = TimedLoop(run, sets)
+
+    def _kernel_memory(self) -> AbstractContextManager[object]:
+        """One address-space cap while kernels that run in this process are timed; none where
+        each has a process of its own."""
+        if all(getattr(self.runs[i].device, "kernel_pids", ()) for i in self.loops):
+            return nullcontext()
+        return sandbox.memory_cap(self.config.memory_cap_bytes)
+
+    def _time(self) -> None:
+        first = self.runs[0]
+        first.phase("lock")
+        with devicelock.exclusive(self.lock_path):
+            first.phase("call", "timing")
+            devices = [self.runs[i].device for i in self.loops]
+            pids = tuple(pid for d in devices for pid in getattr(d, "kernel_pids", ()))
+            before = contention.snapshot(pids)
+            with self._kernel_memory():
+                self.tick.reset()
+                self._start_loops()
+                while self.loops and not self._done():
+                    self._round()
+            after = contention.snapshot(pids)
+        for i, loop in self.loops.items():
+            self.runs[i].result.time_s = loop.spent_s
+            self.runs[i]._record_contention(before, after)
+
+    def _start_loops(self) -> None:
+        """Warm every kernel up; then one batch size for all (the smallest any would take: a
+        batch of the slowest kernel lasts about BATCH_S, well within the timing deadline): what is
+        left of the round trip once the overhead is subtracted then weighs the same on each."""
+        for i in list(self.loops):
+            run = self.runs[i]
+            run.result.kernel_ran = True
+            with run.recording():
+                self.loops[i].start()
+            if run.failed:
+                del self.loops[i]
+        batch = min((loop.batch for loop in self.loops.values()), default=1)
+        for loop in self.loops.values():
+            loop.batch = loop.run.result.batch_calls = batch
+        self._share_overhead()
+
+    def _share_overhead(self) -> None:
+        """One round trip subtracted from every kernel's batches: the least any of their kernel
+        processes measured (each measures its own before its kernel is loaded, and the figures
+        differ by tens of microseconds, a tiny kernel's whole batch)."""
+        executors = [getattr(self.runs[i].device, "executor", None) for i in self.loops]
+        overheads = [getattr(e, "overhead_s", None) for e in executors]
+        known = [s for s in overheads if isinstance(s, float)]
+        if len(known) != len(executors) or not known:
+            return
+        for executor in executors:
+            executor.overhead_s = min(known)
+
+    def _round(self) -> None:
+        medians: dict[int, float] = {}
+        for i in session.round_order(self.rounds, len(self.runs)):
+            loop = self.loops.get(i)
+            if loop is None:
+                continue
+            run = self.runs[i]
+            with run.recording():
+                medians[i] = float(np.min(loop.run_slice(self.slice_s)))  # session.py
+            if run.failed:
+                del self.loops[i]
+                medians.pop(i, None)
+        for i, series in enumerate(self.series):
+            series.append(medians.get(i))
+        self.rounds += 1
+
+    def _done(self) -> bool:
+        cfg, loops = self.config, list(self.loops.values())
+        if max(loop.elapsed_s for loop in loops) >= cfg.max_time_s:
+            return True
+        if self.rounds < self.min_rounds:
+            return False
+        if any(loop.count < cfg.min_calls or loop.elapsed_s < cfg.min_time_s for loop in loops):
+            return False
+        if min(loop.elapsed_s for loop in loops) >= max(cfg.ci_time_cap_s, cfg.min_time_s):
+            return True
+        return all(ci <= cfg.ci_target for ci in self._intervals())
+
+    def _intervals(self) -> list[float]:
+        """What must be known to ci_target: each kernel's ratio to the first (with the first
+        gone, each kernel's own median)."""
+        if 0 not in self.loops:
+            return [ci_half_width(loop.samples) for loop in self.loops.values()]
+        first = self.series[0]
+        return [ci_half_width(session.round_ratios(first, self.series[i])) for i in self.loops if i]
+
+    def _verify(self) -> None:
+        for i, loop in self.loops.items():
+            run = self.runs[i]
+            with run.recording():
+                run.summarize(loop)
+                run.phase("lock")
+                with devicelock.shared(self.lock_path):
+                    run.verify_timed(loop)
+
+    def _result(self) -> SessionAnswer:
+        """Each kernel's result and the round medians (the pool decides from the results whether
+        kernel code failed in this process: the worker is then replaced)."""
+        return SessionAnswer(
+            results=[run.result for run in self.runs],
+            rounds=self.rounds,
+            round_s=self.series,
+            worker_pid=os.getpid(),
+        )

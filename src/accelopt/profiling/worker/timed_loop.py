@@ -1,0 +1,149 @@
+"""One kernel's timed calls in the worker (``TimedLoop``), and how a step fails (``Failed``)."""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from accelopt.backends.device import Buffer, CanarySet
+from accelopt.backends.status import Status
+from accelopt.profiling.worker.freshness import Audit, Freshness
+from accelopt.profiling.worker.timing import ci_half_width
+
+if TYPE_CHECKING:  # the run a loop times; harness.py imports this module
+    from accelopt.profiling.worker.harness import EvaluationRun
+
+BATCH_S = 0.002  # a batch of calls in another process lasts about this long...
+MAX_BATCH = 256  # ... and holds at most this many calls (executor.c)
+
+
+class Failed(Exception):
+    """A kernel failed a step: carries the status and a short reason."""
+
+    def __init__(self, status: Status, error: str) -> None:
+        super().__init__(error)
+        self.status = status
+        self.error = error
+
+
+RotationSets = list[tuple[tuple[Buffer, ...], list[Buffer]]]  # (inputs, outputs) per set
+
+
+class Precision:
+    """Whether the median of the timed calls is known to within ``target`` (its 95 % interval's
+    relative half-width); checked every CHECK_EVERY_S of timing, as sorting costs time."""
+
+    CHECK_EVERY_S = 0.05
+
+    def __init__(self, target: float) -> None:
+        self.target = target
+        self.next_check_s = 0.0
+
+    def __call__(self, samples: list[float], elapsed_s: float) -> bool:
+        if elapsed_s < self.next_check_s:
+            return False
+        self.next_check_s = elapsed_s + self.CHECK_EVERY_S
+        return ci_half_width(samples) <= self.target
+
+
+class TimedLoop:
+    """One kernel's timed calls: a short warm-up (``start``), then timed batches round the
+    rotation sets, run to the end at once (``run_to_end``: until min_calls and min_time are met and
+    the median is known to ci_target, or ci_time_cap_s passed) or in slices resumed later
+    (``run_slice``: a re-timing session interleaves several kernels' slices).
+
+    Before each call its set's inputs are perturbed (no call sees inputs seen before) and its
+    canaries armed; after each batch the canaries must be written, and a few calls chosen at
+    random are kept to be checked against the reference (``EvaluationRun.verify_timed``).
+    ``samples`` holds a sample per batch (seconds per call), ``count`` the timed calls.
+    """
+
+    def __init__(self, run: EvaluationRun, sets: RotationSets) -> None:
+        run.result.rotation_sets = len(sets)
+        assert run.loaded is not None
+        self.run, self.sets = run, sets
+        self.calls = [run.loaded.bind([*ins, *outs]) for ins, outs in sets]
+        rng = np.random.default_rng()  # nothing the kernel can know: not the problem's seeds
+        self.fresh = Freshness(run.device, [ins for ins, _ in sets], run.last_seed[0], rng)
+        self.audit = Audit(run.config.verify_calls, rng)
+        self.canaries: CanarySet | None = None
+        self.samples: list[float] = []
+        self.count = 0
+        self.elapsed_s = 0.0  # seconds of timed batches so far
+        self.spent_s = 0.0  # ... and of the warm-up and untimed calls
+        self.warm = 0
+        self.batch = 1
+        self._precise = Precision(run.config.ci_target)
+
+    def start(self) -> None:
+        """Arm the canaries and warm up: with the device lock held exclusive (and the kernel's
+        memory capped where it runs in this process)."""
+        run, n = self.run, len(self.calls)
+        began = time.perf_counter()
+        self.canaries = run.device.canaries([o for _, o in self.sets], run.seeds[0])
+        self.warm = run._warmup_count(n)
+        for i in range(self.warm):
+            self.calls[i % n]()
+            run.tick()
+        self.batch = run._batch_size(n)
+        run.result.batch_calls = self.batch
+        self.spent_s += time.perf_counter() - began
+
+    def run_to_end(self) -> None:
+        clock = time.perf_counter
+        begin = clock()
+        while not self._finished(self.elapsed_s + clock() - begin):
+            self._run_batch()
+        self.elapsed_s += clock() - begin
+        self.spent_s += clock() - begin
+
+    def run_slice(self, seconds: float) -> list[float]:
+        """An untimed call (the kernel's code and threads were idle while others ran), then timed
+        batches for ``seconds`` (one at least); this slice's samples."""
+        clock = time.perf_counter
+        began = clock()
+        self.calls[(self.warm + self.count) % len(self.calls)]()
+        first = len(self.samples)
+        begin = clock()
+        while True:
+            self._run_batch()
+            if clock() - begin >= seconds:
+                break
+        end = clock()
+        self.elapsed_s += end - begin
+        self.spent_s += end - began
+        return self.samples[first:]
+
+    def _finished(self, elapsed_s: float) -> bool:
+        cfg = self.run.config
+        enough = self.count >= cfg.min_calls and elapsed_s >= cfg.min_time_s
+        capped = elapsed_s >= max(cfg.ci_time_cap_s, cfg.min_time_s)
+        if enough and (capped or self._precise(self.samples, elapsed_s)):
+            return True
+        return bool(self.samples) and elapsed_s >= cfg.max_time_s
+
+    def _run_batch(self) -> None:
+        run, k, n = self.run, self.batch, len(self.calls)
+        assert self.canaries is not None
+        batch = [(self.warm + self.count + j) % n for j in range(k)]
+        for index in batch:
+            self.fresh.perturb(index)
+            self.canaries.arm(index)
+        self.samples.append(run.device.time_calls([self.calls[i] for i in batch]) / k)
+        self.count += k
+        if not self.canaries.written():
+            raise Failed(
+                Status.INCORRECT,
+                f"a timed call (of calls {self.count - k + 1}-{self.count}) left its output "
+                "unwritten: the kernel skips work when called again on buffers it has seen",
+            )
+        for index in self.audit.choose(self.count - k, batch):
+            ins, outs = self.sets[index]
+            self.audit.keep(
+                [run.device.to_host(b).copy() for b in ins],
+                [run.device.to_host(b).copy() for b in outs],
+                self.fresh.expected(index),
+            )
+        run.tick()
