@@ -156,6 +156,18 @@ def executor_input(hw) -> ExecutorInput:
     )
 
 
+def fixer_input(hw) -> FixerInput:
+    """A kernel that failed to compile, for the fixer."""
+    return FixerInput(
+        problem=problem_view(PROBLEM, "cpu"),
+        kernel_source="void kernel(const float *lhs, const float *rhs, float *out) { oops }",
+        status="COMPILE_ERROR",
+        error="kernel.c:1:62: error: 'oops' undeclared",
+        log="",
+        facts=CpuBackend().facts(hw),
+    )
+
+
 def test_executor_returns_the_kernel_from_the_code_block(chat, hw):
     chat.script("executor", Reply(f"Here it is:\n```c\n{NEW_KERNEL}\n```\n"))
     result = run(execute(chat, executor_input(hw), sample_index=1))
@@ -208,14 +220,7 @@ def test_executor_handles_a_huge_reply(chat, hw):
 
 def test_fixer_sees_the_failure_and_returns_a_repair(chat, hw):
     chat.script("fixer", Reply(f"```c\n{NEW_KERNEL}\n```"))
-    given = FixerInput(
-        problem=problem_view(PROBLEM, "cpu"),
-        kernel_source="void kernel(const float *lhs, const float *rhs, float *out) { oops }",
-        status="COMPILE_ERROR",
-        error="kernel.c:1:62: error: 'oops' undeclared",
-        log="",
-        facts=CpuBackend().facts(hw),
-    )
+    given = fixer_input(hw)
     result = run(fix(chat, given))
     assert result.source == NEW_KERNEL + "\n"
     prompt = chat.requests[0].messages[1]["content"]
@@ -297,14 +302,7 @@ def test_planner_and_executor_are_told_the_vector_isa_and_the_caches(chat, hw):
 def test_every_agent_over_http(hw):
     """The real path: LLMClient → openai → the scripted server. The agents get the same results,
     and the server the same requests, as the in-process model from the same script."""
-    fixer_given = FixerInput(
-        problem=problem_view(PROBLEM, "cpu"),
-        kernel_source="void kernel(const float *lhs, const float *rhs, float *out) { oops }",
-        status="COMPILE_ERROR",
-        error="kernel.c:1:62: error: 'oops' undeclared",
-        log="",
-        facts=CpuBackend().facts(hw),
-    )
+    fixer_given = fixer_input(hw)
     script = {
         "planner": (Reply("TITLE: Tile K\n1. Block K by 256.\n"),),
         "executor": (Reply.rate_limited(0), Reply(f"```c\n{NEW_KERNEL}\n```\n")),
