@@ -6,8 +6,9 @@ from __future__ import annotations
 
 from html.parser import HTMLParser
 
+from specs import make_spec
+
 from accelopt.backends.status import Status
-from accelopt.hardware.spec import HardwareSpec
 from accelopt.llm.records import LLMCall
 from accelopt.memory.records import Experience, Lesson
 from accelopt.profiling.config import EvalConfig
@@ -17,14 +18,11 @@ from accelopt.store.store import Store
 
 FAST_EVAL = EvalConfig(seeds=2, min_calls=5, min_time_s=0.02, workers=2)
 
-SPEC = HardwareSpec(
+SPEC = make_spec(
     name="cpu:report-test",
-    backend="cpu",
     matmul_rate=500e9,
     vector_rate=250e9,
     bandwidth=50e9,
-    cores=2,
-    llc_bytes=32 << 20,
     isa=("avx2", "fma"),
     provenance={"matmul_rate": "fma chains, 2026-01-01", "bandwidth": "triad, 2026-01-01"},
 )

@@ -29,6 +29,7 @@ from accelopt.backends.guards import describe, find_overruns
 from accelopt.backends.kernel import Kernel
 from accelopt.backends.status import Status
 from accelopt.hardware import devicelock
+from accelopt.problems.records import Problem
 from accelopt.problems.shipping import resolve_ref
 from accelopt.profiling.config import HARNESS_VERSION
 from accelopt.profiling.worker import contention, references, sandbox
@@ -75,10 +76,13 @@ class EvaluationRun:
     """One kernel's evaluation in the worker (see the module's docstring); ``result`` is what it
     found so far, sent to the parent as it is once ``execute`` returns."""
 
-    def __init__(self, request: EvaluateRequest, channel: Channel) -> None:
+    def __init__(
+        self, request: EvaluateRequest, channel: Channel, problem: Problem | None = None
+    ) -> None:
+        """``problem``: the request's, when the caller has loaded it already (a session)."""
         self.channel = channel
         self.config = request.config
-        self.problem = resolve_ref(request.problem)
+        self.problem = problem if problem is not None else resolve_ref(request.problem)
         self.workload = request.workload
         self.sizes = self.problem.workload(self.workload).sizes
         self.backend = get_backend(request.backend)

@@ -11,6 +11,7 @@ import numpy as np
 
 from accelopt.backends.status import Status
 from accelopt.hardware import devicelock
+from accelopt.problems.shipping import resolve_ref
 from accelopt.profiling import session
 from accelopt.profiling.worker import contention, sandbox
 from accelopt.profiling.worker.harness import EvaluationRun, Ticker
@@ -33,7 +34,8 @@ class RetimeRun:
     """
 
     def __init__(self, request: RetimeRequest, channel: Channel) -> None:
-        self.runs = [EvaluationRun(request.one(k), channel) for k in request.kernels]
+        problem = resolve_ref(request.problem)  # loaded once: every kernel's is the same
+        self.runs = [EvaluationRun(request.one(k), channel, problem) for k in request.kernels]
         self.config = self.runs[0].config
         self.lock_path = self.runs[0].lock_path
         self.min_rounds = request.min_rounds or session.MIN_ROUNDS
