@@ -9,14 +9,14 @@ from accelopt.errors import UserError
 from accelopt.problems import load_problem
 from accelopt.profiling.evaluation import Evaluation
 from accelopt.search.workloads import (
-    HELD_OUT,
-    TUNED,
     RunWorkloads,
-    WorkloadRole,
     choose_workloads,
     group_figures,
     run_workloads,
     workload_figures,
+)
+from accelopt.search.workloads import (
+    WorkloadRole as Role,
 )
 from accelopt.store.records import RunRecord
 
@@ -65,13 +65,13 @@ def test_the_generalization_table_and_its_geomeans():
             "d": ev("d", None, Status.INCORRECT)}  # fmt: skip
     rows = workload_figures(chosen, {"a": {"M": 1}}, baseline, best)
     assert [(r.workload, r.role) for r in rows] == [
-        ("a", TUNED), ("b", TUNED), ("c", HELD_OUT), ("d", HELD_OUT),
+        ("a", Role.TUNED), ("b", Role.TUNED), ("c", Role.HELD_OUT), ("d", Role.HELD_OUT),
     ]  # fmt: skip
     assert rows[0].sizes == {"M": 1} and rows[1].sizes == {}
     assert rows[0].speedup == pytest.approx(4.0) and rows[2].speedup == pytest.approx(1.0)
     assert rows[3].speedup is None and rows[3].best_status == "INCORRECT"
     tuned, held = group_figures(rows)
-    assert tuned.role == TUNED and tuned.speedup == pytest.approx(4.0)
+    assert tuned.role == Role.TUNED and tuned.speedup == pytest.approx(4.0)
     assert held.speedup is None  # a held-out workload the best kernel fails on: no mean
     only_c = group_figures(workload_figures(RunWorkloads(("a",), ("c",)), {}, baseline, best))
     assert only_c[1].speedup == pytest.approx(1.0) and only_c[1].workloads == 1
@@ -81,6 +81,6 @@ def test_the_generalization_table_and_its_geomeans():
 
 def test_a_role_is_a_workload_role_written_as_before():
     figures = workload_figures(RunWorkloads(("a",), ("b",)), {}, {"a": ev("a", 2e-3)}, {})
-    assert [type(r.role) for r in figures] == [WorkloadRole, WorkloadRole]
+    assert [type(r.role) for r in figures] == [Role, Role]
     assert [r.role for r in figures] == ["tuned", "held out"]
-    assert [g.role for g in group_figures(figures)] == [TUNED, HELD_OUT]
+    assert [g.role for g in group_figures(figures)] == [Role.TUNED, Role.HELD_OUT]

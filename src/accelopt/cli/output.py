@@ -126,8 +126,6 @@ def shows_table(json_target: str | None) -> bool:
 
 # The tables' figures, written as ``accelopt.formatting`` writes them: ms without the unit (the
 # column header has it), a fraction as a percentage to a tenth.
-fmt_ms = milliseconds
-fmt_pct = percent
 
 
 def status_text(status: Status) -> str:
@@ -152,12 +150,12 @@ def evaluations_table(evaluations: Sequence[Evaluation], title: str) -> Table:
         table.add_row(
             e.problem,
             status_text(e.status),
-            fmt_ms(e.latency_s),
-            fmt_pct(e.ci),
-            fmt_ms(e.peak_s),
-            fmt_pct(e.pct_of_peak),
+            milliseconds(e.latency_s),
+            percent(e.ci),
+            milliseconds(e.peak_s),
+            percent(e.pct_of_peak),
             e.bound,
-            fmt_pct(e.noise),
+            percent(e.noise),
             scientific(e.max_rel_err),
             e.error[:120],
         )
@@ -178,13 +176,13 @@ def timing_warnings(evaluations: Sequence[Evaluation]) -> list[str]:
         why = []
         if e.loaded:
             why.append(
-                f"other work used {fmt_pct(e.load_others)} of the CPUs"
-                + (f", steal {fmt_pct(e.load_steal)}" if (e.load_steal or 0) > 0.005 else "")
+                f"other work used {percent(e.load_others)} of the CPUs"
+                + (f", steal {percent(e.load_steal)}" if (e.load_steal or 0) > 0.005 else "")
             )
         if (e.noise or 0.0) > NOISY:
-            why.append(f"noise (IQR/median) {fmt_pct(e.noise)}")
+            why.append(f"noise (IQR/median) {percent(e.noise)}")
         if (e.ci or 0.0) > IMPRECISE:
-            why.append(f"median known to ±{fmt_pct(e.ci)}")
+            why.append(f"median known to ±{percent(e.ci)}")
         if why:
             lines.append(f"{e.problem} / {e.kernel}: {'; '.join(why)}")
     if lines:
@@ -216,7 +214,7 @@ def _cell(e: Evaluation | None) -> tuple[str, str]:
         return "", ""
     if e.status is not Status.PASSED:
         return status_text(e.status), "—"
-    return fmt_ms(e.latency_s) if e.latency_s is not None else "ok", fmt_pct(e.pct_of_peak)
+    return milliseconds(e.latency_s) if e.latency_s is not None else "ok", percent(e.pct_of_peak)
 
 
 def suite_table(
@@ -233,7 +231,7 @@ def suite_table(
         table.add_column(f"{kind} %", justify="right")
     for p in problems:
         first = next((e for e in evaluations if e.problem == p.name), None)
-        row = [p.name, first.bound if first else "", fmt_ms(first.peak_s) if first else ""]
+        row = [p.name, first.bound if first else "", milliseconds(first.peak_s) if first else ""]
         for kind in kinds:
             row.extend(_cell(by_key.get((p.name, kind))))
         table.add_row(*row)
@@ -241,7 +239,7 @@ def suite_table(
     for kind in kinds:
         passed = [e.pct_of_peak for e in evaluations if e.kernel == kind and e.passed]
         mean = geometric_mean_pct([f for f in passed if f is not None])
-        means.extend(["", f"{fmt_pct(mean)} ({len(passed)})" if mean is not None else "—"])
+        means.extend(["", f"{percent(mean)} ({len(passed)})" if mean is not None else "—"])
     table.add_section()
     table.add_row(*means, style="bold")
     return table
@@ -256,18 +254,18 @@ def generalization_table(g: Generalization) -> Table:
         table.add_column(col, justify="left" if col in {"workload", "role", "sizes"} else "right")
     for r in g.rows:
         sizes = ", ".join(f"{k}={v}" for k, v in r.sizes.items())
-        best_ms = fmt_ms(r.best_latency_s)
+        best_ms = milliseconds(r.best_latency_s)
         if r.best_latency_s is None:
             best_ms = r.best_status or "not measured"
         table.add_row(
-            r.workload, r.role, sizes, fmt_ms(r.baseline_latency_s), fmt_pct(r.baseline_pct),
-            best_ms, fmt_pct(r.best_pct), speedup_x(r.speedup),
+            r.workload, r.role, sizes, milliseconds(r.baseline_latency_s), percent(r.baseline_pct),
+            best_ms, percent(r.best_pct), speedup_x(r.speedup),
         )  # fmt: skip
     table.add_section()
     for group in g.groups:
         table.add_row(
-            f"geomean ({group.workloads})", group.role, "", "", fmt_pct(group.baseline_pct), "",
-            fmt_pct(group.best_pct), speedup_x(group.speedup),
+            f"geomean ({group.workloads})", group.role, "", "", percent(group.baseline_pct), "",
+            percent(group.best_pct), speedup_x(group.speedup),
             style="bold",
         )  # fmt: skip
     return table

@@ -14,13 +14,12 @@ from accelopt.cli.output import (
     JsonOption,
     console,
     err_console,
-    fmt_pct,
     shows_table,
     writable_option,
     write_json,
 )
 from accelopt.errors import UserError
-from accelopt.formatting import usd_plain
+from accelopt.formatting import percent, usd_plain
 from accelopt.hardware.cache import load_cpu_spec
 from accelopt.reports.compare import (
     RunComparison,
@@ -97,7 +96,7 @@ def compare_table(comparisons: list[RunComparison]) -> Table:
         unknown = f" (+{c.unknown_cost_calls} unpriced)" if c.unknown_cost_calls else ""
         table.add_row(
             c.run, c.problem, c.strategy, models_text(c.models), str(c.iterations),
-            fmt_pct(c.baseline_pct), fmt_pct(c.best_pct), usd_plain(c.cost_usd) + unknown,
+            percent(c.baseline_pct), percent(c.best_pct), usd_plain(c.cost_usd) + unknown,
             f"{c.tokens:,}",
         )  # fmt: skip
     return table

@@ -11,14 +11,12 @@ from accelopt.cli.optimize import WorkspaceOption, open_store
 from accelopt.cli.output import (
     JsonOption,
     console,
-    fmt_ms,
-    fmt_pct,
     generalization_table,
     shows_table,
     write_json,
 )
 from accelopt.errors import UserError
-from accelopt.formatting import speedup_x, usd_plain
+from accelopt.formatting import milliseconds, percent, speedup_x, usd_plain
 from accelopt.search.workloads import generalization
 from accelopt.views import run_row, run_show_json
 
@@ -38,8 +36,8 @@ def list_command(workspace: WorkspaceOption = None, json_path: JsonOption = None
         for r in rows:
             table.add_row(
                 r["run"], r["problem"], _workloads_text(r), r["strategy"], r["status"],
-                r["created_at"], fmt_ms(r["baseline_latency_s"]), fmt_ms(r["best_latency_s"]),
-                fmt_pct(r["best_pct_of_peak"]),
+                r["created_at"], milliseconds(r["baseline_latency_s"]),
+                milliseconds(r["best_latency_s"]), percent(r["best_pct_of_peak"]),
                 speedup_x(r["speedup"]), usd_plain(r["cost_usd"]),
             )  # fmt: skip
         console.print(table)
@@ -87,7 +85,7 @@ def _print_show(p: dict[str, Any]) -> None:
         failed = sum(i["failed_by_status"].values())
         wasted = ", ".join(f"{what} {n}" for what, n in i.get("wasted", {}).items()) or "—"
         table.add_row(
-            str(i["iteration"]), fmt_ms(i["best_latency_s"]), fmt_pct(i["best_pct_of_peak"]),
+            str(i["iteration"]), milliseconds(i["best_latency_s"]), percent(i["best_pct_of_peak"]),
             str(len(i["beam"])), str(i["evaluated"]), str(failed), usd_plain(i["spent_usd"]),
             wasted,
         )  # fmt: skip
@@ -98,7 +96,7 @@ def _print_show(p: dict[str, Any]) -> None:
     for s in p["lineage"]:
         speed = s["speedup_over_parent"]
         table.add_row(
-            str(s["iteration"]), s["hash"], s["origin"], s["plan"] or "—", fmt_ms(s["latency_s"]),
-            speedup_x(speed),
+            str(s["iteration"]), s["hash"], s["origin"], s["plan"] or "—",
+            milliseconds(s["latency_s"]), speedup_x(speed),
         )  # fmt: skip
     console.print(table)

@@ -27,10 +27,6 @@ class WorkloadRole(StrEnum):
     HELD_OUT = "held out"  # measured only at the end, on the baseline and the best kernel
 
 
-TUNED = WorkloadRole.TUNED
-HELD_OUT = WorkloadRole.HELD_OUT
-
-
 @dataclass(frozen=True)
 class RunWorkloads:
     tuned: tuple[str, ...]
@@ -51,7 +47,7 @@ class RunWorkloads:
         return len(self.tuned) > 1 or bool(self.held_out)
 
     def role(self, workload: str) -> WorkloadRole:
-        return TUNED if workload in self.tuned else HELD_OUT
+        return WorkloadRole.TUNED if workload in self.tuned else WorkloadRole.HELD_OUT
 
     def config(self) -> dict[str, list[str]]:
         """What the run records (nothing for a run on one workload, as runs always were)."""
@@ -162,7 +158,7 @@ def workload_figures(
 def group_figures(rows: Sequence[WorkloadFigures]) -> list[GroupFigures]:
     """Geometric means per role; a group with a workload not measured (or failed) has None."""
     groups = []
-    for role in (TUNED, HELD_OUT):
+    for role in WorkloadRole:
         members = [r for r in rows if r.role == role]
         if not members:
             continue

@@ -35,7 +35,7 @@ from accelopt.backends.status import Status
 from accelopt.hardware.spec import HardwareSpec
 from accelopt.problems.records import Problem
 from accelopt.profiling.evaluation import Evaluation
-from accelopt.profiling.parent.scoring import build_evaluation, workload_roofline
+from accelopt.profiling.parent.scoring import build_evaluation
 from accelopt.profiling.profiler import ClusterLostError, Job
 from accelopt.profiling.session import Retiming
 from accelopt.profiling.worker.protocol import KernelResult
@@ -313,10 +313,8 @@ class Dispatcher:
 
 def service_failure(job: Job, reason: str, hardware: HardwareSpec, threads: int) -> Evaluation:
     """The evaluation of a job the service could not run: a CRASH that says why."""
-    _, problem, workload = job
     failure = KernelResult(status=Status.CRASH, error=f"profiling service: {reason}")
-    roof = workload_roofline(problem, workload, hardware)
-    return build_evaluation(job, roof, hardware, threads, failure)
+    return build_evaluation(job, hardware, threads, failure)
 
 
 def service_retiming_failure(

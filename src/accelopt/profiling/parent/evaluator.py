@@ -27,7 +27,6 @@ from accelopt.backends.status import Status
 from accelopt.errors import UserError
 from accelopt.hardware import devicelock
 from accelopt.hardware.cache import BOUND_CEILINGS, Remeasure, describe_figure, remeasurer_for
-from accelopt.hardware.roofline import Roofline
 from accelopt.hardware.spec import HardwareSpec
 from accelopt.llm.config import load_config
 from accelopt.problems.records import Problem
@@ -121,18 +120,18 @@ class Evaluator:
         start = time.perf_counter()
         job: Job = (kernel, problem, workload)
         hardware = self.hardware  # a raised ceiling may replace it meanwhile (_remeasured)
-        roof = workload_roofline(problem, workload, hardware)
+        peak_s = workload_roofline(problem, workload, hardware).peak_s  # scales the deadlines
         seeds = self._seeds(problem, workload)
         reason = get_backend(kernel.backend).check(kernel.source)
         if reason:
             result = KernelResult(status=Status.REJECTED, error=reason)
         else:
             request = self._request(kernel, problem, workload, seeds)
-            limits = deadlines.for_evaluation(self.config, roof.peak_s)
+            limits = deadlines.for_evaluation(self.config, peak_s)
             answer = self.pool.run(request, limits, self.config.output_cap_bytes)
             assert isinstance(answer, EvaluationAnswer)
             result = answer.result
-        return self._scored(job, hardware, roof, result, seeds, time.perf_counter() - start)
+        return self._scored(job, hardware, result, seeds, time.perf_counter() - start)
 
     def retime(self, kernels: Sequence[Kernel], problem: Problem, workload: str) -> Retiming:
         """``kernels`` (the first is the reference) checked as evaluations are, then timed
@@ -143,14 +142,14 @@ class Evaluator:
         _check_session(kernels, self.config)
         start = time.perf_counter()
         hardware = self.hardware
-        roof = workload_roofline(problem, workload, hardware)
+        peak_s = workload_roofline(problem, workload, hardware).peak_s  # scales the deadlines
         seeds = self._seeds(problem, workload)
         reasons = [get_backend(k.backend).check(k.source) for k in kernels]
         live = [k for k, reason in zip(kernels, reasons, strict=True) if not reason]
         answer = SessionAnswer(results=[], rounds=0, round_s=[])
         if live:
             request = self._retime_request(live, problem, workload, seeds)
-            limits = deadlines.for_evaluation(self.config, roof.peak_s)
+            limits = deadlines.for_evaluation(self.config, peak_s)
             ran = self.pool.run(request, limits, self.config.output_cap_bytes)
             assert isinstance(ran, SessionAnswer)
             answer = ran
@@ -160,7 +159,7 @@ class Evaluator:
         for kernel, reason in zip(kernels, reasons, strict=True):
             result = KernelResult(status=Status.REJECTED, error=reason) if reason else next(results)
             job: Job = (kernel, problem, workload)
-            evaluations.append(self._scored(job, hardware, roof, result, seeds, wall_s))
+            evaluations.append(self._scored(job, hardware, result, seeds, wall_s))
         timed = [[] if reason else next(series) for reason in reasons]
         return retiming(evaluations, timed, answer.rounds, answer.worker_pid)
 
@@ -179,25 +178,23 @@ class Evaluator:
         self,
         job: Job,
         hardware: HardwareSpec,
-        roof: Roofline,
         result: KernelResult,
         seeds: list[int],
         wall_s: float,
     ) -> Evaluation:
-        """The evaluation of ``result`` against ``roof`` (the job's roofline on ``hardware``); one
-        SUSPICIOUS only for beating the roofline is scored again after the ceiling that bounds it
-        is re-measured (the higher figure kept)."""
+        """The evaluation of ``result`` against the job's roofline on ``hardware``; one SUSPICIOUS
+        only for beating the roofline is scored again after the ceiling that bounds it is
+        re-measured (the higher figure kept)."""
         score = partial(
             build_evaluation, job, threads=self.threads, result=result, seeds=seeds,
             wall_s=wall_s, secrets=_secrets(),
         )  # fmt: skip
-        evaluation = score(roof, hardware)
+        evaluation = score(hardware)
         if not blames_the_ceiling(evaluation.status, evaluation.pct_of_peak):
             return evaluation
         hardware, found = self._remeasured(BOUND_CEILINGS[evaluation.bound], evaluation)
         if hardware.key() != evaluation.hardware:
-            _, problem, workload = job
-            evaluation = score(workload_roofline(problem, workload, hardware), hardware)
+            evaluation = score(hardware)
         if evaluation.status is Status.SUSPICIOUS and found:
             evaluation = evaluation.model_copy(update={"error": f"{evaluation.error} ({found})"})
         return evaluation

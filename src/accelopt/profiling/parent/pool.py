@@ -134,7 +134,7 @@ class WorkerProcess:
                 message = self.channel.recv(limit)
                 if message is None:
                     raise WorkerFailed(Status.TIMEOUT, self._timeout_error(phase, detail, limit))
-                if message.get("type") != Phase.model_fields["type"].default:
+                if message.get("type") != "phase":  # the answer
                     return parse_answer(request, message)
                 step = Phase.model_validate(message)
                 phase, detail = step.phase, step.detail

@@ -82,7 +82,6 @@ def geometric_mean_pct(fractions: list[float]) -> float | None:
 
 def build_evaluation(
     job: Job,
-    roof: Roofline,
     hardware: HardwareSpec,
     threads: int,
     result: KernelResult,
@@ -91,9 +90,10 @@ def build_evaluation(
     secrets: Sequence[str] = (),
 ) -> Evaluation:
     """The ``Evaluation`` of a worker's ``result`` (or of a failure the service itself reports)
-    for ``job``, scored against ``roof`` (its roofline on ``hardware``); ``secrets`` are redacted
+    for ``job``, scored against its roofline on ``hardware``; ``secrets`` are redacted
     from the error and the log."""
     kernel, problem, workload = job
+    roof = workload_roofline(problem, workload, hardware)
     judged = verdict(result.status, result.error, result.latency_s, roof.peak_s)
     return Evaluation(
         problem=problem.name,
