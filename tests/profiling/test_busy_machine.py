@@ -53,9 +53,24 @@ def test_the_parent_times_the_correctness_calls_from_phase_messages():
     assert clock.slowest_s == pytest.approx(0.7)
 
 
+def test_a_call_ends_when_its_outputs_are_checked():
+    clock = CallClock()
+    clock.saw("call", "seed 1 of 5", now=1.0)
+    clock.saw("check", "seed 1 of 5", now=1.1)  # the call took 0.1 s...
+    clock.saw("prepare", "", now=5.0)  # ... however long checking it took
+    assert clock.slowest_s == pytest.approx(0.1)
+
+
 def test_waiting_for_the_device_has_a_long_deadline_even_the_verification():
     assert DEADLINES.for_phase("lock") == DEADLINES.lock_s
     assert DEADLINES.for_phase("verify") == 120.0
+
+
+def test_the_harness_work_between_calls_has_the_references_deadline():
+    # Checking outputs and filling the timed calls' buffers, not the kernel: a busy machine slows
+    # them, and a call's few seconds must not kill a correct kernel's worker.
+    assert DEADLINES.for_phase("check", "seed 5 of 5") == DEADLINES.reference_s
+    assert DEADLINES.for_phase("prepare") == DEADLINES.reference_s
 
 
 def test_median_interval_ranks_follow_the_binomial_rule():
@@ -168,3 +183,28 @@ def test_an_evaluation_reports_its_interval_and_the_load(accelopt_cache, hw):
     assert evaluation.ci is not None and evaluation.ci >= 0
     assert evaluation.load_others is not None and 0.0 <= evaluation.load_others <= 1.0
     assert evaluation.load_steal is not None and evaluation.load_steal >= 0.0
+
+
+@pytest.mark.timeout(120)
+def test_a_correctness_call_phase_ends_when_the_kernel_returns(accelopt_cache, hw):
+    """The worker says so as soon as each correctness call returns, and before it fills the
+    timed calls' buffers: only the kernel's own time runs under the call's deadline."""
+    problem = load_problem("silu")
+    kernel = Kernel(problem.kernel_path("baseline").read_text())
+    evaluator = Evaluator(hw, EvalConfig(workers=1, seeds=2, min_calls=3, min_time_s=0))
+    request = evaluator._request(kernel, problem, "small", [1, 2])
+    evaluator.close()
+    worker = WorkerProcess(dict(os.environ), lock_path=evaluator.lock_path)
+    steps: list[tuple[str, str]] = []
+    try:
+        worker.channel.send(request)
+        while (message := worker.channel.recv(60)) is not None and message["type"] == "phase":
+            steps.append((message["phase"], message["detail"]))
+    finally:
+        worker.shutdown()
+    assert message is not None and message["type"] == "result", steps
+    calls = [i for i, (phase, detail) in enumerate(steps) if phase == "call" and detail != TIMING]
+    assert [steps[i][1] for i in calls] == ["seed 1 of 2", "seed 2 of 2"]
+    assert all(steps[i + 1] == ("check", steps[i][1]) for i in calls), steps
+    timing = steps.index(("call", TIMING))
+    assert ("prepare", "") in steps[calls[-1] : timing], steps

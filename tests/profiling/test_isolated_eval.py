@@ -26,7 +26,10 @@ CONFIG = EvalConfig(
     seeds=5,
     seed=20260514,  # fixed seeds: a failure replays the same inputs
     warmup_calls=3,
-    min_calls=5,
+    # The 3 warm-up calls and the first 7 timed calls use the 10 rotation sets once each; timed
+    # call 8 meets the first set again. At least 10 timed calls: a kernel that skips work on a set
+    # it has seen meets one however steady the timing (precise after 7 calls, it could stop).
+    min_calls=10,
     min_time_s=0.02,
     call_timeout_floor_s=3.0,  # the hang test waits this long
     workers=1,  # one worker: every crash or timeout must be followed by a fresh one
@@ -192,6 +195,7 @@ def test_skipping_work_on_seen_buffers_is_caught(run, silu, kernel_file):
     # Right on every fresh input, but each rotated timing set comes round with the same contents
     # and the same buffers: the kernel returns early, and the output canaries stay NaN.
     evaluation = run(kernel_file("caches_by_content"))
+    assert CONFIG.warmup_calls + CONFIG.min_calls > evaluation.rotation_sets  # a set comes round
     assert evaluation.status is Status.INCORRECT
     assert "skips work" in evaluation.error
     assert evaluation.max_rel_err is not None and evaluation.max_rel_err <= silu.tolerance

@@ -57,6 +57,8 @@ class Deadlines:
             "compile": self.compile_s,
             "load": self.call_s,
             "reference": self.reference_s,
+            "check": self.reference_s,
+            "prepare": self.reference_s,
             "verify": self.reference_s,
             "call": self.call_s,
             # Others' timings hold it, each under its own deadline; a holder that never lets go
@@ -84,7 +86,8 @@ class CallClock:
 
 def for_evaluation(config: EvalConfig, peak_s: float) -> Deadlines:
     """The deadlines of an evaluation under ``config`` of a kernel whose roofline time is
-    ``peak_s`` (checking the timed outputs recomputes references: the reference's deadline)."""
+    ``peak_s``. Checking a call's outputs, filling the timed calls' buffers and checking the timed
+    outputs (which recomputes references) are the harness's work: the reference's deadline."""
     return Deadlines(
         compile_s=config.compile_timeout_s + COMPILE_MARGIN_S,
         call_s=config.call_timeout_s(peak_s),

@@ -48,6 +48,8 @@ _PHASES = {
     "load": "loading the kernel",
     "reference": "the reference computation",
     "call": "the kernel call",
+    "check": "checking the kernel's outputs",
+    "prepare": "filling the timed calls' buffers",
     "lock": "waiting for the device",
     "verify": "checking the timed outputs",
 }

@@ -109,7 +109,7 @@ class Hello(_Message):
 
 class Phase(_Message):
     type: Literal["phase"] = "phase"
-    phase: str  # start | lock | compile | load | reference | call | verify
+    phase: str  # start | lock | compile | load | reference | call | check | prepare | verify
     detail: str = ""
 
 
