@@ -162,6 +162,43 @@ def test_bad_requests_are_clear_4xx(server):
     assert client.get("/v1/health")[0] == 200  # nothing above took the server down
 
 
+def raw_post(client: Client, head: bytes, parts: list[bytes], pause_s: float = 0.0) -> bytes:
+    """POST over a bare socket: the head's headers, then the body in ``parts`` with a pause
+    between them, then everything the server answers until it closes."""
+    host, port = client.base.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=60) as sock:
+        sock.sendall(
+            b"POST /v1/evaluations HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
+            b"Authorization: Bearer " + str(client.token).encode() + b"\r\n" + head + b"\r\n"
+        )
+        for part in parts:
+            time.sleep(pause_s)
+            sock.sendall(part)
+        answer = b""
+        while chunk := sock.recv(65536):
+            answer += chunk
+    return answer
+
+
+def test_a_client_still_sending_a_refused_body_reads_the_413(server):
+    # The server has decided by the headers; the client sends the rest of its 3 MiB later. The
+    # server must read it (and throw it away) before it answers and closes: closing on unread
+    # data resets the connection, and the client gets a broken pipe instead of the answer.
+    client, _ = server
+    body = b"x" * (3 << 20)
+    head = b"Content-Type: application/json\r\nContent-Length: %d\r\n" % len(body)
+    answer = raw_post(client, head, [body[:4096], body[4096:]], pause_s=0.5)
+    assert answer.startswith(b"HTTP/1.1 413") and b"larger than" in answer
+
+
+def test_a_body_without_a_length_is_refused_once_it_is_too_large(server):
+    client, _ = server
+    chunks = [b"%x\r\n%s\r\n" % (1 << 16, b"x" * (1 << 16)) for _ in range(48)]  # 3 MiB
+    head = b"Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n"
+    answer = raw_post(client, head, [b"".join(chunks) + b"0\r\n\r\n"])
+    assert answer.startswith(b"HTTP/1.1 413") and b"larger than" in answer
+
+
 def test_the_openapi_schema_is_served(server):
     client, _ = server
     status, _, schema = client.get("/openapi.json", token=None)

@@ -2,7 +2,8 @@
 
 Every ``/v1`` route needs ``Authorization: Bearer TOKEN`` unless the server was
 started without a token (``--no-auth``, loopback only). A request body over ``MAX_BODY_BYTES``
-is refused with 413 before it is read whole; a full queue answers 429 with ``Retry-After``.
+is refused with 413 and never kept (read and discarded up to ``DRAIN_BYTES``, so that a client
+still sending reads the 413, not a reset connection); a full queue answers 429 with ``Retry-After``.
 Errors are JSON ``{"detail": "one sentence"}``.
 
 The live dashboard (``accelopt.serve.dashboard``): ``/runs`` and ``/runs/ID`` are pages that hold
@@ -27,6 +28,10 @@ from accelopt.serve.dashboard import page_headers, render_page
 from accelopt.serve.jobs import MAX_SOURCE_BYTES, EvaluationJobs, QueueFull, Rejected
 
 MAX_BODY_BYTES = MAX_SOURCE_BYTES * 2  # a JSON-escaped kernel of the largest size fits
+# A refused body up to this size is read to its end (and discarded) before the 413: a server that
+# answers and closes while the client still sends resets the connection, and the client sees a
+# broken pipe instead of the answer. A larger body is answered at once (it costs no memory).
+DRAIN_BYTES = 64 << 20
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -182,11 +187,13 @@ def _user_errors(call: Callable[[], Any], status: int = 400) -> Any:
 
 class BodyLimit:
     """Refuse a request body over ``limit`` bytes with 413, whether it says its length or not,
-    before the application reads it."""
+    before the application sees it; what is left of a refused body up to ``drain`` bytes is read
+    and discarded first, so that the client reads the answer."""
 
-    def __init__(self, app: ASGIApp, limit: int) -> None:
+    def __init__(self, app: ASGIApp, limit: int, drain: int = DRAIN_BYTES) -> None:
         self.app = app
         self.limit = limit
+        self.drain = drain
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -194,6 +201,8 @@ class BodyLimit:
             return
         declared = dict(scope.get("headers") or []).get(b"content-length")
         if declared is not None and declared.isdigit() and int(declared) > self.limit:
+            if int(declared) <= self.drain:
+                await _discard_body(receive, self.drain)
             await self._too_large(send)
             return
         seen = 0
@@ -203,23 +212,33 @@ class BodyLimit:
             message = await receive()
             seen += len(message.get("body", b""))
             if seen > self.limit:
-                raise _TooLarge
+                if message.get("more_body", False):
+                    await _discard_body(receive, self.drain - seen)
+                raise _TooLarge(self.limit)
             return message
 
         try:
             await self.app(scope, limited, send)
-        except _TooLarge:
+        except _TooLarge:  # FastAPI answers it itself (an HTTPException) where it reads the body
             await self._too_large(send)
 
     async def _too_large(self, send: Send) -> None:
-        response = JSONResponse(
-            {"detail": f"the request body is larger than {self.limit >> 10} KiB"}, status_code=413
-        )
+        response = JSONResponse({"detail": _TooLarge(self.limit).detail}, status_code=413)
         await response({"type": "http"}, _no_body, send)
 
 
-class _TooLarge(Exception):
-    pass
+class _TooLarge(HTTPException):
+    def __init__(self, limit: int) -> None:
+        super().__init__(413, f"the request body is larger than {limit >> 10} KiB")
+
+
+async def _discard_body(receive: Receive, budget: int) -> None:
+    """Read what is left of a request body and throw it away, up to ``budget`` bytes."""
+    while budget > 0:
+        message = await receive()
+        if message["type"] != "http.request" or not message.get("more_body", False):
+            return
+        budget -= len(message.get("body", b""))
 
 
 async def _no_body() -> Message:
