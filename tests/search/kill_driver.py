@@ -29,7 +29,7 @@ from accelopt.search.selection import Comparison
 from accelopt.store.store import Store
 
 SEARCH = SearchConfig(beam=2, plans=2, samples=1, iterations=2, fixer=1)
-EVAL = EvalConfig(seeds=2, min_calls=5, min_time_s=0.02, workers=2)
+EVAL = EvalConfig(seeds=2, min_calls=5, min_time_s=0.02, ci_time_cap_s=0.5, workers=2)
 
 
 def always_unsure(child: Evaluation, parent: Evaluation) -> Comparison:
