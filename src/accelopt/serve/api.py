@@ -219,17 +219,23 @@ class BodyLimit:
 
         try:
             await self.app(scope, limited, send)
-        except _TooLarge:  # FastAPI answers it itself (an HTTPException) where it reads the body
+        except _TooLarge:  # an app that lets it through; FastAPI answers an HTTPException itself
             await self._too_large(send)
 
     async def _too_large(self, send: Send) -> None:
-        response = JSONResponse({"detail": _TooLarge(self.limit).detail}, status_code=413)
+        response = JSONResponse({"detail": _too_large_detail(self.limit)}, status_code=413)
         await response({"type": "http"}, _no_body, send)
 
 
+def _too_large_detail(limit: int) -> str:
+    return f"the request body is larger than {limit >> 10} KiB"
+
+
 class _TooLarge(HTTPException):
+    """Raised while the application reads a body past the limit: the same 413 and sentence."""
+
     def __init__(self, limit: int) -> None:
-        super().__init__(413, f"the request body is larger than {limit >> 10} KiB")
+        super().__init__(413, _too_large_detail(limit))
 
 
 async def _discard_body(receive: Receive, budget: int) -> None:
