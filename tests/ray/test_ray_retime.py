@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
+from matmul_variants import GOOD, repeated
 
 from accelopt.backends.kernel import Kernel
 from accelopt.backends.status import Status
@@ -15,12 +14,7 @@ from accelopt.profiling.factory import make_profiler
 pytestmark = pytest.mark.ray
 
 MATMUL = load_problem("matmul")
-GOOD = (Path(__file__).parents[1] / "search" / "variants" / "matmul_good.c").read_text()
-TWICE = GOOD.replace(
-    "#pragma omp parallel for",
-    "volatile int passes = 2;\n    for (int p = 0; p < passes; p++)\n#pragma omp parallel for",
-    1,
-)
+SLOWER = repeated(8)  # side by side at least 3.3 times slower (see matmul_variants)
 CONFIG = EvalConfig(
     seeds=2, min_calls=5, min_time_s=0.02, call_timeout_floor_s=5.0, threads=1, ci_time_cap_s=0.3
 )
@@ -28,7 +22,7 @@ CONFIG = EvalConfig(
 
 @pytest.mark.timeout(120)
 def test_a_session_runs_on_one_device_actor(ray_cluster, hw):
-    kernels = [Kernel(GOOD, "cpu", "parent"), Kernel(TWICE, "cpu", "twice")]
+    kernels = [Kernel(GOOD, "cpu", "parent"), Kernel(SLOWER, "cpu", "eight_passes")]
     with make_profiler("ray", hw, CONFIG, actors=1) as profiler:
         result = profiler.retime(kernels, MATMUL, "small")
         assert profiler.measured == 0  # a session is not an evaluation of the cache's
@@ -37,4 +31,4 @@ def test_a_session_runs_on_one_device_actor(ray_cluster, hw):
     ]
     assert result.worker_pid is not None and result.rounds >= 8
     assert result.ratios[0] == 1.0
-    assert result.ratios[1] is not None and result.ratios[1] > 1.4, result
+    assert result.ratios[1] is not None and result.ratios[1] > 2.0, result
