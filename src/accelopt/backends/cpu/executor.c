@@ -6,6 +6,14 @@
  * and calls it when told; once the kernel is loaded it can make none of the system calls that
  * would reach a file, the network, another process or the worker's channel (seccomp-bpf below).
  *
+ * Every thread is contained, not only the one that calls the kernel (contain() below): root's
+ * privileges are given up and Landlock applied while the process has one thread; the OpenMP
+ * pool is then made by this trusted code (libgomp binds it as OMP_PROC_BIND/OMP_PLACES say), so
+ * its threads inherit both; each seccomp filter is installed on every thread at once
+ * (SECCOMP_FILTER_FLAG_TSYNC, failing closed). Threads a kernel makes later inherit all of it.
+ * The worker then reads /proc/<pid>/task/<tid>/status and refuses to call the kernel if any thread
+ * is less contained than it should be (executor.py).
+ *
  * File descriptors, set up by the worker:
  *   0 /dev/null, 1 and 2 the evaluation's log (what a kernel prints),
  *   argv[1] a socket for the set-up conversation (text lines; closed once the kernel is loaded),
@@ -14,7 +22,7 @@
  * Set-up lines from the worker, each answered by one line:
  *   alloc <bytes> <guard> <fence> <offset>      -> "ok <buffer address> <before> <after>"
  *   calibrate <n>   n empty commands on the pipes -> "ok" (the harness's own round trip)
- *   probe <drop>                                -> "isolation <facts>", then waits for the
+ *   probe <threads> <drop>                      -> "isolation <facts>", then waits for the
  *                                                  worker to close the command pipe: what the
  *                                                  sandbox below can apply on this system
  *   load <threads> <memory cap bytes> <require> <drop> <path> -> "loaded <facts>" | "error <why>"
@@ -160,10 +168,29 @@ static void allow_if_masked(struct filter *f, long nr, int arg, uint32_t mask, u
     emit(f, (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)));
 }
 
+/* Allow nr when argument a0 == v0 and argument a1 == v1 (all 64 bits of each). */
+static void allow_if_both(struct filter *f, long nr, int a0, uint32_t v0, int a1, uint32_t v1) {
+    emit(f, (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (uint32_t)nr, 0, 10));
+    emit(f, (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, ARG_LO(a0) + 4));
+    emit(f, (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0, 0, 7));
+    emit(f, (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, ARG_LO(a0)));
+    emit(f, (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, v0, 0, 5));
+    emit(f, (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, ARG_LO(a1) + 4));
+    emit(f, (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0, 0, 3));
+    emit(f, (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, ARG_LO(a1)));
+    emit(f, (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, v1, 0, 1));
+    emit(f, (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW));
+    emit(f, (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)));
+}
+
+/* Installed on every thread of the process at once (TSYNC): 0, or -1 when it failed (a positive
+ * answer names a thread that could not take it: nothing was installed, fail closed too). */
 static int install(struct filter *f, uint32_t otherwise) {
     emit(f, (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, otherwise));
     struct sock_fprog prog = {.len = f->n, .filter = f->code};
-    return (int)syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog);
+    long rc = syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_TSYNC, &prog);
+    if (rc > 0) errno = EAGAIN;
+    return rc == 0 ? 0 : -1;
 }
 
 /* What an honest kernel's code (libc, libm, libgomp) needs once it is loaded: memory, threads,
@@ -197,7 +224,15 @@ static void allow_compute(struct filter *f, int self) {
     uint32_t me[] = {(uint32_t)self};
     allow_if_arg(f, SYS_tgkill, 0, me, 1); /* abort() signals its own process */
     static const uint32_t this_thread[] = {0};
-    allow_if_arg(f, SYS_sched_setaffinity, 0, this_thread, 1); /* OMP_PROC_BIND */
+    allow_if_arg(f, SYS_sched_setaffinity, 0, this_thread, 1);
+    /* another task's affinity: answered "done" and not done. libgomp binds the threads it makes
+     * (the pool is made before the filters, bound then; a kernel asking for more threads later
+     * gets them unbound rather than a crash), and no kernel may move another process. */
+    answer(f, SYS_sched_setaffinity, 0);
+    /* descriptor flags only: no F_SETOWN/F_SETSIG/O_ASYNC (signals to a chosen process), no
+     * leases, locks or pipe resizing */
+    static const uint32_t harmless_fcntl[] = {F_GETFD, F_SETFD, F_GETFL};
+    allow_if_arg(f, SYS_fcntl, 1, harmless_fcntl, 3);
     allow_if_masked(f, SYS_clone, 0, CLONE_THREAD, CLONE_THREAD); /* threads, never processes */
 #ifdef SYS_clone3
     answer(f, SYS_clone3, ENOSYS); /* glibc then uses clone, whose flags the filter can read */
@@ -206,30 +241,19 @@ static void allow_compute(struct filter *f, int self) {
 }
 
 /* While the kernel's object is loaded (no kernel code runs then: the object checks refuse
- * constructors and ifuncs): what the dynamic loader needs, files opened read-only. */
+ * constructors and ifuncs; should one run anyway, this is all it gets): what the dynamic loader
+ * needs to map one file, opened read-only (Landlock, where the system has it, lets it open the
+ * kernel's object and nothing else), and the one seccomp call that installs the compute filter
+ * on every thread. Privileges, rlimits and signal handlers were all set before this filter. */
 static int sandbox_for_loading(void) {
     static struct filter f;
     begin(&f);
     allow_compute(&f, getpid());
     static const long loader[] = {
-        SYS_read, SYS_pread64, SYS_close, SYS_fstat, SYS_newfstatat, SYS_lseek, SYS_seccomp,
-        SYS_setresuid, SYS_setresgid, SYS_setgroups, SYS_prlimit64, SYS_rt_sigaction, SYS_capset,
-        SYS_sysinfo, SYS_uname, SYS_readlinkat, SYS_faccessat, SYS_getdents64, SYS_fcntl,
-        SYS_statfs, SYS_fstatfs, SYS_prctl,
-#ifdef SYS_statx
-        SYS_statx,
-#endif
-#ifdef SYS_faccessat2
-        SYS_faccessat2,
-#endif
-#ifdef SYS_access
-        SYS_access, SYS_readlink, SYS_stat, SYS_lstat,
-#endif
-#ifdef SYS_setrlimit
-        SYS_setrlimit,
-#endif
+        SYS_read, SYS_pread64, SYS_close, SYS_fstat, SYS_newfstatat, SYS_lseek,
     };
     for (size_t i = 0; i < sizeof loader / sizeof loader[0]; i++) allow(&f, loader[i]);
+    allow_if_both(&f, SYS_seccomp, 0, SECCOMP_SET_MODE_FILTER, 1, SECCOMP_FILTER_FLAG_TSYNC);
     allow_if_arg(&f, SYS_write, 0, (const uint32_t[]){(uint32_t)SETUP_FD}, 1);
     /* open only for reading: O_ACCMODE, O_CREAT, O_TRUNC clear */
     allow_if_masked(&f, SYS_openat, 2, O_ACCMODE | O_CREAT | O_TRUNC | O_TMPFILE, 0);
@@ -301,9 +325,13 @@ static void noop(void) {}
 #define DROP_TO_NOBODY 1
 #define DROP_CAPABILITIES 2
 
-static int drop_capabilities(void) {
+static void drop_bounding_set(void) {
     for (int cap = 0; cap < 64; cap++) prctl(PR_CAPBSET_DROP, cap, 0, 0, 0); /* past the last: EINVAL */
     prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0);
+}
+
+static int drop_capabilities(void) {
+    drop_bounding_set();
     struct { uint32_t version; int pid; } header = {0x20080522 /* _LINUX_CAPABILITY_VERSION_3 */, 0};
     struct { uint32_t effective, permitted, inheritable; } none[2] = {{0, 0, 0}, {0, 0, 0}};
     return (int)syscall(SYS_capset, &header, none);
@@ -312,43 +340,142 @@ static int drop_capabilities(void) {
 static int drop_privileges(int mode) {
     if (geteuid() != 0 || mode == DROP_NONE) return 0;
     if (mode == DROP_CAPABILITIES) return drop_capabilities();
+    drop_bounding_set(); /* nobody holds none either: every thread reads CapBnd 0 */
     if (syscall(SYS_setgroups, 0, NULL) != 0) return -1;
     if (setresgid(NOBODY, NOBODY, NOBODY) != 0) return -1;
     return setresuid(NOBODY, NOBODY, NOBODY);
 }
 
-static void cap_memory(unsigned long long extra) {
-    FILE *statm = fopen("/proc/self/statm", "r");
+/* RLIMIT_AS: what is mapped now (read from /proc/self/statm, opened before Landlock) plus
+ * `extra`. Set once the thread pool exists, so its stacks count as harness, not kernel. */
+static void cap_memory(int statm, unsigned long long extra) {
+    char text[64] = {0};
     unsigned long long pages = 0;
-    if (statm) {
-        if (fscanf(statm, "%llu", &pages) != 1) pages = 0;
-        fclose(statm);
-    }
+    if (statm >= 0 && pread(statm, text, sizeof text - 1, 0) > 0) pages = strtoull(text, NULL, 10);
+    if (statm >= 0) close(statm);
     if (!pages) return;
     struct rlimit limit = {.rlim_cur = pages * (unsigned long long)page_size + extra};
     limit.rlim_max = limit.rlim_cur;
     setrlimit(RLIMIT_AS, &limit);
 }
 
-/* The layers applied, as "name=value" words: seccomp filters (while loading, while running),
- * the user the kernel runs as, whether root's privileges were dropped. */
-static void report(const char *word, int loading, int running, int dropped, int mode) {
+/* ---- Landlock --------------------------------------------------------------------------- */
+#ifndef SYS_landlock_create_ruleset
+#define SYS_landlock_create_ruleset 444
+#define SYS_landlock_add_rule 445
+#define SYS_landlock_restrict_self 446
+#endif
+#define LL_VERSION 1u           /* LANDLOCK_CREATE_RULESET_VERSION */
+#define LL_RULE_PATH_BENEATH 1
+#define LL_SCOPE_ABSTRACT_UNIX_SOCKET (1ull << 0)
+#define LL_SCOPE_SIGNAL (1ull << 1)
+
+struct ll_ruleset { uint64_t fs, net, scoped; }; /* the ABI 6 layout; older ABIs read a prefix */
+
+static int landlock_abi;     /* 0: none applied */
+static int landlock_errno;   /* why not, when landlock_abi is 0 */
+
+/* Every file-system access handled, and no rule: no file on any mounted file system can be
+ * opened (the kernel's object is loaded from a sealed copy in memory, which has no path).
+ * Network: no TCP bind or connect (ABI 4). Scopes (ABI 6): no signal to a process outside this
+ * one (SIGIO/SIGURG from a descriptor's owner included), no abstract UNIX socket outside.
+ * Applied to the calling thread, with one thread in the process: the pool inherits it. */
+static void restrict_paths(void) {
+    long abi = syscall(SYS_landlock_create_ruleset, NULL, 0, LL_VERSION);
+    if (abi < 1) { landlock_errno = errno; return; }
+    uint64_t fs = (1ull << 13) - 1;                 /* ABI 1: execute .. make_sym */
+    if (abi >= 2) fs |= 1ull << 13;                 /* refer */
+    if (abi >= 3) fs |= 1ull << 14;                 /* truncate */
+    if (abi >= 5) fs |= 1ull << 15;                 /* ioctl_dev */
+    struct ll_ruleset attr = {fs, abi >= 4 ? 3u : 0u, abi >= 6 ? LL_SCOPE_ABSTRACT_UNIX_SOCKET | LL_SCOPE_SIGNAL : 0u};
+    size_t size = abi >= 6 ? sizeof attr : abi >= 4 ? 16 : 8;
+    int ruleset = (int)syscall(SYS_landlock_create_ruleset, &attr, size, 0u);
+    if (ruleset < 0) { landlock_errno = errno; return; }
+    if (syscall(SYS_landlock_restrict_self, ruleset, 0u) == 0) landlock_abi = (int)abi;
+    else landlock_errno = errno;
+    close(ruleset);
+}
+
+/* The kernel's object, copied (while this process may still read the worker's files) into a
+ * sealed memory file: what is loaded is what was checked, whoever the process becomes. */
+static int copy_object(const char *path, char *name, size_t name_size) {
+    int in = open(path, O_RDONLY | O_CLOEXEC);
+    if (in < 0) return -1;
+    int fd = memfd_create("accelopt-kernel", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    char buffer[1 << 16];
+    ssize_t n = 0;
+    while (fd >= 0 && (n = read(in, buffer, sizeof buffer)) > 0)
+        if (write(fd, buffer, (size_t)n) != n) n = -1;
+    int saved = errno;
+    close(in);
+    if (fd < 0 || n < 0) { if (fd >= 0) close(fd); errno = saved; return -1; }
+    fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL);
+    snprintf(name, name_size, "/proc/self/fd/%d", fd);
+    return fd;
+}
+
+/* ---- containing every thread ------------------------------------------------------------ */
+/* The libraries a kernel may need (objects.ALLOWED_LIBRARIES) loaded now, while files can be
+ * opened: the kernel's DT_NEEDED entries then name objects already in the process. */
+static void preload_libraries(void) {
+    static const char *const libraries[] = {"libm.so.6", "libmvec.so.1", "libgomp.so.1", "libgcc_s.so.1"};
+    for (size_t i = 0; i < sizeof libraries / sizeof libraries[0]; i++)
+        dlopen(libraries[i], RTLD_NOW | RTLD_GLOBAL); /* absent on this system: never needed */
+}
+
+/* The OpenMP pool, made by this code before any filter: libgomp reads OMP_PLACES and binds its
+ * threads (sched_setaffinity of each new thread) here, where binding is not a kernel's act. */
+static int start_pool(int threads) {
+    omp_set_num_threads(threads);
+    int made = 1;
+#pragma omp parallel
+    {
+#pragma omp single
+        made = omp_get_num_threads();
+    }
+    return made;
+}
+
+struct layers { int dropped, loading, running, threads; };
+
+/* Everything before the kernel's object is mapped, in this order: privileges (the process has
+ * one thread, so capsets and the bounding set reach all of it), Landlock (inherited), the
+ * pool, the address-space cap, then the loader's filter on every thread. */
+static void contain(struct layers *l, int threads, unsigned long long memory_cap, int mode) {
+    l->dropped = drop_privileges(mode);
+    prctl(PR_SET_PDEATHSIG, SIGKILL); /* a change of user clears it */
+    preload_libraries();
+    int statm = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
+    restrict_paths();
+    l->threads = start_pool(threads);
+    cap_memory(statm, memory_cap);
+    l->loading = sandbox_for_loading();
+}
+
+/* The layers applied, as "name=value" words: seccomp filters (while loading, while running, on
+ * every thread), the user the kernel runs as, whether root's privileges were dropped, Landlock
+ * (its ABI, 0: none, with why), the threads made. */
+static void report(const char *word, const struct layers *l, int mode) {
     const char *privileges = mode == DROP_NONE ? (geteuid() == 0 ? "root" : "user")
-                             : dropped != 0    ? "root"
+                             : l->dropped != 0 ? "root"
                              : mode == DROP_TO_NOBODY ? "nobody"
                                                       : "root-without-capabilities";
-    reply("%s seccomp_load=%d seccomp=%d uid=%d dropped=%d privileges=%s no_new_privs=1", word,
-          loading == 0, running == 0, (int)getuid(), dropped == 0 && mode != DROP_NONE,
-          privileges);
+    char why[64] = "";
+    if (!landlock_abi) snprintf(why, sizeof why, " landlock_error=%d", landlock_errno);
+    reply("%s seccomp_load=%d seccomp=%d tsync=1 uid=%d dropped=%d privileges=%s no_new_privs=1 "
+          "landlock=%d landlock_scopes=%s pool_threads=%d%s", word, l->loading == 0,
+          l->running == 0, (int)getuid(), l->dropped == 0 && mode != DROP_NONE, privileges,
+          landlock_abi, landlock_abi >= 6 ? "signal,abstract_unix_socket" : "none", l->threads,
+          why);
 }
 
 /* The layers as a kernel would get them; then it waits (a read of the command pipe, allowed)
- * so that the worker can check it still reaches this process's memory. */
-static void do_probe(int mode) {
-    int dropped = drop_privileges(mode);
-    int loading = sandbox_for_loading();
-    int running = sandbox_for_running();
-    report("isolation", loading, running, dropped, mode);
+ * so that the worker can check every thread and that it still reaches this process's memory. */
+static void do_probe(int threads, int mode) {
+    struct layers l = {0};
+    contain(&l, threads, 1ull << 30, mode);
+    l.running = sandbox_for_running();
+    report("isolation", &l, mode);
     char byte;
     (void)!read(CMD_FD, &byte, 1);
     _exit(0);
@@ -356,27 +483,33 @@ static void do_probe(int mode) {
 
 static void do_load(int threads, unsigned long long memory_cap, int require, int mode,
                     const char *path) {
-    int loading = sandbox_for_loading();
-    if (loading != 0 && require) {
-        reply("error the system call filter could not be installed: %s", strerror(errno));
+    struct layers l = {0};
+    char object[64];
+    if (copy_object(path, object, sizeof object) < 0) {
+        reply("error the kernel's object cannot be read: %s", strerror(errno));
         _exit(0);
     }
-    void *handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    contain(&l, threads, memory_cap, mode);
+    if (require && l.dropped != 0) {
+        reply("error root's privileges could not be given up: %s", strerror(errno));
+        _exit(0);
+    }
+    if (l.loading != 0 && require) {
+        reply("error the system call filter could not be installed on every thread: %s",
+              strerror(errno));
+        _exit(0);
+    }
+    void *handle = dlopen(object, RTLD_NOW | RTLD_LOCAL);
     if (!handle) { reply("error %s", dlerror()); _exit(0); }
     kernel = (kernel_fn)dlsym(handle, "kernel");
     if (!kernel) { reply("error the kernel defines no function named `kernel`"); _exit(0); }
-    omp_set_num_threads(threads);
-#pragma omp parallel
-    { (void)omp_get_thread_num(); } /* the thread pool exists before the kernel's first call */
-    int dropped = drop_privileges(mode);
-    prctl(PR_SET_PDEATHSIG, SIGKILL); /* a change of user clears it */
-    cap_memory(memory_cap);
-    int running = sandbox_for_running();
-    if (running != 0 && require) {
-        reply("error the system call filter could not be installed: %s", strerror(errno));
+    l.running = sandbox_for_running();
+    if (l.running != 0 && require) {
+        reply("error the system call filter could not be installed on every thread: %s",
+              strerror(errno));
         _exit(0);
     }
-    report("loaded", loading, running, dropped, mode);
+    report("loaded", &l, mode);
     close(SETUP_FD);
 }
 
@@ -461,8 +594,8 @@ int main(int argc, char **argv) {
         } else if (sscanf(line, "calibrate %d", &rounds) == 1) {
             for (int i = 0; i < rounds; i++) command(0);
             reply("ok");
-        } else if (sscanf(line, "probe %d", &mode) == 1) {
-            do_probe(mode);
+        } else if (sscanf(line, "probe %d %d", &threads, &mode) == 2) {
+            do_probe(threads, mode);
         } else if (sscanf(line, "load %d %llu %d %d %n", &threads, &cap, &require, &mode, &at) ==
                        4 && at > 0) {
             line[strcspn(line, "\n")] = 0;

@@ -174,6 +174,67 @@ def drop_mode() -> int:
     return DROP_TO_NOBODY if effective >> CAP_SYS_PTRACE & 1 else DROP_CAPABILITIES
 
 
+PROBE_THREADS = 2
+NOBODY = 65534
+_TASK_FIELDS = ("Uid", "Gid", "NoNewPrivs", "Seccomp", "Seccomp_filters", "CapInh", "CapPrm",
+                "CapEff", "CapBnd", "CapAmb")  # fmt: skip
+FILTERS = 2  # the loader's, then the compute one (executor.c)
+
+
+def task_status(pid: int) -> dict[int, dict[str, str]]:
+    """The containment fields of /proc/PID/task/TID/status for every thread of the process
+    (read by this process, which the kernel cannot forge; a thread that ended meanwhile is
+    left out)."""
+    tasks: dict[int, dict[str, str]] = {}
+    for entry in sorted(Path(f"/proc/{pid}/task").iterdir(), key=lambda e: int(e.name)):
+        try:
+            lines = (entry / "status").read_text().splitlines()
+        except OSError:
+            continue
+        fields = dict(line.partition(":")[::2] for line in lines)
+        tasks[int(entry.name)] = {
+            k: " ".join(fields[k].split()) for k in _TASK_FIELDS if k in fields
+        }
+    return tasks
+
+
+def expected_task(facts: Mapping[str, str], mode: int) -> dict[str, str]:
+    """What every thread must show: both filters (where the loader's and the compute one were
+    installed), no_new_privs, and for a root worker no capability at all and nobody's ids (or
+    root's, capability-less)."""
+    want = {"NoNewPrivs": "1"}
+    if facts.get("seccomp") == "1" and facts.get("seccomp_load") == "1":
+        want |= {"Seccomp": "2", "Seccomp_filters": str(FILTERS)}
+    if mode != DROP_NONE:
+        want |= {cap: "0" * 16 for cap in ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb")}
+        ids = NOBODY if mode == DROP_TO_NOBODY else 0
+        want |= {"Uid": " ".join([str(ids)] * 4), "Gid": " ".join([str(ids)] * 4)}
+    return want
+
+
+def every_thread(pid: int, facts: Mapping[str, str], mode: int) -> dict[str, str]:
+    """Check every thread of the kernel's process before any kernel call: none may be less
+    contained than its main thread, nor than ``expected_task``. The facts to report (``tasks``
+    and the fields all threads share); a KernelError (REJECTED) naming the first thread that
+    falls short."""
+    tasks = task_status(pid)
+    main = tasks.get(pid)
+    if main is None:
+        raise KernelError("the kernel's process has no main thread to check", Status.CRASH)
+    want = {k: v for k, v in (main | expected_task(facts, mode)).items() if k in main}
+    for tid, fields in tasks.items():
+        short = {k: fields.get(k, "?") for k, v in want.items() if fields.get(k) != v}
+        if short:
+            found = ", ".join(f"{k} {v} where {want[k]} was required" for k, v in short.items())
+            raise KernelError(
+                f"thread {tid} of the kernel's process is less contained than it must be "
+                f"({found}); the kernel was not run",
+                Status.REJECTED,
+            )
+    shared = {f"tasks_{k.lower()}": v.replace(" ", ",") for k, v in want.items()}
+    return {"tasks": str(len(tasks)), **shared}
+
+
 def _facts(words: str) -> dict[str, str]:
     return dict(item.partition("=")[::2] for item in words.split())
 
@@ -248,7 +309,12 @@ class Executor:
         and whether this process still reaches its memory afterwards (``memory_access``: 1, or
         why not: e.g. Yama's ptrace_scope 2 or 3)."""
         address, _, _ = self.alloc(64, 0, 0)
-        answer = self._ask(f"probe {drop_mode()}")
+        answer = self._ask(f"probe {PROBE_THREADS} {drop_mode()}")
+        facts = _facts(answer.partition(" ")[2])
+        try:
+            facts |= every_thread(self.pid, facts, drop_mode())
+        except KernelError as exc:
+            facts["every_thread"] = str(exc)
         pattern = np.arange(16, dtype=np.float32)
         try:
             self.write(address, pattern)
@@ -257,7 +323,7 @@ class Executor:
         except KernelError as exc:
             access = str(exc).split(":")[0].removeprefix("the harness could not reach ")
         self.kill()
-        return {**_facts(answer.partition(" ")[2]), "memory_access": access}
+        return {**facts, "memory_access": access}
 
     def load(
         self, artifact: Path, threads: int, memory_cap_bytes: int, require_filter: bool = True
@@ -270,7 +336,14 @@ class Executor:
         word, _, rest = answer.partition(" ")
         if word != "loaded":
             raise KernelLoadError(rest or answer)
-        self.facts = _facts(rest)
+        facts = _facts(rest)
+        try:
+            facts |= every_thread(self.pid, facts, drop_mode())
+        except KernelError:
+            if require_filter:
+                self.kill()
+                raise
+        self.facts = facts
         self.loaded = True
         self._setup_file.close()
         assert self._setup is not None
