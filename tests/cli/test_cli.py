@@ -178,12 +178,16 @@ def test_describe_sandbox_names_each_layer_and_warns_for_missing_ones():
     from accelopt.cli.hardware import describe_sandbox
 
     full = {"seccomp": "1", "seccomp_load": "1", "uid": "65534", "dropped": "1",
-            "privileges": "nobody", "no_new_privs": "1", "network": "none"}  # fmt: skip
+            "privileges": "nobody", "no_new_privs": "1", "network": "none", "landlock": "7",
+            "tasks": "2"}  # fmt: skip
     line, warnings = describe_sandbox(full)
     assert "seccomp" in line and "nobody" in line and "no network" in line and warnings == []
+    assert "every thread" in line and "Landlock ABI 7" in line
     line, warnings = describe_sandbox({**full, "seccomp": "0", "network": "host"})
     assert "no filter" in line and "host's network" in line
     assert any("ACCELOPT_UNSANDBOXED" in w for w in warnings) and len(warnings) == 2
+    _, warnings = describe_sandbox({**full, "landlock": "0", "landlock_error": "38"})
+    assert len(warnings) == 1 and "no Landlock (errno 38)" in warnings[0]
     assert describe_sandbox({"error": "no C compiler"})[0] == "unknown"
     _, warnings = describe_sandbox({**full, "memory_access": "its memory (EPERM)"})
     assert any("process_vm_readv" in w for w in warnings)

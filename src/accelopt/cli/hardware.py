@@ -100,14 +100,30 @@ def describe_sandbox(facts: dict[str, str]) -> tuple[str, list[str]]:
         "root-without-capabilities": "runs as root with every capability dropped",
         "user": f"runs as uid {facts.get('uid')}",
     }.get(facts.get("privileges", ""), f"runs as uid {facts.get('uid')} (root's privileges kept)")
+    landlock = facts.get("landlock", "0")
+    every = "every thread checked" if "tasks" in facts else "threads not checked"
     parts = [
         "a separate process per evaluation",
-        "system calls filtered (seccomp) while loading and running" if filtered else "no filter",
+        "system calls filtered (seccomp) on every thread while loading and running"
+        if filtered
+        else "no filter",
         privileges,
         "no new privileges",
+        f"Landlock ABI {landlock}: no file, no signal out" if landlock != "0" else "no Landlock",
+        every,
         "no network" if isolated else "the host's network namespace",
     ]
     warnings = []
+    if landlock == "0":
+        warnings.append(
+            f"this kernel offers no Landlock (errno {facts.get('landlock_error', '?')}): a kernel "
+            "is still kept from files by the system call filter once loaded, but not while its "
+            "object loads"
+        )
+    if "tasks" not in facts:
+        warnings.append(
+            f"the kernel process's threads could not all be checked: {facts.get('every_thread')}"
+        )
     if not filtered:
         warnings.append(
             "this system refuses a seccomp filter: C kernels are not run (set "

@@ -18,6 +18,7 @@ from accelopt.backends.cpu.compiler import (
     prototype,
 )
 from accelopt.backends.cpu.executor import ExecutorStartError
+from accelopt.backends.cpu.openmp import refusal as openmp_refusal
 from accelopt.backends.cpu.remarks import vectorization_remarks
 from accelopt.backends.cpu.remote import ExecutorDevice, RemoteKernel, probe_isolation
 from accelopt.backends.cpu.symbols import disallowed_symbols
@@ -63,6 +64,9 @@ class CpuBackend:
         cc = compiler_for(settings.c_compiler())
         if cc.cross:
             return  # kernels built for another machine do not run here
+        openmp = openmp_refusal(settings.environment())
+        if openmp:
+            raise UserError(openmp)
         refused = sandbox_refused(cc)
         if refused.startswith("the worker cannot reach"):
             raise UserError(

@@ -203,6 +203,7 @@ static void allow_compute(struct filter *f, int self) {
         SYS_clock_gettime, SYS_clock_getres, SYS_gettimeofday, SYS_clock_nanosleep,
         SYS_nanosleep, SYS_getrandom, SYS_getcpu, SYS_restart_syscall, SYS_sched_getparam,
         SYS_sched_getscheduler, SYS_getuid, SYS_geteuid, SYS_getgid, SYS_getegid, SYS_getppid,
+        SYS_sysinfo, /* load averages: libgomp under OMP_DYNAMIC (getloadavg) */
 #ifdef SYS_rseq
         SYS_rseq,
 #endif

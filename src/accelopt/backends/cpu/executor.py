@@ -31,6 +31,7 @@ import numpy as np
 
 from accelopt import settings
 from accelopt.backends.base import MEMORY_FAULTS, KernelError, KernelLoadError
+from accelopt.backends.cpu.openmp import openmp_environment
 from accelopt.backends.status import Status
 from accelopt.hardware.toolchain import Compiler
 
@@ -45,8 +46,9 @@ EXIT_PROTOCOL = 98
 CALIBRATION_ROUNDS = 64
 SETUP_TIMEOUT_S = 30.0
 IOV_MAX = 1024
-# What the executor's environment keeps of the worker's: the OpenMP settings, nothing else.
-_ENV_PREFIXES = ("OMP_", "GOMP_", "LANG", "LC_")
+# What the executor's environment keeps of the worker's: the OpenMP settings libgomp reads
+# (openmp.py) and the locale, nothing else.
+_LOCALE_PREFIXES = ("LANG", "LC_")
 
 
 class ExecutorStartError(RuntimeError):
@@ -72,7 +74,8 @@ class RemoteBuffer:
 
 
 def executor_env(worker_env: Mapping[str, str]) -> dict[str, str]:
-    return {k: v for k, v in worker_env.items() if k.startswith(_ENV_PREFIXES)}
+    locale = {k: v for k, v in worker_env.items() if k.startswith(_LOCALE_PREFIXES)}
+    return locale | openmp_environment(worker_env)
 
 
 def _sha256(path: Path) -> str:
@@ -213,19 +216,24 @@ def expected_task(facts: Mapping[str, str], mode: int) -> dict[str, str]:
 
 
 def every_thread(pid: int, facts: Mapping[str, str], mode: int) -> dict[str, str]:
-    """Check every thread of the kernel's process before any kernel call: none may be less
-    contained than its main thread, nor than ``expected_task``. The facts to report (``tasks``
-    and the fields all threads share); a KernelError (REJECTED) naming the first thread that
-    falls short."""
-    tasks = task_status(pid)
+    """Check every thread of the kernel's process (``check_tasks``) before any kernel call."""
+    return check_tasks(task_status(pid), pid, facts, mode)
+
+
+def check_tasks(
+    tasks: Mapping[int, Mapping[str, str]], pid: int, facts: Mapping[str, str], mode: int
+) -> dict[str, str]:
+    """No thread may be less contained than the main thread, nor than ``expected_task``. The
+    facts to report (``tasks`` and the fields all threads share); a KernelError (REJECTED)
+    naming the first thread that falls short."""
     main = tasks.get(pid)
     if main is None:
         raise KernelError("the kernel's process has no main thread to check", Status.CRASH)
-    want = {k: v for k, v in (main | expected_task(facts, mode)).items() if k in main}
+    want = {k: v for k, v in (dict(main) | expected_task(facts, mode)).items() if k in main}
     for tid, fields in tasks.items():
         short = {k: fields.get(k, "?") for k, v in want.items() if fields.get(k) != v}
         if short:
-            found = ", ".join(f"{k} {v} where {want[k]} was required" for k, v in short.items())
+            found = ", ".join(f"{k} {v} where {want[k]} is required" for k, v in short.items())
             raise KernelError(
                 f"thread {tid} of the kernel's process is less contained than it must be "
                 f"({found}); the kernel was not run",
