@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 from pathlib import Path
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -36,6 +37,11 @@ class EvalConfig(BaseModel):
     )
     verify_calls: int = Field(
         2, ge=0, description="timed calls, drawn at random, checked against the reference"
+    )
+    full_batches: Literal["auto", "all", "some"] = Field(
+        "auto",
+        description="timed batches on inputs rewritten throughout: all, some at random (compared "
+        "with the rest), or auto: all where rewriting costs little beside a call (freshness.py)",
     )
     threads: int | None = Field(
         None, ge=1, description="OpenMP threads; None = cores of the device"

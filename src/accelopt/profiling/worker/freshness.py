@@ -1,25 +1,69 @@
-"""Timed calls that cannot be answered from memory.
+"""Timed calls that cannot be answered from memory, nor by recomputing only what changed.
 
-Every timed call gets inputs no earlier call saw: before a set is used, ``Freshness`` copies the
-values of a few random positions of each of its inputs from other random positions of the same
-tensor (so every value stays one the problem's generator made: a non-negative input stays
-non-negative). A kernel that keeps results by buffer address or by content, or recomputes only the
-outputs the canaries mark, returns stale values at the changed positions; ``Audit`` keeps a few
-timed calls, chosen uniformly at random from all of them after the fact, whose outputs are then
-checked against the reference on exactly the inputs those calls got.
+Where the inputs come from. Every rotation set's every input starts as its own random circular
+shift (a flat roll, by an offset drawn from the worker's secret generator) of the last
+correctness seed's input: every value is one the problem's generator made (a non-negative input
+stays non-negative), but each input is shifted independently, so the pairings across inputs (row
+``i`` of ``lhs`` with column ``j`` of ``rhs``) are ones no call computed. A kernel that keeps
+results by address or by content, or diffs its inputs against the last ones it saw, has nothing
+to reuse on a set's first visit.
+
+Two kinds of timed batches (``Refreshes``):
+
+* *full*: before the batch, outside the timed window, every input of every set in the batch gets
+  a new roll (``Freshness.refresh``): every element changes, so an incremental kernel must
+  recompute everything, and a content cache misses;
+* *sparse*: before each call, POSITIONS values of every input are copied from other random
+  positions of the same base tensor (``Freshness.perturb``): a kernel that keeps its last result
+  and recomputes only what changed is fast here, and wrong wherever it got that wrong.
+
+When rewriting a call's inputs costs little beside the call (compute-bound problems:
+``all_full``), every batch is full and nothing is left to reuse. Otherwise (memory-bound problems,
+where a refresh costs about a call) about one batch in FULL_SHARE, chosen at random, is full; the
+sparse batches make the reported latency (the steady state, as before full batches existed: a
+full batch runs just after the harness wrote its inputs, partly into cache, and its time differs
+for an honest kernel by ±20 % either way), and ``sparse_faster`` compares the two medians: a
+kernel clearly faster on inputs that changed in a few places than on inputs new throughout skips
+work, and is SUSPICIOUS.
+
+``Audit`` keeps a few timed calls, chosen uniformly at random from all of them after the fact,
+whose outputs are then checked against the reference on exactly the inputs those calls got
+(``Freshness.expected``), element by element (``correctness.check_outputs``).
+
+Why the rolls start from the last seed and not from a freshly generated hidden set: after its
+first call on one set, a kernel has seen every value of any base the sets are rolled from, so a
+hidden base would only hide the very first call; generating it costs a pass of the problem's
+generator per evaluation (0.2-0.5 s for adamw's 90 MB), more than the rest of the fill.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-POSITIONS = 4  # changed per input per call
+from accelopt.profiling.worker.timing import median_ci
+
+POSITIONS = 4  # changed per input per call of a sparse batch
+CHEAP_REFRESH = 0.1  # every batch is full when a set's refresh costs at most this share of a call
+FULL_SHARE = 4  # otherwise one batch in this many is full, at random ...
+MIN_FULL = 8  # ... and timing goes on until there are this many full and sparse batches
+SPARSE_FASTER = 0.75  # sparse median's interval below this times the full one's: SUSPICIOUS
+
+
+@dataclass
+class _Roll:
+    """One input of one set: the offset of its roll of the base, and the values changed since."""
+
+    offset: int = 0
+    changes: dict[int, float] | None = None
 
 
 class Freshness:
+    """The inputs of every rotation set, as the harness writes them (the module's docstring)."""
+
     def __init__(
         self,
         device: Any,
@@ -30,35 +74,92 @@ class Freshness:
         self._device = device
         self._inputs = inputs_per_set
         self._shapes = [x.shape for x in base]
-        self._base = [np.ascontiguousarray(x, dtype=np.float32).reshape(-1) for x in base]
+        flats = [np.ascontiguousarray(x, dtype=np.float32).reshape(-1) for x in base]
+        self._base = flats
+        # Each base twice over: any roll is then a contiguous slice, written without a copy.
+        self._doubled = [np.concatenate((f, f)) for f in flats]
         self._rng = rng
-        self._changes: list[list[dict[int, float]]] = [[{} for _ in base] for _ in inputs_per_set]
+        self._rolls = [[_Roll() for _ in base] for _ in inputs_per_set]
+
+    def refresh(self, set_index: int) -> None:
+        """Every input of the set becomes a new random roll of its base (every element changes,
+        as far as the base's values differ)."""
+        rolls = self._rolls[set_index]
+        for buffer, doubled, shape, roll in zip(
+            self._inputs[set_index], self._doubled, self._shapes, rolls, strict=True
+        ):
+            n = doubled.size // 2
+            roll.offset, roll.changes = int(self._rng.integers(max(n, 1))), None
+            self._device.upload(doubled[roll.offset : roll.offset + n].reshape(shape), into=buffer)
 
     def perturb(self, set_index: int) -> None:
         """Change POSITIONS values of every input of the set (inputs of one value stay)."""
-        for buffer, flat, changes in zip(
-            self._inputs[set_index], self._base, self._changes[set_index], strict=True
+        for buffer, flat, roll in zip(
+            self._inputs[set_index], self._base, self._rolls[set_index], strict=True
         ):
             if flat.size < 2:
                 continue
             where = self._rng.integers(flat.size, size=POSITIONS)
             values = flat[self._rng.integers(flat.size, size=POSITIONS)]
             self._device.poke(buffer, where, values)
-            changes.update(zip(where.tolist(), values.tolist(), strict=True))
+            roll.changes = roll.changes or {}
+            roll.changes.update(zip(where.tolist(), values.tolist(), strict=True))
 
     def expected(self, set_index: int) -> list[np.ndarray]:
         """The inputs the set holds now, as the harness made them."""
         out = []
-        for flat, shape, changes in zip(
-            self._base, self._shapes, self._changes[set_index], strict=True
+        for doubled, shape, roll in zip(
+            self._doubled, self._shapes, self._rolls[set_index], strict=True
         ):
-            x = flat.copy()
-            if changes:
-                x[np.fromiter(changes, dtype=np.int64)] = np.fromiter(
-                    changes.values(), dtype=np.float32
+            x = doubled[roll.offset : roll.offset + doubled.size // 2].copy()
+            if roll.changes:
+                x[np.fromiter(roll.changes, dtype=np.int64)] = np.fromiter(
+                    roll.changes.values(), dtype=np.float32
                 )
             out.append(x.reshape(shape))
         return out
+
+
+def all_full(refresh_s: float, call_s: float) -> bool:
+    """Whether every timed batch can be full: a set's refresh (``refresh_s``, measured when the
+    sets were filled) costs at most CHEAP_REFRESH of a call (the correctness calls' median)."""
+    return refresh_s <= CHEAP_REFRESH * call_s
+
+
+class Refreshes:
+    """Which timed batches are full: all of them, or (``every`` False) each with probability
+    1 / FULL_SHARE from the secret generator, so that a kernel cannot tell in advance."""
+
+    def __init__(self, every: bool, rng: np.random.Generator) -> None:
+        self.every = every
+        self._rng = rng
+
+    def next_is_full(self) -> bool:
+        return self.every or int(self._rng.integers(FULL_SHARE)) == 0
+
+
+def sparse_faster(sparse: Sequence[float], full: Sequence[float]) -> str:
+    """Why the kernel is SUSPICIOUS, or '': its calls on inputs changed in a few places
+    (``sparse``, seconds per call by batch) are clearly faster than those on inputs new throughout
+    (``full``): the upper end of the sparse median's 95 % interval is below SPARSE_FASTER times
+    the lower end of the full one's (``timing.median_ci``; with few samples the interval spans
+    them all), so noise on a busy machine widens the intervals rather than accusing the kernel.
+    Both kinds are interleaved in one timing, so drift in the machine's speed cancels. Honest
+    kernels measured 0.78-1.16 here (sparse over full medians, short timings on a busy machine;
+    freshly written inputs are partly in cache, but leave dirty lines to write back), so only the
+    sparse side being faster is tested, with that margin; a kernel that recomputes only what
+    changed takes a few percent of its full time."""
+    if not sparse or not full:
+        return ""
+    if median_ci(sparse)[1] >= SPARSE_FASTER * median_ci(full)[0]:
+        return ""
+    ratio = float(np.median(sparse)) / float(np.median(full))
+    return (
+        f"on inputs that changed in a few places since its last call on the same buffers the "
+        f"kernel took {ratio:.0%} of its time on inputs new throughout (clearly below "
+        f"{SPARSE_FASTER:.0%}): it recomputes only what changed, or caches results, so its time "
+        "is not the problem's"
+    )
 
 
 class Audit:

@@ -34,7 +34,7 @@ from accelopt.problems.shipping import resolve_ref
 from accelopt.profiling.config import HARNESS_VERSION
 from accelopt.profiling.worker import contention, references, sandbox
 from accelopt.profiling.worker.correctness import check_outputs, modified_input
-from accelopt.profiling.worker.freshness import Audit, Freshness
+from accelopt.profiling.worker.freshness import Audit, Freshness, sparse_faster
 from accelopt.profiling.worker.protocol import (
     SEPARATE,
     Channel,
@@ -96,6 +96,9 @@ class EvaluationRun:
         self.loaded: LoadedKernel | None = None
         self.last_seed: tuple[tuple[np.ndarray, ...], tuple[np.ndarray, ...]] = ((), ())
         self.call_s: list[float] = []  # the correctness calls' wall time, seen by the worker
+        self.rng = np.random.default_rng()  # nothing the kernel can know: not the problem's seeds
+        self.fresh: Freshness | None = None  # the rotation sets' inputs, once filled
+        self.refresh_s = 0.0  # seconds to rewrite one set's inputs (measured filling them)
         self.tick = Ticker(self.phase)
 
     def phase(self, name: str, detail: str = "") -> None:
@@ -312,7 +315,7 @@ class EvaluationRun:
     def _rotation_buffers(self) -> RotationSets:
         """Input/output sets at distinct addresses: together they span twice the last-level
         cache (and COLD_SPAN_BYTES), so each timed call reads from memory. Filled after the
-        check with the last seed's inputs (``_fill_rotation``)."""
+        check with rolls of the last seed's inputs (``_fill_rotation``)."""
         count = rotation_sets(
             self.problem.buffer_bytes(self.sizes), self.llc_bytes, self.config.rotation_budget_bytes
         )
@@ -323,10 +326,13 @@ class EvaluationRun:
         ]
 
     def _fill_rotation(self, sets: RotationSets) -> None:
-        inputs, _ = self.last_seed
-        for ins, _ in sets:
-            for buf, x in zip(ins, inputs, strict=True):
-                self.device.upload(x, into=buf)
+        """Every set's inputs: independent random rolls of the last seed's (``freshness.py``);
+        what one set's rewrite costs decides how often the timed batches rewrite them."""
+        self.fresh = Freshness(self.device, [ins for ins, _ in sets], self.last_seed[0], self.rng)
+        start = time.perf_counter()
+        for index in range(len(sets)):
+            self.fresh.refresh(index)
+        self.refresh_s = (time.perf_counter() - start) / max(len(sets), 1)
 
     def time(self, sets: RotationSets) -> None:
         loop = TimedLoop(self, sets)
@@ -356,16 +362,20 @@ class EvaluationRun:
         )  # fmt: skip
 
     def verify_timed(self, loop: TimedLoop) -> None:
-        """After the timing (the device lock held shared): every set's guards, then the calls
-        the audit kept (``_verify``)."""
+        """After the timing (the device lock held shared): every set's guards, the calls the
+        audit kept (``_verify``), then whether the kernel was faster on the sparse batches than on
+        the full ones (``freshness.sparse_faster``: SUSPICIOUS)."""
         self.phase("verify")
         for ins, outs in loop.sets:  # a few microseconds a set: every set
             self._check_guards([*ins, *outs], "in the timed calls")
         self._verify(loop.audit, loop.fresh)
+        skipped = sparse_faster(loop.sparse, loop.full)
+        if skipped:
+            raise Failed(Status.SUSPICIOUS, skipped)
 
     def _warmup_count(self, n_sets: int) -> int:
         """Warm-up calls: the code, the threads and the branch predictors, not the data (every
-        set's pages are already faulted in: inputs are copies, outputs are filled with NaN)."""
+        set's pages are already faulted in: inputs are written, outputs are filled with NaN)."""
         return max(1, self.config.warmup_calls)
 
     def _batch_size(self, n_sets: int) -> int:
@@ -388,7 +398,8 @@ class EvaluationRun:
 
     def _verify(self, audit: Audit, fresh: Freshness) -> None:
         """The timed calls kept by the audit: their inputs as the harness left them, their
-        outputs right against the reference on those (perturbed) inputs."""
+        outputs right, element by element, against the reference on those (rolled, perturbed)
+        inputs."""
         in_names = [t.name for t in self.problem.inputs]
         out_names = [t.name for t in self.problem.outputs]
         for n, (inputs, outputs, expected) in enumerate(audit.kept, 1):

@@ -1,4 +1,10 @@
-"""One kernel's timed calls in the worker (``TimedLoop``), and how a step fails (``Failed``)."""
+"""One kernel's timed calls in the worker (``TimedLoop``), and how a step fails (``Failed``).
+
+The timed batches are *full* (every input of the batch's sets rewritten, a new roll, before the
+batch) or *sparse* (a few values changed before each call): all full where that is cheap beside a
+call, else one in FULL_SHARE at random (``freshness.py`` says why, and which samples make the
+latency). Either way every call gets inputs no call saw before.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +15,7 @@ import numpy as np
 
 from accelopt.backends.device import Buffer, CanarySet
 from accelopt.backends.status import Status
-from accelopt.profiling.worker.freshness import Audit, Freshness
+from accelopt.profiling.worker.freshness import MIN_FULL, Audit, Refreshes, all_full
 from accelopt.profiling.worker.timing import ci_half_width
 
 if TYPE_CHECKING:  # the run a loop times; harness.py imports this module
@@ -54,28 +60,47 @@ class TimedLoop:
     the median is known to ci_target, or ci_time_cap_s passed) or in slices resumed later
     (``run_slice``: a re-timing session interleaves several kernels' slices).
 
-    Before each call its set's inputs are perturbed (no call sees inputs seen before) and its
-    canaries armed; after each batch the canaries must be written, and a few calls chosen at
-    random are kept to be checked against the reference (``EvaluationRun.verify_timed``).
-    ``samples`` holds a sample per batch (seconds per call), ``count`` the timed calls.
+    Before each batch its sets' inputs are rewritten (a full batch) or before each call a few of
+    their values changed (a sparse one): no call sees inputs seen before; its canaries are armed.
+    After each batch the canaries must be written, and a few calls chosen at random are kept to be
+    checked against the reference (``EvaluationRun.verify_timed``, which also compares the sparse
+    batches with the full ones). ``full`` and ``sparse`` hold a sample per batch (seconds per
+    call), ``samples`` those the latency is the median of, ``count`` the timed calls.
     """
 
     def __init__(self, run: EvaluationRun, sets: RotationSets) -> None:
         run.result.rotation_sets = len(sets)
-        assert run.loaded is not None
+        assert run.loaded is not None and run.fresh is not None
         self.run, self.sets = run, sets
         self.calls = [run.loaded.bind([*ins, *outs]) for ins, outs in sets]
-        rng = np.random.default_rng()  # nothing the kernel can know: not the problem's seeds
-        self.fresh = Freshness(run.device, [ins for ins, _ in sets], run.last_seed[0], rng)
-        self.audit = Audit(run.config.verify_calls, rng)
+        self.fresh = run.fresh  # the sets' inputs, filled by the harness (_fill_rotation)
+        self.refreshes = Refreshes(self._every_batch_full(), run.rng)
+        self.audit = Audit(run.config.verify_calls, run.rng)
         self.canaries: CanarySet | None = None
-        self.samples: list[float] = []
+        self.full: list[float] = []  # seconds per call, per full batch ...
+        self.sparse: list[float] = []  # ... and per sparse batch
         self.count = 0
         self.elapsed_s = 0.0  # seconds of timed batches so far
         self.spent_s = 0.0  # ... and of the warm-up and untimed calls
         self.warm = 0
         self.batch = 1
         self._precise = Precision(run.config.ci_target)
+
+    def _every_batch_full(self) -> bool:
+        policy = self.run.config.full_batches
+        if policy != "auto" or not self.run.call_s:
+            return policy != "some"
+        return all_full(self.run.refresh_s, float(np.median(self.run.call_s)))
+
+    @property
+    def samples(self) -> list[float]:
+        """The samples the latency is the median of: every batch's where all are full, else the
+        sparse batches' (``freshness.py``)."""
+        return self.full if self.refreshes.every else self.sparse
+
+    @property
+    def mixed(self) -> bool:
+        return not self.refreshes.every
 
     def start(self) -> None:
         """Arm the canaries and warm up: with the device lock held exclusive (and the kernel's
@@ -109,16 +134,23 @@ class TimedLoop:
         begin = clock()
         while True:
             self._run_batch()
-            if clock() - begin >= seconds:
+            if clock() - begin >= seconds and len(self.samples) > first and self._both_kinds():
                 break
         end = clock()
         self.elapsed_s += end - begin
         self.spent_s += end - began
         return self.samples[first:]
 
+    def _both_kinds(self, least: int = 1) -> bool:
+        """Whether there are ``least`` samples of each kind (always, where every batch is full)."""
+        return not self.mixed or min(len(self.full), len(self.sparse)) >= least
+
     def _finished(self, elapsed_s: float) -> bool:
         cfg = self.run.config
+        if not self._both_kinds():  # a few more batches: the comparison needs both
+            return False
         enough = self.count >= cfg.min_calls and elapsed_s >= cfg.min_time_s
+        enough = enough and self._both_kinds(MIN_FULL)
         capped = elapsed_s >= max(cfg.ci_time_cap_s, cfg.min_time_s)
         if enough and (capped or self._precise(self.samples, elapsed_s)):
             return True
@@ -128,10 +160,15 @@ class TimedLoop:
         run, k, n = self.run, self.batch, len(self.calls)
         assert self.canaries is not None
         batch = [(self.warm + self.count + j) % n for j in range(k)]
+        full = self.refreshes.next_is_full()
         for index in batch:
-            self.fresh.perturb(index)
+            if full:
+                self.fresh.refresh(index)
+            else:
+                self.fresh.perturb(index)
             self.canaries.arm(index)
-        self.samples.append(run.device.time_calls([self.calls[i] for i in batch]) / k)
+        sample = run.device.time_calls([self.calls[i] for i in batch]) / k
+        (self.full if full else self.sparse).append(sample)
         self.count += k
         if not self.canaries.written():
             raise Failed(
