@@ -16,6 +16,7 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+import attacks
 import numpy as np
 import pytest
 
@@ -96,19 +97,13 @@ def test_probe_reports_what_the_system_applies(accelopt_cache):
 
 def test_creating_a_file_is_refused(device, tmp_path):
     target = tmp_path / "escaped.txt"
-    body = f'int fd = open("{target}", O_CREAT | O_WRONLY, 0644); if (fd >= 0) write(fd, "x", 1);'
-    assert_refused(device, unchecked(tmp_path, body, "#include <fcntl.h>"), "openat")
+    artifact = attacks.build(tmp_path, "creates_file", PATH=f'"{target}"')
+    assert_refused(device, artifact, "openat")
     assert not target.exists()
 
 
 def test_reading_the_parents_environment_is_refused(device, tmp_path):
-    body = (
-        'char path[64]; snprintf(path, sizeof path, "/proc/%d/environ", getppid());\n'
-        "char buf[4096]; int fd = open(path, O_RDONLY); ssize_t n = read(fd, buf, sizeof buf);\n"
-        "if (n > 0) write(1, buf, n);"
-    )
-    assert_refused(device, unchecked(tmp_path, body, "#include <fcntl.h>\n#include <stdio.h>"),
-                   "openat")  # fmt: skip
+    assert_refused(device, attacks.build(tmp_path, "reads_parent_environ"), "openat")
 
 
 def test_the_network_is_refused(device, tmp_path):
@@ -117,14 +112,7 @@ def test_the_network_is_refused(device, tmp_path):
     server.listen(1)
     server.settimeout(0.5)
     port = server.getsockname()[1]
-    body = (
-        "int s = socket(AF_INET, SOCK_STREAM, 0); struct sockaddr_in a = {0};\n"
-        f"a.sin_family = AF_INET; a.sin_port = htons({port});\n"
-        "a.sin_addr.s_addr = htonl(0x7f000001);\n"
-        "connect(s, (struct sockaddr *)&a, sizeof a);"
-    )
-    includes = "#include <sys/socket.h>\n#include <netinet/in.h>\n#include <arpa/inet.h>"
-    assert_refused(device, unchecked(tmp_path, body, includes), "socket")
+    assert_refused(device, attacks.build(tmp_path, "connects", PORT=port), "socket")
     with pytest.raises(TimeoutError):
         server.accept()  # nobody connected
     server.close()
@@ -132,8 +120,7 @@ def test_the_network_is_refused(device, tmp_path):
 
 def test_starting_a_process_is_refused_and_nothing_outlives_the_kernel(device, tmp_path):
     marker = tmp_path / "ran.txt"
-    body = f'system("sleep 30; touch {marker}");'
-    artifact = unchecked(tmp_path, body, "#include <stdlib.h>")
+    artifact = attacks.build(tmp_path, "starts_process", MARKER=f'"{marker}"')
     error = assert_refused(device, artifact, "clone", "clone3", "rt_sigaction", "vfork")
     assert "start processes" in str(error)
     assert not marker.exists()
@@ -141,49 +128,34 @@ def test_starting_a_process_is_refused_and_nothing_outlives_the_kernel(device, t
 
 
 def test_fork_is_refused(device, tmp_path):
-    body = "if (fork() == 0) { for (;;) {} }"
-    assert_refused(device, unchecked(tmp_path, body), "clone")
+    assert_refused(device, attacks.build(tmp_path, "forks"), "clone")
 
 
 def test_signalling_the_worker_is_refused(device, tmp_path):
-    body = "kill(getppid(), SIGTERM);"
-    assert_refused(device, unchecked(tmp_path, body, "#include <signal.h>"), "kill")
+    assert_refused(device, attacks.build(tmp_path, "signals_worker"), "kill")
 
 
 def test_entering_another_namespace_is_refused(device, tmp_path):
-    body = "setns(0, 0); unshare(0x40000000);"
-    assert_refused(device, unchecked(tmp_path, body, "#include <sched.h>"), "setns")
+    assert_refused(device, attacks.build(tmp_path, "enters_namespace"), "setns")
 
 
 def test_writing_to_any_other_descriptor_is_refused(device, tmp_path):
     # The worker's channel to its parent is not even open here; every descriptor but the log is
     # out of bounds.
-    body = 'for (int fd = 3; fd < 64; fd++) write(fd, "{}\\n", 3);'
-    assert_refused(device, unchecked(tmp_path, body), "write")
+    assert_refused(device, attacks.build(tmp_path, "writes_other_descriptors"), "write")
 
 
 @pytest.mark.skipif(platform.machine() != "x86_64", reason="x86-64 machine code")
 def test_raw_system_calls_from_executable_memory_are_refused(device, tmp_path):
     # mov eax, 41 (socket); mov edi, 2; mov esi, 1; xor edx, edx; syscall; ret
-    body = (
-        "static const unsigned char code[] = {0xb8,41,0,0,0, 0xbf,2,0,0,0, 0xbe,1,0,0,0,\n"
-        "  0x31,0xd2, 0x0f,0x05, 0xc3};\n"
-        "void *page = mmap(0, 4096, PROT_READ | PROT_WRITE | PROT_EXEC,"
-        " MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);\n"
-        "memcpy(page, code, sizeof code); ((long (*)(void))page)();"
-    )
-    assert_refused(device, unchecked(tmp_path, body, "#include <sys/mman.h>"), "socket")
+    assert_refused(device, attacks.build(tmp_path, "raw_syscall"), "socket")
 
 
 def test_a_forged_done_answer_is_caught(device, tmp_path):
     # The executor's argv ends with its "done" descriptor, just below the environment on the
     # initial stack: the kernel answers for itself, then computes.
-    body = (
-        "extern char **environ; int fd = atoi(environ[-2]);\n"
-        "static unsigned char b = 0; write(fd, &b, 1); b++;\n" + SILU
-    )
     with pytest.raises(KernelError) as caught:
-        run_once(device, unchecked(tmp_path, body))
+        run_once(device, attacks.build(tmp_path, "forges_done"))
     assert caught.value.status is Status.REJECTED
     assert "harness's channel" in str(caught.value)
 
