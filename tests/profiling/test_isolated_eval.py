@@ -204,15 +204,20 @@ def test_skipping_work_on_seen_buffers_is_caught(run, silu, kernel_file):
 def test_replaying_a_saved_output_is_incorrect(accelopt_cache, hw, kernel_file):
     # Writes every output element (copies the result it saved for these buffers and probe
     # values), skipping the multiplication. One rotation set: every timed call meets buffers the
-    # kernel has seen. But every timed call gets inputs no call saw before (freshness.py), so the
-    # copies are stale where the inputs changed, and the audited calls fail.
-    config = CONFIG.model_copy(update={"workers": 1, "rotation_budget_bytes": 1})
+    # kernel has seen. Some batches sparse (where every batch rewrites its inputs, the probes
+    # change each time and the kernel multiplies: it gains nothing): their calls change a few
+    # inputs (freshness.py), so the copies are stale where the inputs changed, and the audited
+    # calls fail (or, audited only on full batches, the fast sparse calls are SUSPICIOUS).
+    config = CONFIG.model_copy(
+        update={"workers": 1, "rotation_budget_bytes": 1, "full_batches": "some"}
+    )
     with Evaluator(hw, config) as evaluator:
         evaluation = evaluator.evaluate(
             kernel_file("replays_output"), load_problem("matmul"), "cpu"
         )
-    assert evaluation.status is Status.INCORRECT
-    assert "timed call" in evaluation.error and "checked afterwards" in evaluation.error
+    assert evaluation.status in (Status.INCORRECT, Status.SUSPICIOUS), evaluation.error
+    if evaluation.status is Status.INCORRECT:
+        assert "timed call" in evaluation.error and "checked afterwards" in evaluation.error
 
 
 # -- refused before compiling ----------------------------------------------------------------------
