@@ -46,7 +46,9 @@ def verdict(
 ) -> Verdict:
     """A failed step keeps its status; a timed kernel above 105 % of peak is SUSPICIOUS. (A kernel
     that replays results is INCORRECT before it gets here: every timed call gets fresh inputs and
-    a random few are checked, ``profiling/worker/freshness.py``.)"""
+    a random few are checked element by element; one clearly faster on inputs changed in a few
+    places than on inputs new throughout comes SUSPICIOUS from the worker, with no % of peak:
+    ``profiling/worker/freshness.py``.)"""
     if status is not None:
         return Verdict(Status(status), error, None)
     if latency_s is None:  # --check-only
