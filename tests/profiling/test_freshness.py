@@ -15,6 +15,7 @@ from accelopt.profiling.worker.freshness import (
     Freshness,
     Refreshes,
     all_full,
+    batch_kind,
     sparse_faster,
 )
 
@@ -94,3 +95,10 @@ def test_rounding_errors_spread_over_every_element_pass():
     ref = rng.standard_normal(1 << 16)
     out = ref * (1 + 1e-6 * rng.standard_normal(ref.size))
     assert check_outputs(["y"], [out.astype(np.float32)], [ref], 2e-5).error == ""
+
+
+def test_a_sparse_batch_right_after_a_full_one_counts_as_neither():
+    assert batch_kind(full=True, after_full=False) == "full"
+    assert batch_kind(full=True, after_full=True) == "full"
+    assert batch_kind(full=False, after_full=False) == "sparse"
+    assert batch_kind(full=False, after_full=True) == "settling"

@@ -15,7 +15,7 @@ import numpy as np
 
 from accelopt.backends.device import Buffer, CanarySet
 from accelopt.backends.status import Status
-from accelopt.profiling.worker.freshness import MIN_FULL, Audit, Refreshes, all_full
+from accelopt.profiling.worker.freshness import MIN_FULL, Audit, Refreshes, all_full, batch_kind
 from accelopt.profiling.worker.timing import ci_half_width
 
 if TYPE_CHECKING:  # the run a loop times; harness.py imports this module
@@ -78,7 +78,10 @@ class TimedLoop:
         self.audit = Audit(run.config.verify_calls, run.rng)
         self.canaries: CanarySet | None = None
         self.full: list[float] = []  # seconds per call, per full batch ...
-        self.sparse: list[float] = []  # ... and per sparse batch
+        self.sparse: list[float] = []  # ... and per sparse batch (not right after a full one)
+        self.settling: list[float] = []  # sparse batches right after a full one: neither kind
+        self._after_full = False  # the last batch rewrote its inputs just before it ran
+        self._unseen = set(range(len(sets)))  # sets not called since their inputs were rewritten
         self.count = 0
         self.elapsed_s = 0.0  # seconds of timed batches so far
         self.spent_s = 0.0  # ... and of the warm-up and untimed calls
@@ -110,7 +113,7 @@ class TimedLoop:
         self.canaries = run.device.canaries([o for _, o in self.sets], run.seeds[0])
         self.warm = run._warmup_count(n)
         for i in range(self.warm):
-            self.calls[i % n]()
+            self._call_untimed(i % n)
             run.tick()
         self.batch = run._batch_size(n)
         run.result.batch_calls = self.batch
@@ -129,7 +132,7 @@ class TimedLoop:
         batches for ``seconds`` (one at least); this slice's samples."""
         clock = time.perf_counter
         began = clock()
-        self.calls[(self.warm + self.count) % len(self.calls)]()
+        self._call_untimed((self.warm + self.count) % len(self.calls))
         first = len(self.samples)
         begin = clock()
         while True:
@@ -140,6 +143,15 @@ class TimedLoop:
         self.elapsed_s += end - begin
         self.spent_s += end - began
         return self.samples[first:]
+
+    def _call_untimed(self, index: int) -> None:
+        self.calls[index]()
+        self._unseen.discard(index)
+
+    def _kind(self, full: bool) -> list[float]:
+        """Where a batch's sample goes (``freshness.batch_kind``)."""
+        kind = batch_kind(full, self._after_full)
+        return {"full": self.full, "sparse": self.sparse, "settling": self.settling}[kind]
 
     def _both_kinds(self, least: int = 1) -> bool:
         """Whether there are ``least`` samples of each kind (always, where every batch is full)."""
@@ -160,15 +172,20 @@ class TimedLoop:
         run, k, n = self.run, self.batch, len(self.calls)
         assert self.canaries is not None
         batch = [(self.warm + self.count + j) % n for j in range(k)]
-        full = self.refreshes.next_is_full()
+        refresh = self.refreshes.next_is_full()
         for index in batch:
-            if full:
+            if refresh:
                 self.fresh.refresh(index)
             else:
                 self.fresh.perturb(index)
             self.canaries.arm(index)
+        # New throughout: rewritten now, or not called since the sets were filled (the first
+        # visit of a set is as new to the kernel as a rewrite, whatever it does with it).
+        full = refresh or self._unseen.issuperset(batch)
         sample = run.device.time_calls([self.calls[i] for i in batch]) / k
-        (self.full if full else self.sparse).append(sample)
+        self._unseen.difference_update(batch)
+        self._kind(full).append(sample)
+        self._after_full = refresh
         self.count += k
         if not self.canaries.written():
             raise Failed(
