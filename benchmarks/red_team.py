@@ -32,11 +32,16 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "support"))
 import attacks  # noqa: E402  (tests/support/attacks.py)
+
+if TYPE_CHECKING:
+    from accelopt.profiling.config import EvalConfig
+    from accelopt.profiling.evaluation import Evaluation
+    from accelopt.profiling.parent.evaluator import Evaluator
 
 NOBODY = attacks.NOBODY
 REJECTED = "REJECTED"
@@ -221,42 +226,74 @@ def without_ptrace() -> list[Row]:
 # -- kernels through the whole harness --------------------------------------------------------
 
 KERNELS = ROOT / "tests" / "profiling" / "kernels"
-MATMUL = {"recomputes_what_changed", "replays_output"}
+MATMUL = {"recomputes_what_changed", "replays_output"}  # matmul cheats; the rest are silu kernels
 HONEST = {"correct_sigmoid", "reports_its_state"}  # controls, not attacks
+LOGS = {"prints_a_secret", "prints_environment", "prints_megabytes"}  # must leak nothing
+SECRET = "sk-accelopt-red-team-1234"
+
+
+def _config(**update: object) -> EvalConfig:
+    from accelopt.profiling.config import EvalConfig
+
+    config = EvalConfig(seeds=3, warmup_calls=2, min_calls=20, min_time_s=0.05,
+                        ci_time_cap_s=0.5, call_timeout_floor_s=5.0, workers=1,
+                        memory_cap_bytes=1 << 30, verify_calls=4)  # fmt: skip
+    return config.model_copy(update=update)
+
+
+def _judge(name: str, evaluation: Evaluation, honest_s: float | None) -> tuple[bool, str]:
+    """Whether the kernel was contained, and what kind of attack it is."""
+    status, log = evaluation.status.value, evaluation.model_dump_json()
+    if name in HONEST:
+        return status == "PASSED", "control (honest)"
+    if name in LOGS:
+        return SECRET not in log, "log (may pass; must leak nothing)"
+    if name in MATMUL and status == "PASSED" and honest_s is not None:
+        return (
+            evaluation.latency_s or 0.0
+        ) >= 0.8 * honest_s, "skipped work (passes only at honest speed)"
+    return status != "PASSED", "cheat or fault"
 
 
 def _evaluator_rows() -> list[Row]:
     from accelopt.backends.kernel import Kernel
     from accelopt.hardware.measure import measure_cpu
     from accelopt.problems import load_problem
-    from accelopt.profiling.config import EvalConfig
     from accelopt.profiling.parent.evaluator import Evaluator
 
-    config = EvalConfig(seeds=3, warmup_calls=2, min_calls=5, min_time_s=0.05,
-                        ci_time_cap_s=0.5, call_timeout_floor_s=5.0, workers=1,
-                        memory_cap_bytes=1 << 30, verify_calls=4)  # fmt: skip
-    secret = "sk-accelopt-red-team-1234"
-    os.environ["RED_TEAM_API_KEY"] = secret  # prints_a_secret's target: never in a log
-    rows = []
-    with Evaluator(measure_cpu(), config) as evaluator:
-        for path in sorted(KERNELS.glob("*.c")):
-            name = path.stem
-            problem = load_problem("matmul" if name in MATMUL else "silu")
-            evaluation = evaluator.evaluate(Kernel(path.read_text(), "cpu", name), problem, "cpu")
-            status = evaluation.status.value
-            leaked = secret in evaluation.model_dump_json()
-            if name in HONEST:
-                contained, kind = status == "PASSED", "control (honest)"
-            elif name.startswith("prints"):
-                contained, kind = not leaked, "log (passes; must leak nothing)"
-            elif name in {"leaves_fp_state", "leaks_memory"}:
-                contained, kind = status != "CRASH" or name == "leaks_memory", "state for the next"
-            else:
-                contained, kind = status != "PASSED", "cheat or fault"
-            note = (evaluation.error or "").split("\n")[0][:70]
-            rows.append(Row(f"{name} ({kind}, {problem.name})", "harness", status, contained,
-                            note=note))  # fmt: skip
+    os.environ["RED_TEAM_API_KEY"] = SECRET  # what prints_a_secret prints: redacted in logs
+    hardware, rows = measure_cpu(), []
+    matmul = load_problem("matmul")
+    for policy in ("auto", "some"):  # some: batches as a memory-bound problem gets them
+        with Evaluator(hardware, _config(full_batches=policy)) as evaluator:
+            names = sorted(p.stem for p in KERNELS.glob("*.c"))
+            names = names if policy == "auto" else sorted(MATMUL)
+            honest = Kernel(matmul.kernel_path("baseline").read_text(), "cpu", "baseline")
+            honest_s = evaluator.evaluate(honest, matmul, "cpu").latency_s
+            variants = [(n, "") for n in names] + [("recomputes_what_changed", "THROTTLE 3")]
+            for name, define in variants:
+                source = (KERNELS / f"{name}.c").read_text()
+                source = f"#define {define}\n{source}" if define else source
+                problem = matmul if name in MATMUL else load_problem("silu")
+                evaluation = evaluator.evaluate(Kernel(source, "cpu", name), problem, "cpu")
+                contained, kind = _judge(name, evaluation, honest_s)
+                if name in {"leaves_fp_state", "leaks_memory"}:  # its own fate is its own
+                    contained, kind = _next_is_clean(evaluator), "state left for the next kernel"
+                label = f"{name}{' ' + define if define else ''} ({kind}; {problem.name})"
+                note = (evaluation.error or "").split("\n")[0][:70]
+                rows.append(Row(label, f"harness, {policy}", evaluation.status.value, contained,
+                                note=note))  # fmt: skip
     return rows
+
+
+def _next_is_clean(evaluator: Evaluator) -> bool:
+    from accelopt.backends.kernel import Kernel
+    from accelopt.problems import load_problem
+
+    source = (KERNELS / "reports_its_state.c").read_text()
+    after = evaluator.evaluate(Kernel(source, "cpu", "after"), load_problem("silu"), "cpu")
+    clean = "mxcsr=1f80" in after.log or os.uname().machine != "x86_64"
+    return after.status.value == "PASSED" and clean and "levels=0 " not in after.log
 
 
 def _table(rows: list[Row], out: TextIO) -> None:
@@ -271,9 +308,18 @@ def _table(rows: list[Row], out: TextIO) -> None:
     Console(file=out, width=200).print(table)
 
 
+def _markdown(rows: list[Row], out: TextIO) -> None:
+    print("| attack class | mode | status | contained? | harm unsandboxed | why |", file=out)
+    print("|---|---|---|---|---|---|", file=out)
+    for r in rows:
+        cells = [r.attack, r.mode, r.status, "yes" if r.contained else "**NO**", r.harm, r.note]
+        print("| " + " | ".join(c.replace("|", "/") for c in cells) + " |", file=out)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--no-evaluator", action="store_true", help="only the process attacks")
+    parser.add_argument("--markdown", action="store_true", help="a Markdown table, no colours")
     parser.add_argument("--attacks-json", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     cache = tempfile.mkdtemp(prefix="accelopt-red-team-cache-")
@@ -299,7 +345,7 @@ def run(args: argparse.Namespace, out: TextIO) -> None:
     rows = run_attacks(_mode(), with_harm=True) + without_ptrace()
     if not args.no_evaluator:
         rows += _evaluator_rows()
-    _table(rows, out)
+    (_markdown if args.markdown else _table)(rows, out)
     out.flush()
     sys.exit(0 if all(r.contained for r in rows) else 1)
 
