@@ -97,8 +97,9 @@ def test_rounding_errors_spread_over_every_element_pass():
     assert check_outputs(["y"], [out.astype(np.float32)], [ref], 2e-5).error == ""
 
 
-def test_a_sparse_batch_right_after_a_full_one_counts_as_neither():
-    assert batch_kind(full=True, after_full=False) == "full"
-    assert batch_kind(full=True, after_full=True) == "full"
-    assert batch_kind(full=False, after_full=False) == "sparse"
-    assert batch_kind(full=False, after_full=True) == "settling"
+def test_first_visits_and_batches_right_after_a_rewrite_count_as_neither_kind():
+    assert batch_kind(rewritten=True, after_rewrite=False, first_visit=True) == "full"
+    assert batch_kind(rewritten=True, after_rewrite=True, first_visit=False) == "full"
+    assert batch_kind(rewritten=False, after_rewrite=False, first_visit=False) == "sparse"
+    assert batch_kind(rewritten=False, after_rewrite=True, first_visit=False) == "settling"
+    assert batch_kind(rewritten=False, after_rewrite=False, first_visit=True) == "settling"

@@ -51,6 +51,7 @@ CHEAP_REFRESH = 0.1  # every batch is full when a set's refresh costs at most th
 FULL_SHARE = 6  # otherwise one batch in this many is full, at random ...
 MIN_FULL = 6  # ... and timing goes on until there are this many full and sparse batches
 SPARSE_FASTER = 0.75  # sparse median's interval below this times the full one's: SUSPICIOUS
+CONFIRM_ROUNDS = 6  # ... once confirmed by this many rounds of (rewritten, kept out, sparse)
 
 
 @dataclass
@@ -138,15 +139,21 @@ class Refreshes:
         return self.every or int(self._rng.integers(FULL_SHARE)) == 0
 
 
-def batch_kind(full: bool, after_full: bool) -> str:
-    """What a timed batch's sample is: "full" (its inputs new throughout: rewritten before it, or
-    a set's first visit since the fill), "sparse", or "settling" for a sparse batch right after a
-    rewrite. That batch pays for the rewrite's dirty cache lines (adamw's baseline: 15 ms steady,
-    19-24 ms after a 90 MB rewrite), so it counts as neither: the latency stays the steady state,
-    its interval does not widen, and the comparison is not skewed."""
-    if full:
+def batch_kind(rewritten: bool, after_rewrite: bool, first_visit: bool) -> str:
+    """What a timed batch's sample is: "full" (its inputs rewritten just before it), "sparse", or
+    "settling" (neither kind) for a sparse batch that is a set's first visit since the fill or
+    that comes right after a rewrite.
+
+    A first visit is new data to the kernel, so it is not sparse (a cheat computes in full there,
+    and those slow samples held up the sparse median's interval); nor is it full: first visits
+    all come at the start of the timing, where an honest kernel may run slower than later
+    (threads, clocks and caches still warming), and rewritten batches are compared with sparse
+    ones only because both are spread at random over the same time. A batch right after a
+    rewrite pays for the rewrite's dirty cache lines (adamw's baseline: 15 ms steady, 19-24 ms
+    after a 90 MB rewrite): counted, it would widen the latency's interval."""
+    if rewritten:
         return "full"
-    return "settling" if after_full else "sparse"
+    return "settling" if first_visit or after_rewrite else "sparse"
 
 
 def sparse_faster(sparse: Sequence[float], full: Sequence[float]) -> str:

@@ -34,7 +34,7 @@ from accelopt.problems.shipping import resolve_ref
 from accelopt.profiling.config import HARNESS_VERSION
 from accelopt.profiling.worker import contention, references, sandbox
 from accelopt.profiling.worker.correctness import check_outputs, modified_input
-from accelopt.profiling.worker.freshness import Audit, Freshness, sparse_faster
+from accelopt.profiling.worker.freshness import Audit, Freshness
 from accelopt.profiling.worker.protocol import (
     SEPARATE,
     Channel,
@@ -347,6 +347,7 @@ class EvaluationRun:
                 self.tick.reset()
                 loop.start()
                 loop.run_to_end()
+                loop.confirm()
             self.result.time_s = time.perf_counter() - start
             self._record_contention(before, contention.snapshot(pids))
         self.summarize(loop)
@@ -364,14 +365,13 @@ class EvaluationRun:
     def verify_timed(self, loop: TimedLoop) -> None:
         """After the timing (the device lock held shared): every set's guards, the calls the
         audit kept (``_verify``), then whether the kernel was faster on the sparse batches than on
-        the full ones (``freshness.sparse_faster``: SUSPICIOUS)."""
+        the full ones, as measured and confirmed (``TimedLoop.confirm``: SUSPICIOUS)."""
         self.phase("verify")
         for ins, outs in loop.sets:  # a few microseconds a set: every set
             self._check_guards([*ins, *outs], "in the timed calls")
         self._verify(loop.audit, loop.fresh)
-        skipped = sparse_faster(loop.sparse, loop.full)
-        if skipped:
-            raise Failed(Status.SUSPICIOUS, skipped)
+        if loop.skipped:
+            raise Failed(Status.SUSPICIOUS, loop.skipped)
 
     def _warmup_count(self, n_sets: int) -> int:
         """Warm-up calls: the code, the threads and the branch predictors, not the data (every

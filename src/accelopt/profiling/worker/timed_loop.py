@@ -15,7 +15,15 @@ import numpy as np
 
 from accelopt.backends.device import Buffer, CanarySet
 from accelopt.backends.status import Status
-from accelopt.profiling.worker.freshness import MIN_FULL, Audit, Refreshes, all_full, batch_kind
+from accelopt.profiling.worker.freshness import (
+    CONFIRM_ROUNDS,
+    MIN_FULL,
+    Audit,
+    Refreshes,
+    all_full,
+    batch_kind,
+    sparse_faster,
+)
 from accelopt.profiling.worker.timing import ci_half_width
 
 if TYPE_CHECKING:  # the run a loop times; harness.py imports this module
@@ -82,6 +90,8 @@ class TimedLoop:
         self.settling: list[float] = []  # sparse batches right after a full one: neither kind
         self._after_full = False  # the last batch rewrote its inputs just before it ran
         self._unseen = set(range(len(sets)))  # sets not called since their inputs were rewritten
+        self.skipped = ""  # why the kernel skips work (``confirm``), or ''
+        self._kinds = {"full": self.full, "sparse": self.sparse, "settling": self.settling}
         self.count = 0
         self.elapsed_s = 0.0  # seconds of timed batches so far
         self.spent_s = 0.0  # ... and of the warm-up and untimed calls
@@ -148,11 +158,6 @@ class TimedLoop:
         self.calls[index]()
         self._unseen.discard(index)
 
-    def _kind(self, full: bool) -> list[float]:
-        """Where a batch's sample goes (``freshness.batch_kind``)."""
-        kind = batch_kind(full, self._after_full)
-        return {"full": self.full, "sparse": self.sparse, "settling": self.settling}[kind]
-
     def _both_kinds(self, least: int = 1) -> bool:
         """Whether there are ``least`` samples of each kind (always, where every batch is full)."""
         return not self.mixed or min(len(self.full), len(self.sparse)) >= least
@@ -168,23 +173,40 @@ class TimedLoop:
             return True
         return bool(self.samples) and elapsed_s >= cfg.max_time_s
 
-    def _run_batch(self) -> None:
+    def confirm(self) -> None:
+        """Where the sparse batches look clearly faster than the full ones
+        (``freshness.sparse_faster``), measure again before accusing: CONFIRM_ROUNDS rounds of a
+        rewritten batch, one kept out (it pays the rewrite's dirty lines) and a sparse one, each
+        round the same few milliseconds; ``skipped`` says why only if these agree. An honest
+        kernel that looked faster on sparse batches once (a slow spell during the full ones) is
+        not accused on one chance; a kernel that skips work is as fast here as before."""
+        if not self.mixed or not sparse_faster(self.sparse, self.full):
+            return
+        kinds: dict[str, list[float]] = {"full": [], "sparse": [], "settling": []}
+        for _ in range(CONFIRM_ROUNDS):
+            for rewrite in (True, False, False):
+                kind, sample = self._run_batch(rewrite)
+                kinds[kind].append(sample)
+        self.skipped = sparse_faster(kinds["sparse"], kinds["full"])
+
+    def _run_batch(self, rewrite: bool | None = None) -> tuple[str, float]:
+        """One timed batch (its inputs rewritten as ``rewrite`` says, else as the policy draws):
+        its kind and its sample."""
         run, k, n = self.run, self.batch, len(self.calls)
         assert self.canaries is not None
         batch = [(self.warm + self.count + j) % n for j in range(k)]
-        refresh = self.refreshes.next_is_full()
+        refresh = self.refreshes.next_is_full() if rewrite is None else rewrite
         for index in batch:
             if refresh:
                 self.fresh.refresh(index)
             else:
                 self.fresh.perturb(index)
             self.canaries.arm(index)
-        # New throughout: rewritten now, or not called since the sets were filled (the first
-        # visit of a set is as new to the kernel as a rewrite, whatever it does with it).
-        full = refresh or self._unseen.issuperset(batch)
+        first_visit = not self._unseen.isdisjoint(batch)  # a set not called since the fill
         sample = run.device.time_calls([self.calls[i] for i in batch]) / k
         self._unseen.difference_update(batch)
-        self._kind(full).append(sample)
+        kind = batch_kind(refresh, self._after_full, first_visit)
+        self._kinds[kind].append(sample)
         self._after_full = refresh
         self.count += k
         if not self.canaries.written():
@@ -201,3 +223,4 @@ class TimedLoop:
                 self.fresh.expected(index),
             )
         run.tick()
+        return kind, sample
