@@ -65,9 +65,11 @@ def test_recomputing_only_what_changed_is_suspicious(evaluator, kernel_file, thr
 
 
 @pytest.mark.timeout(120)
-def test_recomputing_everything_passes(evaluator, kernel_file):
-    honest = variant(kernel_file("recomputes_what_changed"), "HONEST")
-    evaluation = evaluate(evaluator, honest, "matmul")
+@pytest.mark.parametrize(
+    "name, problem", [("recomputes_what_changed", "matmul"), ("caches_outputs_by_content", "silu")]
+)
+def test_the_same_source_with_its_cheat_compiled_out_passes(evaluator, kernel_file, name, problem):
+    evaluation = evaluate(evaluator, variant(kernel_file(name), "HONEST"), problem)
     assert evaluation.status is Status.PASSED, evaluation.error
 
 
@@ -79,13 +81,6 @@ def test_copying_a_saved_output_by_content_fails(evaluator, kernel_file):
         assert "timed call" in evaluation.error and "elements" in evaluation.error
     else:
         assert "caches results" in evaluation.error
-
-
-@pytest.mark.timeout(120)
-def test_computing_every_output_passes(evaluator, kernel_file):
-    honest = variant(kernel_file("caches_outputs_by_content"), "HONEST")
-    evaluation = evaluate(evaluator, honest, "silu")
-    assert evaluation.status is Status.PASSED, evaluation.error
 
 
 @pytest.mark.timeout(120)
