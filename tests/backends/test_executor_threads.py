@@ -166,7 +166,8 @@ def test_a_file_opened_at_load_time_is_out_of_reach(accelopt_cache, shared_dir, 
 
 
 @pytest.mark.parametrize(
-    "call, syscall", [(1, "prctl"), (2, "rt_sigaction"), (3, "seccomp"), (4, "setresuid")]
+    "call, syscall",
+    [(1, "prctl"), (2, "rt_sigaction"), (3, "seccomp"), (4, "setresuid"), (5, "seccomp")],
 )
 def test_the_loader_stage_allows_only_loading(accelopt_cache, shared_dir, call, syscall):
     outcome = attacks.in_executor(attacks.build(shared_dir, "calls_at_load", CALL=call))
@@ -309,3 +310,20 @@ def test_the_shipped_baselines_pass_with_binding(accelopt_cache, hw, monkeypatch
             source = problem.kernel_path("baseline").read_text()
             evaluation = evaluator.evaluate(Kernel(source, "cpu", "baseline"), problem, "cpu")
             assert evaluation.status is Status.PASSED, evaluation.error
+
+
+def test_the_compute_filter_is_read_only_and_sealed_until_installed(accelopt_cache, shared_dir):
+    from accelopt import settings
+    from accelopt.backends.cpu.remote import ExecutorDevice
+    from accelopt.hardware.toolchain import compiler_for
+
+    device = ExecutorDevice(compiler_for(settings.c_compiler()), os.environ)
+    try:
+        device.load(attacks.build(shared_dir, "parallel_silu", THREADS=2), 2, 2, 1 << 30)
+        smaps = Path(f"/proc/{device.executor.pid}/smaps").read_text()
+    finally:
+        device.close()
+    if device.isolation["compute_filter_sealed"] == "0":
+        pytest.skip("no mseal here (Linux < 6.10): the filter's page is read-only, not sealed")
+    flags = [line.split()[1:] for line in smaps.splitlines() if line.startswith("VmFlags:")]
+    assert any("sl" in f for f in flags)  # a sealed mapping: the filter's page

@@ -168,29 +168,34 @@ static void allow_if_masked(struct filter *f, long nr, int arg, uint32_t mask, u
     emit(f, (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)));
 }
 
-/* Allow nr when argument a0 == v0 and argument a1 == v1 (all 64 bits of each). */
-static void allow_if_both(struct filter *f, long nr, int a0, uint32_t v0, int a1, uint32_t v1) {
-    emit(f, (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (uint32_t)nr, 0, 10));
-    emit(f, (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, ARG_LO(a0) + 4));
-    emit(f, (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0, 0, 7));
-    emit(f, (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, ARG_LO(a0)));
-    emit(f, (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, v0, 0, 5));
-    emit(f, (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, ARG_LO(a1) + 4));
-    emit(f, (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0, 0, 3));
-    emit(f, (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, ARG_LO(a1)));
-    emit(f, (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, v1, 0, 1));
+/* Allow nr when each argument args[i] equals values[i], all 64 bits of it. */
+static void allow_if_args(struct filter *f, long nr, int n, const int *args, const uint64_t *values) {
+    emit(f, (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (uint32_t)nr, 0, (uint8_t)(4 * n + 2)));
+    for (int i = 0; i < n; i++) {
+        int at = 1 + 4 * i; /* this pair's first instruction; LD nr is at 4n + 2 */
+        emit(f, (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, ARG_LO(args[i]) + 4));
+        emit(f, (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (uint32_t)(values[i] >> 32), 0,
+                                             (uint8_t)(4 * n + 2 - (at + 2))));
+        emit(f, (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, ARG_LO(args[i])));
+        emit(f, (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (uint32_t)values[i], 0,
+                                             (uint8_t)(4 * n + 2 - (at + 4))));
+    }
     emit(f, (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW));
     emit(f, (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)));
 }
 
 /* Installed on every thread of the process at once (TSYNC): 0, or -1 when it failed (a positive
  * answer names a thread that could not take it: nothing was installed, fail closed too). */
+static int install_program(const struct sock_fprog *prog) {
+    long rc = syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_TSYNC, prog);
+    if (rc > 0) errno = EAGAIN;
+    return rc == 0 ? 0 : -1;
+}
+
 static int install(struct filter *f, uint32_t otherwise) {
     emit(f, (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, otherwise));
     struct sock_fprog prog = {.len = f->n, .filter = f->code};
-    long rc = syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_TSYNC, &prog);
-    if (rc > 0) errno = EAGAIN;
-    return rc == 0 ? 0 : -1;
+    return install_program(&prog);
 }
 
 /* What an honest kernel's code (libc, libm, libgomp) needs once it is loaded: memory, threads,
@@ -241,6 +246,38 @@ static void allow_compute(struct filter *f, int self) {
     answer(f, SYS_ioctl, ENOTTY); /* isatty() on the log */
 }
 
+/* The compute filter, built before the loader's filter is installed, in a page of its own
+ * made read-only and sealed (mseal, Linux 6.10+: no mprotect, munmap, mremap or mmap over it):
+ * the loader's filter lets seccomp install this program and no other, so code that ran at load
+ * time can neither install a filter of its own (one that answers the next seccomp call with a
+ * fake success) nor change this one. */
+static const struct sock_fprog *running;
+static int running_sealed;
+
+static void prepare_running(void) {
+    static struct filter f;
+    begin(&f);
+    allow_compute(&f, getpid());
+    allow_if_arg(&f, SYS_write, 0, (const uint32_t[]){(uint32_t)SETUP_FD}, 1); /* "loaded" */
+    allow_if_arg(&f, SYS_close, 0, (const uint32_t[]){(uint32_t)SETUP_FD}, 1);
+    emit(&f, (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_TRAP));
+    size_t bytes = sizeof(struct sock_fprog) + f.n * sizeof(struct sock_filter);
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    size_t size = (bytes + page - 1) / page * page;
+    void *memory = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (memory == MAP_FAILED) { put("accelopt-executor: no page for the filter\n"); _exit(2); }
+    struct sock_fprog *prog = memory;
+    struct sock_filter *code = (struct sock_filter *)(prog + 1);
+    memcpy(code, f.code, f.n * sizeof(struct sock_filter));
+    prog->len = f.n;
+    prog->filter = code;
+    if (mprotect(memory, size, PROT_READ) != 0) _exit(2);
+    running_sealed = syscall(462 /* mseal */, memory, size, 0ul) == 0;
+    running = prog;
+}
+
+static int sandbox_for_running(void) { return install_program(running); }
+
 /* While the kernel's object is loaded (no kernel code runs then: the object checks refuse
  * constructors and ifuncs; should one run anyway, this is all it gets): what the dynamic loader
  * needs to map one file, opened read-only (Landlock, where the system has it, lets it open the
@@ -254,22 +291,17 @@ static int sandbox_for_loading(void) {
         SYS_read, SYS_pread64, SYS_close, SYS_fstat, SYS_newfstatat, SYS_lseek,
     };
     for (size_t i = 0; i < sizeof loader / sizeof loader[0]; i++) allow(&f, loader[i]);
-    allow_if_both(&f, SYS_seccomp, 0, SECCOMP_SET_MODE_FILTER, 1, SECCOMP_FILTER_FLAG_TSYNC);
+    /* seccomp: only to install the compute filter, from its sealed page (prepare_running) */
+    static const int args[] = {0, 1, 2};
+    const uint64_t values[] = {SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_TSYNC,
+                               (uint64_t)(uintptr_t)running};
+    allow_if_args(&f, SYS_seccomp, 3, args, values);
     allow_if_arg(&f, SYS_write, 0, (const uint32_t[]){(uint32_t)SETUP_FD}, 1);
     /* open only for reading: O_ACCMODE, O_CREAT, O_TRUNC clear */
     allow_if_masked(&f, SYS_openat, 2, O_ACCMODE | O_CREAT | O_TRUNC | O_TMPFILE, 0);
 #ifdef SYS_open
     allow_if_masked(&f, SYS_open, 1, O_ACCMODE | O_CREAT | O_TRUNC | O_TMPFILE, 0);
 #endif
-    return install(&f, SECCOMP_RET_TRAP);
-}
-
-static int sandbox_for_running(void) {
-    static struct filter f;
-    begin(&f);
-    allow_compute(&f, getpid());
-    allow_if_arg(&f, SYS_write, 0, (const uint32_t[]){(uint32_t)SETUP_FD}, 1); /* "loaded" */
-    allow_if_arg(&f, SYS_close, 0, (const uint32_t[]){(uint32_t)SETUP_FD}, 1);
     return install(&f, SECCOMP_RET_TRAP);
 }
 
@@ -450,6 +482,7 @@ static void contain(struct layers *l, int threads, unsigned long long memory_cap
     restrict_paths();
     l->threads = start_pool(threads);
     cap_memory(statm, memory_cap);
+    prepare_running();
     l->loading = sandbox_for_loading();
 }
 
@@ -464,10 +497,10 @@ static void report(const char *word, const struct layers *l, int mode) {
     char why[64] = "";
     if (!landlock_abi) snprintf(why, sizeof why, " landlock_error=%d", landlock_errno);
     reply("%s seccomp_load=%d seccomp=%d tsync=1 uid=%d dropped=%d privileges=%s no_new_privs=1 "
-          "landlock=%d landlock_scopes=%s pool_threads=%d%s", word, l->loading == 0,
+          "landlock=%d landlock_scopes=%s pool_threads=%d compute_filter_sealed=%d%s", word, l->loading == 0,
           l->running == 0, (int)getuid(), l->dropped == 0 && mode != DROP_NONE, privileges,
           landlock_abi, landlock_abi >= 6 ? "signal,abstract_unix_socket" : "none", l->threads,
-          why);
+          running_sealed, why);
 }
 
 /* The layers as a kernel would get them; then it waits (a read of the command pipe, allowed)
