@@ -16,6 +16,7 @@ from accelopt.profiling.worker.freshness import (
     Refreshes,
     all_full,
     batch_kind,
+    confirms,
     sparse_faster,
 )
 
@@ -103,3 +104,10 @@ def test_first_visits_and_batches_right_after_a_rewrite_count_as_neither_kind():
     assert batch_kind(rewritten=False, after_rewrite=False, first_visit=False) == "sparse"
     assert batch_kind(rewritten=False, after_rewrite=True, first_visit=False) == "settling"
     assert batch_kind(rewritten=False, after_rewrite=False, first_visit=True) == "settling"
+
+
+def test_a_confirmation_needs_its_own_rounds_to_agree():
+    assert confirms([1.0] * 8, [3.0] * 8)  # a cheat: a third of its full time
+    assert not confirms([1.0] * 8, [1.1] * 8)  # an honest kernel's two kinds agree
+    assert not confirms([1.0] * 3, [3.0] * 3)  # too few rounds of each kind: no accusation
+    assert not confirms([1.0, 1.0, 1.0, 9.0, 9.0, 9.0, 9.0, 9.0], [3.0] * 8)  # median not below

@@ -51,7 +51,7 @@ CHEAP_REFRESH = 0.1  # every batch is full when a set's refresh costs at most th
 FULL_SHARE = 6  # otherwise one batch in this many is full, at random ...
 MIN_FULL = 6  # ... and timing goes on until there are this many full and sparse batches
 SPARSE_FASTER = 0.75  # sparse median's interval below this times the full one's: SUSPICIOUS
-CONFIRM_ROUNDS = 6  # ... once confirmed by this many rounds of (rewritten, kept out, sparse)
+CONFIRM_ROUNDS = 8  # ... once confirmed by this many rounds of (kept out, rewritten, sparse)
 
 
 @dataclass
@@ -154,6 +154,17 @@ def batch_kind(rewritten: bool, after_rewrite: bool, first_visit: bool) -> str:
     if rewritten:
         return "full"
     return "settling" if first_visit or after_rewrite else "sparse"
+
+
+def confirms(sparse: Sequence[float], full: Sequence[float]) -> bool:
+    """Whether a confirmation's rounds (``TimedLoop.confirm``) agree that sparse calls are clearly
+    faster: its sparse median below SPARSE_FASTER times its full one, with half its rounds or more
+    of each kind. Medians, not intervals: neither kind runs right after a rewrite there, and the
+    accusation already needed the main timing's intervals to agree."""
+    least = CONFIRM_ROUNDS // 2
+    if len(sparse) < least or len(full) < least:
+        return False
+    return float(np.median(sparse)) < SPARSE_FASTER * float(np.median(full))
 
 
 def sparse_faster(sparse: Sequence[float], full: Sequence[float]) -> str:

@@ -22,6 +22,7 @@ from accelopt.profiling.worker.freshness import (
     Refreshes,
     all_full,
     batch_kind,
+    confirms,
     sparse_faster,
 )
 from accelopt.profiling.worker.timing import ci_half_width
@@ -91,6 +92,7 @@ class TimedLoop:
         self._after_full = False  # the last batch rewrote its inputs just before it ran
         self._unseen = set(range(len(sets)))  # sets not called since their inputs were rewritten
         self.skipped = ""  # why the kernel skips work (``confirm``), or ''
+        self._ahead: set[int] = set()  # sets rewritten ahead of their batch (``confirm``)
         self._kinds = {"full": self.full, "sparse": self.sparse, "settling": self.settling}
         self.count = 0
         self.elapsed_s = 0.0  # seconds of timed batches so far
@@ -175,19 +177,27 @@ class TimedLoop:
 
     def confirm(self) -> None:
         """Where the sparse batches look clearly faster than the full ones
-        (``freshness.sparse_faster``), measure again before accusing: CONFIRM_ROUNDS rounds of a
-        rewritten batch, one kept out (it pays the rewrite's dirty lines) and a sparse one, each
-        round the same few milliseconds; ``skipped`` says why only if these agree. An honest
-        kernel that looked faster on sparse batches once (a slow spell during the full ones) is
-        not accused on one chance; a kernel that skips work is as fast here as before."""
+        (``freshness.sparse_faster``), measure again before accusing, with the device still held:
+        CONFIRM_ROUNDS rounds, each rewriting the sets of the batch after next, then timing the
+        batch in between (kept out: it pays the rewrite's dirty cache lines), the rewritten batch
+        (full) and one more (sparse). Neither kind runs right after a rewrite here, so an honest
+        kernel's two medians agree; ``skipped`` says why only if the sparse median is still below
+        SPARSE_FASTER of the full one (``freshness.confirms``)."""
         if not self.mixed or not sparse_faster(self.sparse, self.full):
             return
         kinds: dict[str, list[float]] = {"full": [], "sparse": [], "settling": []}
         for _ in range(CONFIRM_ROUNDS):
-            for rewrite in (True, False, False):
-                kind, sample = self._run_batch(rewrite)
+            ahead = [(self.warm + self.count + self.batch + j) % len(self.calls)
+                     for j in range(self.batch)]  # fmt: skip
+            for index in ahead:
+                self.fresh.refresh(index)
+            self._ahead.update(ahead)
+            self._after_full = True
+            for _batch in range(3):
+                kind, sample = self._run_batch(rewrite=False)
                 kinds[kind].append(sample)
-        self.skipped = sparse_faster(kinds["sparse"], kinds["full"])
+        if confirms(kinds["sparse"], kinds["full"]):
+            self.skipped = sparse_faster(self.sparse, self.full)
 
     def _run_batch(self, rewrite: bool | None = None) -> tuple[str, float]:
         """One timed batch (its inputs rewritten as ``rewrite`` says, else as the policy draws):
@@ -196,16 +206,18 @@ class TimedLoop:
         assert self.canaries is not None
         batch = [(self.warm + self.count + j) % n for j in range(k)]
         refresh = self.refreshes.next_is_full() if rewrite is None else rewrite
+        rewritten = refresh or self._ahead.issuperset(batch)  # now, or ahead (``confirm``)
         for index in batch:
             if refresh:
                 self.fresh.refresh(index)
-            else:
+            elif index not in self._ahead:
                 self.fresh.perturb(index)
             self.canaries.arm(index)
         first_visit = not self._unseen.isdisjoint(batch)  # a set not called since the fill
         sample = run.device.time_calls([self.calls[i] for i in batch]) / k
         self._unseen.difference_update(batch)
-        kind = batch_kind(refresh, self._after_full, first_visit)
+        self._ahead.difference_update(batch)
+        kind = batch_kind(rewritten, self._after_full, first_visit)
         self._kinds[kind].append(sample)
         self._after_full = refresh
         self.count += k
