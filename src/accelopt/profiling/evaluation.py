@@ -27,13 +27,30 @@ class Evaluation(BaseModel):
     min_s: float | None = None
     noise: float | None = None  # IQR / median of the timed calls
     calls: int = 0  # timed calls
-    ci_low_s: float | None = None  # 95 % confidence interval of the median latency
+    # 95 % interval of the median latency: this timing's own, widened by the machine's drift
+    # between evaluations (``drift``), so that it covers another evaluation's median
+    ci_low_s: float | None = None
     ci_high_s: float | None = None
+    session_ci: float | None = None  # the median's half-width within this timing alone (0.01)
+    drift: float | None = None  # the machine's drift between evaluations (``hardware.drift``)
     load_others: float | None = None  # share of the machine's CPUs others used while timed
     load_steal: float | None = None  # share of CPU time the hypervisor stole while timed
-    peak_s: float  # roofline time on this hardware
+    # The figure the search and the tables use: ``ceiling`` says against which. "calibrated":
+    # the roofline time at the figure of the control timed with the kernel (``control_rate``);
+    # "cached": at this hardware's cached ceiling. Always pct_of_peak = peak_s / latency_s.
+    peak_s: float  # roofline time against that ceiling
     pct_of_peak: float | None = None  # peak_s / latency_s, a fraction (1.0 = 100 %)
+    pct_low: float | None = None  # its 95 % interval (drift between evaluations included)
+    pct_high: float | None = None
+    ceiling: str = "cached"  # "calibrated" or "cached"
+    cached_peak_s: float | None = None  # roofline time at the cached ceiling (``hardware``)
+    cached_pct: float | None = None  # cached_peak_s / latency_s: what SUSPICIOUS is judged on
+    control_rate: float | None = None  # the control's figure while timed (FLOP/s or bytes/s)
+    control: str = ""  # what the control was, or why the figure is not calibrated
     bound: Bound  # the roofline term that sets peak_s
+    # Timing stopped early inside a search: clearly slower than its parent (``race_s``); the
+    # figures are what it had then, never a final figure for reports or the evaluation cache
+    raced: bool = False
     max_rel_err: float | None = None  # worst relative L2 error over seeds and outputs
     tolerance: float
     seeds: list[int] = []
@@ -60,6 +77,10 @@ class Evaluation(BaseModel):
         if self.latency_s is None or self.ci_low_s is None or self.ci_high_s is None:
             return None
         return (self.ci_high_s - self.ci_low_s) / (2 * self.latency_s)
+
+    @property
+    def calibrated(self) -> bool:
+        return self.ceiling == "calibrated"
 
     @property
     def loaded(self) -> bool:
