@@ -1,5 +1,6 @@
 import datetime
 import fcntl
+import hashlib
 import json
 import os
 import subprocess
@@ -19,6 +20,7 @@ from accelopt.hardware import cache as hw_cache
 from accelopt.hardware.load import Load
 from accelopt.hardware.measure import CEILINGS, Figure, Measurement
 from accelopt.hardware.roofline import BOUNDS
+from accelopt.hardware.spec import Confidence
 
 SPEC = make_spec(
     name="cpu:test",
@@ -369,3 +371,77 @@ def test_the_spec_lock_is_held_while_measuring(fake_measure, monkeypatch):
     assert load_cpu_spec() == OTHER
     assert measure_and_cache() == OTHER
     assert held == [True, True]
+
+
+# -- how sure each ceiling is -------------------------------------------------------------------
+
+SURE_SPEC = MEASURED.model_copy(
+    update={
+        "disagreement": {"matmul_rate": 0.01, "vector_rate": 0.02, "bandwidth": 0.04},
+        "confidence": {name: Confidence.SURE for name in CEILINGS},
+    }
+)
+
+
+def test_a_spec_cached_before_ceilings_were_judged_still_loads():
+    old = json.loads(MEASURED.model_dump_json())
+    for new in ("disagreement", "confidence"):
+        old.pop(new)
+    path = hw_cache.cpu_spec_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(old))
+    loaded = load_cpu_spec(measure_if_missing=False)
+    assert loaded == MEASURED
+    assert loaded.disagreement == {} and loaded.confidence == {}
+
+
+def test_how_sure_a_spec_is_round_trips_and_leaves_its_key_and_device_alone():
+    save_cpu_spec(SURE_SPEC)
+    loaded = load_cpu_spec(measure_if_missing=False)
+    assert loaded == SURE_SPEC and loaded.confidence["bandwidth"] is Confidence.SURE
+    unsure = SURE_SPEC.model_copy(
+        update={"disagreement": {"bandwidth": 0.4}, "confidence": {"bandwidth": "unsure"}}
+    )
+    assert unsure.key() == SURE_SPEC.key() == MEASURED.key()
+    assert hw_cache.same_device(unsure, MEASURED)
+
+
+def test_a_figure_kept_brings_how_sure_its_own_measurement_was():
+    unsure = Figure(9e10, 0.05, "measured: again", 0.3, Confidence.UNSURE)
+    raised = hw_cache.keep_higher(SURE_SPEC, {"bandwidth": unsure}, note="raised")
+    assert raised.disagreement["bandwidth"] == 0.3
+    assert raised.confidence["bandwidth"] is Confidence.UNSURE
+    assert raised.confidence["matmul_rate"] is Confidence.SURE  # not kept: its own stays
+    unjudged = hw_cache.keep_higher(SURE_SPEC, {"bandwidth": Figure(9e10, 0.05, "measured: x")})
+    assert "bandwidth" not in unjudged.disagreement  # not the replaced figure's
+    assert "bandwidth" not in unjudged.confidence
+    assert hw_cache.figures_of(raised)["bandwidth"] == Figure(
+        9e10, 0.05, "raised: measured: again", 0.3, Confidence.UNSURE
+    )
+
+
+def test_refreshing_keeps_an_older_higher_figure_with_its_confidence(machine, monkeypatch):
+    old = SURE_SPEC.model_copy(
+        update={
+            "provisional": True,
+            "matmul_rate": 9e11,  # higher than the quiet re-measurement, though unsure
+            "disagreement": {**SURE_SPEC.disagreement, "matmul_rate": 0.3},
+            "confidence": {**SURE_SPEC.confidence, "matmul_rate": Confidence.UNSURE},
+        }
+    )
+    monkeypatch.setattr(hw_cache, "measure_cpu", lambda threads=None: SURE_SPEC)
+    save_cpu_spec(old)
+    spec = load_cpu_spec()
+    assert spec is not None and not spec.provisional
+    assert spec.matmul_rate == 9e11
+    assert spec.confidence["matmul_rate"] is Confidence.UNSURE
+    assert spec.disagreement["matmul_rate"] == 0.3
+    assert spec.confidence["bandwidth"] is Confidence.SURE  # the re-measurement's own
+
+
+def test_the_key_of_a_spec_is_what_it_was_before_specs_said_how_sure():
+    """Runs stored against a spec's key still find it: the key hashes what it always hashed."""
+    before = SURE_SPEC.model_dump(exclude={"provenance", "provisional", "spread"})
+    del before["disagreement"], before["confidence"]
+    digest = hashlib.sha256(json.dumps(before, sort_keys=True).encode()).hexdigest()
+    assert SURE_SPEC.key() == f"{SURE_SPEC.name}-{digest[:12]}"

@@ -8,10 +8,12 @@ import pytest
 
 from accelopt.errors import CompilerNotFoundError
 from accelopt.hardware import HardwareSpec, measure_cpu
+from accelopt.hardware import measure as measure_module
 from accelopt.hardware.cpuinfo import available_cpus
 from accelopt.hardware.isa import detect_isa
 from accelopt.hardware.load import Load
 from accelopt.hardware.measure import (
+    CEILINGS,
     FMA,
     MICROBENCH_DIR,
     PATTERNS,
@@ -29,6 +31,7 @@ from accelopt.hardware.measure import (
     spread,
     triad_elements,
 )
+from accelopt.hardware.spec import Confidence
 
 X86 = platform.machine().lower() in ("x86_64", "amd64")
 ARM_CC = "aarch64-linux-gnu-gcc"
@@ -36,9 +39,11 @@ ARM_CC = "aarch64-linux-gnu-gcc"
 
 @pytest.fixture(scope="module")
 def measured(tmp_path_factory) -> HardwareSpec:
-    """One real measurement (about a second) shared by the tests below."""
+    """One real measurement (a few seconds: no pause between its rounds) shared by the tests
+    below."""
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("ACCELOPT_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
+        mp.setattr(measure_module, "ROUND_PAUSE_S", 0.0)
         return measure_cpu()
 
 
@@ -132,6 +137,14 @@ def test_measured_spread_and_load(measured):
     assert measured.provisional or load.startswith("quiet during the measurement")
     text = measured.provenance["bandwidth"]
     assert all(name in text for name in PATTERNS)  # every pattern's figure is kept
+    assert "3 rounds and a control over" in text
+    assert "3 rounds over" in measured.provenance["matmul_rate"]
+
+
+def test_measured_confidence_says_why_a_spec_is_provisional(measured):
+    assert set(measured.disagreement) == set(measured.confidence) == set(CEILINGS)
+    assert all(0 <= d < 1 for d in measured.disagreement.values())
+    assert measured.provisional == (Confidence.UNSURE in measured.confidence.values())
 
 
 def test_the_triad_json_has_every_pattern(tmp_path, monkeypatch):
@@ -208,9 +221,7 @@ def test_bandwidth_provenance_names_the_winner_and_every_pattern():
         for i, name in enumerate(PATTERNS)
     }
     out = {"bandwidth": 10e9, "pattern": "sum4_nt", "patterns": patterns, "repeats": 6}
-    text = bandwidth_provenance(out, 32 << 20, "2 threads, 2026-01-01")
-    assert text.startswith(
-        "measured: best of 10 read:write mixes in triad.c over arrays of 128 MiB"
-    )
+    text = bandwidth_provenance(out, 32 << 20)
+    assert text.startswith("best of 10 read:write mixes in triad.c over arrays of 128 MiB")
     assert "sum4_nt (4:1 non-temporal stores), best of 6 (spread 10%)" in text
     assert "read 1.0, copy 2.0" in text and "sum4_nt 10.0" in text

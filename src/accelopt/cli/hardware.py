@@ -1,5 +1,6 @@
 """``accelopt hardware``: the ceilings, each with where it came from, and for measured ones how
-much the micro-benchmark's repeats varied and whether the machine was quiet meanwhile."""
+much the micro-benchmark's repeats varied, whether the machine was quiet meanwhile and how sure
+each ceiling is (whether its rounds, seconds apart, agreed)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ from accelopt.hardware.cache import load_cpu_spec, measure_and_cache
 from accelopt.hardware.datasheet import DATASHEET
 from accelopt.hardware.gpu import GpuInfo, current_gpu
 from accelopt.hardware.gpu_spec import NO_GPU, load_measured, measure_gpu_and_cache, triton_spec
-from accelopt.hardware.spec import HardwareSpec
+from accelopt.hardware.measure import AGREEMENT_LIMITS, SPREAD_LIMITS
+from accelopt.hardware.spec import Confidence, HardwareSpec
 from accelopt.views import HARDWARE_BACKENDS, unknown_backend
 
 
@@ -44,6 +46,29 @@ def measurement_quality(spec: HardwareSpec) -> str | None:
             f"load below; {spread}); measured again, keeping the higher figures, once it is quiet"
         )
     return f"quiet while measured; {spread}"
+
+
+def confidence_lines(spec: HardwareSpec) -> list[str]:
+    """A line per measured ceiling: sure or unsure, and why (``spec.confidence``); none for a
+    spec measured before ceilings were judged, or not measured at all."""
+    return [_confidence_line(spec, name, word) for name, word in spec.confidence.items()]
+
+
+def _confidence_line(spec: HardwareSpec, name: str, word: Confidence) -> str:
+    runs = spec.disagreement.get(name)
+    limit = AGREEMENT_LIMITS.get(name, 1.0)
+    quiet = f"(a quiet machine's: within {limit:.0%})"
+    if word == Confidence.SURE:
+        agree = "" if runs is None else f", its rounds agree within {runs:.0%} {quiet}"
+        return f"{name}: sure{agree}"
+    if runs is not None and runs > limit:
+        why = f"its rounds differ by {runs:.0%} {quiet}"
+    elif spec.spread.get(name, 0.0) > SPREAD_LIMITS.get(name, 1.0):
+        why = f"its repeats spread {spec.spread[name]:.0%} (a quiet machine's: under "
+        why += f"{SPREAD_LIMITS[name]:.0%})"
+    else:
+        why = "the machine was busy (see load below)"
+    return f"{name}: [bold yellow]unsure[/bold yellow], {why}"
 
 
 def _local_specs(
@@ -139,6 +164,22 @@ def describe_sandbox(facts: dict[str, str]) -> tuple[str, list[str]]:
     return "; ".join(parts), warnings
 
 
+def _print_spec(label: str, spec: HardwareSpec) -> None:
+    """A spec's name, how far its measured figures can be trusted, and where each came from."""
+    llc = f", LLC {spec.llc_bytes / 2**20:g} MiB" if spec.llc_bytes else ""
+    console.print(f"[bold]{label}[/bold]: {spec.name}{llc}", highlight=False)
+    quality = measurement_quality(spec)
+    if quality:
+        console.print(f"  {quality}", highlight=False)
+    lines = confidence_lines(spec)
+    if lines:
+        console.print("  how sure each ceiling is:", highlight=False)
+    for line in lines:
+        console.print(f"    {line}", highlight=False)
+    for field, source in spec.provenance.items():
+        console.print(f"  {field}: {source}", highlight=False)
+
+
 def show_hardware(measure: bool, json_path: str | None, backend: str = "cpu") -> None:
     if backend not in HARDWARE_BACKENDS:
         raise UserError(unknown_backend(backend))
@@ -152,13 +193,7 @@ def show_hardware(measure: bool, json_path: str | None, backend: str = "cpu") ->
             console.print(f"Triton kernels here are scored against: {triton_spec(gpu).name}")
         console.print(_table(specs))
         for label, spec in specs:
-            llc = f", LLC {spec.llc_bytes / 2**20:g} MiB" if spec.llc_bytes else ""
-            console.print(f"[bold]{label}[/bold]: {spec.name}{llc}", highlight=False)
-            quality = measurement_quality(spec)
-            if quality:
-                console.print(f"  {quality}", highlight=False)
-            for field, source in spec.provenance.items():
-                console.print(f"  {field}: {source}", highlight=False)
+            _print_spec(label, spec)
     sandbox = sandbox_facts() if backend == "cpu" else None
     if sandbox is not None and shows_table(json_path):
         line, warnings = describe_sandbox(sandbox)

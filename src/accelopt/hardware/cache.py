@@ -16,7 +16,8 @@ except by an explicit ``measure_and_cache`` (``accelopt hardware --measure``):
 - ``raise_ceiling`` re-measures one ceiling when a kernel beat it (the profiling service calls it
   before calling the kernel SUSPICIOUS) and keeps the higher figure.
 
-Each figure's provenance says which measurement it came from.
+Each figure's provenance says which measurement it came from, and a figure taken from another
+measurement brings along how sure that measurement was of it (``disagreement``, ``confidence``).
 """
 
 from __future__ import annotations
@@ -28,13 +29,14 @@ import socket
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import accelopt.hardware.devicelock as devicelock
 from accelopt import settings
 from accelopt.hardware.cpuinfo import available_cpus, cpu_model_name
 from accelopt.hardware.load import machine_load
-from accelopt.hardware.measure import CEILINGS, Figure, measure_cpu, measure_figures
-from accelopt.hardware.spec import HardwareSpec
+from accelopt.hardware.measure import CEILINGS, Figure, measure_cpu, measure_figures, unit
+from accelopt.hardware.spec import MEASUREMENT_NOTES, HardwareSpec
 
 # What the profiling service calls to re-measure a ceiling: (spec, ceiling, why) -> the spec with
 # that ceiling re-measured (the higher figure kept), saved as this machine's.
@@ -190,8 +192,7 @@ def raise_ceiling(spec: HardwareSpec, ceiling: str, why: str) -> HardwareSpec:
 
 def describe_figure(ceiling: str, value: float) -> str:
     """A ceiling in the units people read: GB/s or GFLOP/s."""
-    unit = "GB/s" if ceiling == "bandwidth" else "GFLOP/s"
-    return f"{value / 1e9:,.1f} {unit}"
+    return f"{value / 1e9:,.1f} {unit(ceiling)}"
 
 
 def _today() -> str:
@@ -199,9 +200,15 @@ def _today() -> str:
 
 
 def figures_of(spec: HardwareSpec) -> dict[str, Figure]:
-    """The ceilings of ``spec`` as figures (value, spread, provenance)."""
+    """The ceilings of ``spec`` as figures (value, spread, provenance, and how sure)."""
     return {
-        name: Figure(getattr(spec, name), spec.spread.get(name, 0.0), spec.provenance.get(name, ""))
+        name: Figure(
+            getattr(spec, name),
+            spec.spread.get(name, 0.0),
+            spec.provenance.get(name, ""),
+            spec.disagreement.get(name),
+            spec.confidence.get(name),
+        )
         for name in CEILINGS
     }
 
@@ -210,18 +217,34 @@ def keep_higher(
     spec: HardwareSpec, figures: dict[str, Figure], note: str | None = None
 ) -> HardwareSpec:
     """``spec`` with each ceiling in ``figures`` that is higher than its own taken from there
-    (its value, spread and provenance, the provenance prefixed with ``note``)."""
+    (its value, spread, provenance prefixed with ``note``, disagreement and confidence: how sure
+    a figure is belongs to the measurement it came from, not to the spec it joins)."""
     update: dict[str, object] = {}
-    spread, provenance = dict(spec.spread), dict(spec.provenance)
+    notes: dict[str, dict[str, Any]] = {
+        "spread": dict(spec.spread),
+        "disagreement": dict(spec.disagreement),
+        "confidence": dict(spec.confidence),
+        "provenance": dict(spec.provenance),
+    }
     for name, figure in figures.items():
         if figure.value <= getattr(spec, name):
             continue
         update[name] = figure.value
-        spread[name] = figure.spread
-        provenance[name] = _noted(note, figure.provenance)
+        notes["spread"][name] = figure.spread
+        notes["provenance"][name] = _noted(note, figure.provenance)
+        _set_or_drop(notes["disagreement"], name, figure.disagreement)
+        _set_or_drop(notes["confidence"], name, figure.confidence)
     if not update:
         return spec
-    return spec.model_copy(update={**update, "spread": spread, "provenance": provenance})
+    return spec.model_copy(update={**update, **notes})
+
+
+def _set_or_drop(notes: dict[str, Any], name: str, value: object | None) -> None:
+    """Record ``value`` for ``name``; a figure without one leaves none (not the replaced one's)."""
+    if value is None:
+        notes.pop(name, None)
+    else:
+        notes[name] = value
 
 
 def _noted(note: str | None, provenance: str) -> str:
@@ -233,7 +256,7 @@ def _noted(note: str | None, provenance: str) -> str:
 
 def same_device(a: HardwareSpec, b: HardwareSpec) -> bool:
     """Whether two specs describe the same device (their ceilings aside)."""
-    ignore = {*CEILINGS, "provenance", "provisional", "spread"}
+    ignore = {*CEILINGS, *MEASUREMENT_NOTES}
     return a.model_dump(exclude=ignore) == b.model_dump(exclude=ignore)
 
 

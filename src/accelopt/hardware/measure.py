@@ -9,11 +9,17 @@
 
 Each is built once with the system C compiler (``-O3 -march=native -fopenmp``) into
 ``cache_dir()/microbench/``, keyed by source, flags, compiler version and CPU model, run with
-OMP_NUM_THREADS threads, and reports the best, median and worst of several repeats as one JSON
-line. The ceiling is the best; the spread ``(best - median) / best`` of its repeats, the machine's
-load before the measurement (``hardware.load``) and the hypervisor's steal during it say whether
-the machine was quiet. A measurement taken while it was busy is ``provisional``: measured again
-when it is quiet (``hardware.cache``).
+OMP_NUM_THREADS threads, and reports the best, median and worst of a few repeats as one JSON line.
+
+A measurement runs in ROUNDS rounds spaced ROUND_PAUSE_S apart, each running every ceiling's
+micro-benchmark once, then a control: the round's first micro-benchmark once more at the end. A
+neighbour's load that comes and goes over seconds (another VM on the memory bus, which the load
+average cannot see) lowers some rounds and not others, while the repeats of one run, a fraction of
+a second apart, can all fall inside it. The ceiling is the best of every run. How far the runs'
+best figures disagree, the spread ``(best - median) / best`` of the best run's repeats, the
+machine's load before the measurement (``hardware.load``) and the hypervisor's steal during it say
+whether the machine was quiet: each ceiling is ``sure`` or ``unsure``, and a measurement with an
+unsure ceiling is ``provisional``: measured again when the machine is quiet (``hardware.cache``).
 """
 
 from __future__ import annotations
@@ -23,8 +29,10 @@ import hashlib
 import json
 import os
 import subprocess
+import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from dataclasses import field as dataclass_field
 from pathlib import Path
 from typing import Any
 
@@ -42,7 +50,7 @@ from accelopt.hardware.cpuinfo import (
 )
 from accelopt.hardware.isa import Isa, describe_isa, detect_isa, isa_from_compiler
 from accelopt.hardware.load import Load, machine_load, read_cpu_times, steal_fraction
-from accelopt.hardware.spec import HardwareSpec
+from accelopt.hardware.spec import Confidence, HardwareSpec
 from accelopt.hardware.toolchain import (
     Compiler,
     find_compiler,
@@ -56,8 +64,17 @@ OPT_FLAGS = ("-O3", "-fopenmp")
 
 CEILINGS = ("matmul_rate", "vector_rate", "bandwidth")
 FLOPS_ITERATIONS = 20_000_000  # per thread and repeat: about 40 ms at 4 GHz
-FLOPS_REPEATS = 5
-TRIAD_REPEATS = 6  # each repeat runs every pattern once: about 5 GB moved with 128 MiB arrays
+# A measurement: ROUNDS rounds, ROUND_PAUSE_S apart, then the control. A round's runs take about a
+# second, so rounds start 1-2 s apart. Fewer repeats per run than the single run of each ceiling
+# had (5 and 6) keep the repeats about as many (9 and 8); the pauses and a process start per run
+# add 2-3 s to the 3-4 s a measurement took on a 2-core VM.
+ROUNDS = 3
+ROUND_PAUSE_S = 0.5
+FLOPS_REPEATS = 3  # per run, 9 in all: an odd count keeps the median the middle repeat
+TRIAD_REPEATS = 2  # per run, 8 in all; each runs every pattern once: 5 GB moved at 128 MiB arrays
+# The order of a round. Bandwidth first: the control, a rerun of the first, then brackets the
+# whole measurement for the ceiling whose contention neither the load average nor steal shows.
+ROUND_ORDER = ("bandwidth", "matmul_rate", "vector_rate")
 TRIAD_MIN_ARRAY_BYTES = 64 * 2**20  # each of the 5 arrays; at least 4 x the LLC as STREAM asks
 TRIAD_MAX_ARRAY_BYTES = 2**30
 RUN_TIMEOUT_S = 120
@@ -79,7 +96,20 @@ PATTERNS = {
 # The median, not the worst: one slow repeat (a page-table walk, a neighbour's burst) does not lower
 # the best, a sustained disturbance does. Quiet, on a 2-core VM: FLOP loops within 3 %, DRAM
 # streams 2-25 % (other guests share the memory bus); busy (load average 2.5-5): 25-50 %.
+# With TRIAD_REPEATS = 2, triad.c's median is the slower repeat: within the same limit.
 SPREAD_LIMITS = {"matmul_rate": 0.10, "vector_rate": 0.10, "bandwidth": 0.30}
+# Runs whose best figures differ by more than this, (max - min) / max, saw contention come and go.
+# The bests, not the medians: each run's best is its quietest moment, so on a quiet machine runs
+# agree at least as closely as a run's median stays below its best (SPREAD_LIMITS' figures): FLOP
+# loops within 3 %, so 5 %; DRAM streams' repeats vary by up to 25 % (other guests' bursts on the
+# memory bus), most of which a run's best skips, so 15 %. Contention seen on a shared VM, which
+# each run's own spread did not show: 26.1 vs 46.2 GB/s (43 %), 167 vs 265 GFLOP/s (37 %), far
+# above either limit.
+AGREEMENT_LIMITS = {"matmul_rate": 0.05, "vector_rate": 0.05, "bandwidth": 0.15}
+
+# The measurement's clock and its pause between rounds (tests replace them).
+clock: Callable[[], float] = time.monotonic
+pause: Callable[[float], None] = time.sleep
 
 
 @dataclass(frozen=True)
@@ -154,25 +184,85 @@ def triad_elements(llc_bytes: int | None) -> int:
 
 @dataclass(frozen=True)
 class Figure:
-    """One measured ceiling: its value, how much its repeats varied, and where it came from."""
+    """One measured ceiling: its value, how much its repeats varied, where it came from, how far
+    the runs of its measurement disagreed and how sure it is (None: not measured in rounds)."""
 
     value: float
     spread: float
     provenance: str
+    disagreement: float | None = None
+    confidence: Confidence | None = None
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One run of a ceiling's micro-benchmark: its best figure, its repeats' spread, what ran (for
+    the provenance) and when it started, in seconds since the measurement began."""
+
+    value: float
+    spread: float
+    detail: str
+    at: float = 0.0
+
+
+def disagreement(values: Iterable[float]) -> float:
+    """How far runs disagree: ``(max - min) / max`` of their figures (0 when they agree)."""
+    values = tuple(values)
+    top = max(values, default=0.0)
+    return (top - min(values)) / top if top > 0 else 0.0
+
+
+def unit(ceiling: str) -> str:
+    """The unit a ceiling is read in."""
+    return "GB/s" if ceiling == "bandwidth" else "GFLOP/s"
+
+
+@dataclass(frozen=True)
+class Rounds:
+    """One ceiling's runs in the order taken: one per round, then the control when this ceiling
+    was the one run again at the end."""
+
+    ceiling: str
+    samples: tuple[Sample, ...]
+    control: bool = False
+
+    @property
+    def best(self) -> Sample:
+        return max(self.samples, key=lambda sample: sample.value)
+
+    @property
+    def disagreement(self) -> float:
+        return disagreement(sample.value for sample in self.samples)
+
+    @property
+    def span_s(self) -> float:
+        """Seconds from the first run's start to the last's."""
+        return self.samples[-1].at - self.samples[0].at
+
+    def describe(self) -> str:
+        """E.g. ``3 rounds and a control over 4.6 s gave 26.1, 44.0, 46.2 and 45.8 GB/s``."""
+        runs = len(self.samples) - self.control
+        what = f"{runs} round{'s' if runs != 1 else ''}"
+        what += " and a control" if self.control else ""
+        values = [f"{sample.value / 1e9:.1f}" for sample in self.samples]
+        listed = ", ".join(values[:-1]) + f" and {values[-1]}" if len(values) > 1 else values[0]
+        return f"{what} over {self.span_s:.1f} s gave {listed} {unit(self.ceiling)}"
 
 
 @dataclass(frozen=True)
 class Measurement:
     """Some ceilings measured together, and how busy the machine was meanwhile: ``load`` is read
-    before the micro-benchmarks ran (their own threads would count), its steal over them."""
+    before the micro-benchmarks ran (their own threads would count), its steal over them;
+    ``rounds``, per ceiling, the runs its figure is the best of."""
 
     figures: dict[str, Figure]
     load: Load
+    rounds: dict[str, Rounds] = dataclass_field(default_factory=dict)
 
     @property
     def reasons(self) -> tuple[str, ...]:
         """Why the figures are provisional; empty when the machine was quiet."""
-        return self.load.reasons + spread_reasons(self.figures)
+        return self.load.reasons + spread_reasons(self.figures) + disagreement_reasons(self.rounds)
 
     @property
     def provisional(self) -> bool:
@@ -200,6 +290,29 @@ def spread_reasons(figures: dict[str, Figure]) -> tuple[str, ...]:
     )
 
 
+def disagreement_reasons(rounds: dict[str, Rounds]) -> tuple[str, ...]:
+    """The ceilings whose runs, seconds apart, disagreed more than a quiet machine's do: a load
+    that came and went during the measurement, which one run's repeats cannot show."""
+    return tuple(
+        f"{name}: {runs.describe()}: they differ by {runs.disagreement:.0%} (a quiet machine's "
+        f"agree within {AGREEMENT_LIMITS[name]:.0%}): contention came and went, a neighbour's "
+        "load the load average does not show"
+        for name, runs in rounds.items()
+        if runs.disagreement > AGREEMENT_LIMITS.get(name, 1.0)
+    )
+
+
+def judged(name: str, figure: Figure, load: Load) -> Figure:
+    """``figure`` with its confidence: sure when nothing casts doubt on it (the machine quiet,
+    its repeats steady, its runs in agreement), unsure otherwise."""
+    doubted = (
+        load.busy
+        or figure.spread > SPREAD_LIMITS.get(name, 1.0)
+        or (figure.disagreement or 0.0) > AGREEMENT_LIMITS.get(name, 1.0)
+    )
+    return replace(figure, confidence=Confidence.UNSURE if doubted else Confidence.SURE)
+
+
 def run_flops(
     bench: Microbench, compiler: Compiler, threads: int, repeats: int = FLOPS_REPEATS
 ) -> dict[str, Any]:
@@ -217,7 +330,7 @@ def _when(threads: int) -> str:
     return f"{threads} threads, {datetime.date.today().isoformat()}"
 
 
-def flops_figure(bench: Microbench, compiler: Compiler, threads: int, repeats: int) -> Figure:
+def flops_sample(bench: Microbench, compiler: Compiler, threads: int, repeats: int) -> Sample:
     out = run_flops(bench, compiler, threads, repeats)
     chains = f"{int(out['chains'])} chains of {int(out['vector_bits'])}-bit vectors"
     if bench is FMA:
@@ -228,14 +341,12 @@ def flops_figure(bench: Microbench, compiler: Compiler, threads: int, repeats: i
             "1 FLOP per lane per instruction)"
         )
     spread_ = spread(out["rate"], out["median"])
-    best = f"best of {repeats} (spread {spread_:.0%})"
-    return Figure(out["rate"], spread_, f"measured: {what}, {best}, {_when(threads)}")
+    return Sample(out["rate"], spread_, f"{what}, best of {repeats} (spread {spread_:.0%})")
 
 
-def bandwidth_figure(compiler: Compiler, threads: int, repeats: int) -> Figure:
-    n = triad_elements(llc_bytes())
+def bandwidth_sample(compiler: Compiler, threads: int, n: int, repeats: int) -> Sample:
     out = run_triad(compiler, threads, n, repeats)
-    return Figure(out["bandwidth"], triad_spread(out), bandwidth_provenance(out, n, _when(threads)))
+    return Sample(out["bandwidth"], triad_spread(out), bandwidth_provenance(out, n))
 
 
 def triad_spread(out: dict[str, Any]) -> float:
@@ -244,16 +355,15 @@ def triad_spread(out: dict[str, Any]) -> float:
     return spread(best["best"], best["median"])
 
 
-def bandwidth_provenance(out: dict[str, Any], n: int, when: str) -> str:
+def bandwidth_provenance(out: dict[str, Any], n: int) -> str:
     """Which pattern won, and every pattern's best GB/s."""
     patterns = out["patterns"]
     each = ", ".join(f"{name} {p['best'] / 1e9:.1f}" for name, p in patterns.items())
     top = out["pattern"]
     return (
-        f"measured: best of {len(patterns)} read:write mixes in triad.c over arrays of "
+        f"best of {len(patterns)} read:write mixes in triad.c over arrays of "
         f"{n * 4 / 2**20:.0f} MiB: {top} ({PATTERNS.get(top, top)}), best of "
-        f"{int(out['repeats'])} (spread {triad_spread(out):.0%}); every pattern, GB/s: {each}; "
-        f"{when}"
+        f"{int(out['repeats'])} (spread {triad_spread(out):.0%}); every pattern, GB/s: {each}"
     )
 
 
@@ -262,12 +372,47 @@ def llc_bytes() -> int | None:
     return llc[1] if llc else None
 
 
-def _measurers(compiler: Compiler, threads: int, factor: int) -> dict[str, Callable[[], Figure]]:
+def _measurers(compiler: Compiler, threads: int, factor: int) -> dict[str, Callable[[], Sample]]:
+    n = triad_elements(llc_bytes())
     return {
-        "matmul_rate": lambda: flops_figure(FMA, compiler, threads, factor * FLOPS_REPEATS),
-        "vector_rate": lambda: flops_figure(VECTOR, compiler, threads, factor * FLOPS_REPEATS),
-        "bandwidth": lambda: bandwidth_figure(compiler, threads, factor * TRIAD_REPEATS),
+        "matmul_rate": lambda: flops_sample(FMA, compiler, threads, factor * FLOPS_REPEATS),
+        "vector_rate": lambda: flops_sample(VECTOR, compiler, threads, factor * FLOPS_REPEATS),
+        "bandwidth": lambda: bandwidth_sample(compiler, threads, n, factor * TRIAD_REPEATS),
     }
+
+
+def take_rounds(
+    measurers: dict[str, Callable[[], Sample]], rounds: int = ROUNDS
+) -> dict[str, Rounds]:
+    """Run every measurer once per round, in their order, the rounds ROUND_PAUSE_S apart, then
+    the first once more (the control): interleaved and spaced, the ceilings' runs each see the
+    machine at several moments, and the control, the last run, the same benchmark as the first."""
+    if not measurers:
+        return {}
+    start = clock()
+    taken: dict[str, list[Sample]] = {name: [] for name in measurers}
+
+    def take(name: str) -> None:
+        at = clock() - start
+        taken[name].append(replace(measurers[name](), at=at))
+
+    for index in range(rounds):
+        if index:
+            pause(ROUND_PAUSE_S)
+        for name in measurers:
+            take(name)
+    first = next(iter(measurers))
+    pause(ROUND_PAUSE_S)
+    take(first)
+    return {name: Rounds(name, tuple(runs), name == first) for name, runs in taken.items()}
+
+
+def round_figure(rounds: Rounds, threads: int) -> Figure:
+    """The best of a ceiling's runs, its provenance naming every run's figure."""
+    best = rounds.best
+    runs = f"the best of {rounds.describe()} (they differ by {rounds.disagreement:.0%})"
+    provenance = f"measured: {best.detail}; {runs}; {_when(threads)}"
+    return Figure(best.value, best.spread, provenance, rounds.disagreement)
 
 
 def measure_figures(
@@ -277,28 +422,34 @@ def measure_figures(
     repeat_factor: int = 1,
 ) -> Measurement:
     """Measure some of this CPU's ceilings (``CEILINGS``) on ``threads`` threads (default: every
-    CPU in this process's affinity mask), with the machine's load meanwhile; ``repeat_factor``
-    times the usual repeats (more chances to catch the machine at its best)."""
+    CPU in this process's affinity mask) in rounds (``take_rounds``), with the machine's load
+    meanwhile; ``repeat_factor`` times the usual repeats per run (more chances to catch the
+    machine at its best)."""
     threads = threads or available_cpus()
     if threads < 1:
         raise ValueError(f"threads must be at least 1, got {threads}")
-    compiler = compiler or find_compiler()
-    measurers = _measurers(compiler, threads, repeat_factor)
-    ceilings = tuple(ceilings)
-    unknown = set(ceilings) - set(measurers)
+    ceilings = tuple(dict.fromkeys(ceilings))
+    unknown = set(ceilings) - set(CEILINGS)
     if unknown:
         raise ValueError(f"no micro-benchmark measures {sorted(unknown)}; known: {CEILINGS}")
+    measurers = _measurers(compiler or find_compiler(), threads, repeat_factor)
     before = machine_load()
-    figures = {name: measurers[name]() for name in ceilings}
+    rounds = take_rounds({name: measurers[name] for name in ROUND_ORDER if name in ceilings})
+    load = _load_since(before)
+    figures = {name: judged(name, round_figure(rounds[name], threads), load) for name in ceilings}
+    return Measurement(figures, load, rounds)
+
+
+def _load_since(before: Load) -> Load:
+    """The load read before the measurement, with the steal over it."""
     after = read_cpu_times()
     steal = steal_fraction(before.times, after) if before.times and after else before.steal
-    load = Load(before.loadavg, before.running, before.cpus, steal, after)
-    return Measurement(figures, load)
+    return Load(before.loadavg, before.running, before.cpus, steal, after)
 
 
 def measure_cpu(threads: int | None = None) -> HardwareSpec:
     """Measure this CPU's matmul and vector FLOP/s and its memory bandwidth on ``threads``
-    threads (default: every CPU in this process's affinity mask). Takes a few seconds."""
+    threads (default: every CPU in this process's affinity mask). Takes several seconds."""
     threads = threads or available_cpus()
     if threads < 1:
         raise ValueError(f"threads must be at least 1, got {threads}")
@@ -318,7 +469,7 @@ def measure_cpu(threads: int | None = None) -> HardwareSpec:
         llc_bytes=llc[1] if llc else None,
         **machine_facts(isa, levels),
         provisional=measured.provisional,
-        spread={name: figure.spread for name, figure in figures.items()},
+        **judgement(figures),
         provenance={
             **{name: figure.provenance for name, figure in figures.items()},
             **_provenance(levels),
@@ -326,6 +477,23 @@ def measure_cpu(threads: int | None = None) -> HardwareSpec:
             **facts_provenance(isa, compiler, levels),
         },
     )
+
+
+def judgement(figures: dict[str, Figure]) -> dict[str, object]:
+    """The HardwareSpec fields that say how far each figure can be trusted."""
+    return {
+        "spread": {name: figure.spread for name, figure in figures.items()},
+        "disagreement": {
+            name: figure.disagreement
+            for name, figure in figures.items()
+            if figure.disagreement is not None
+        },
+        "confidence": {
+            name: figure.confidence
+            for name, figure in figures.items()
+            if figure.confidence is not None
+        },
+    }
 
 
 def machine_isa(compiler: Compiler) -> Isa:

@@ -4,9 +4,24 @@ from __future__ import annotations
 
 import hashlib
 import json
+from enum import StrEnum
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
+
+
+class Confidence(StrEnum):
+    """How sure a measured ceiling is: ``sure`` when its rounds agreed, its repeats were steady and
+    the machine was quiet; ``unsure`` otherwise (the spec is then provisional)."""
+
+    SURE = "sure"
+    UNSURE = "unsure"
+
+
+# Fields that say how the figures were measured and how far to trust them, not which device nor
+# which figures: left out of ``key()`` (results measured against a spec stay its results when
+# only these change) and ignored by ``cache.same_device``.
+MEASUREMENT_NOTES = frozenset({"provenance", "provisional", "spread", "disagreement", "confidence"})
 
 
 class HardwareSpec(BaseModel):
@@ -37,16 +52,27 @@ class HardwareSpec(BaseModel):
     l2_bytes: int | None = Field(default=None, description="L2 cache of one instance")
     provisional: bool = Field(
         default=False,
-        description="measured while the machine was busy: re-measured when it is quiet",
+        description="measured while the machine was busy or while contention came and went (its "
+        "rounds disagreed): re-measured when it is quiet",
     )
     spread: dict[str, float] = Field(
         default_factory=dict,
         description="per ceiling: (best - median) / best over the micro-benchmark's repeats",
     )
+    disagreement: dict[str, float] = Field(
+        default_factory=dict,
+        description="per ceiling: (max - min) / max of the best figures of the measurement's "
+        "rounds, spaced in time, and its control at the end: 0 when they agree; contention that "
+        "came and went during the measurement shows here",
+    )
+    confidence: dict[str, Confidence] = Field(
+        default_factory=dict,
+        description="per ceiling: sure (rounds agreed, repeats steady, machine quiet) or unsure",
+    )
     provenance: dict[str, str] = Field(default_factory=dict)
 
     def key(self) -> str:
         """A short identity for caches: changes whenever a ceiling or the ISA changes."""
-        payload: dict[str, Any] = self.model_dump(exclude={"provenance", "provisional", "spread"})
+        payload: dict[str, Any] = self.model_dump(exclude=set(MEASUREMENT_NOTES))
         digest = hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
         return f"{self.name}-{digest[:12]}"

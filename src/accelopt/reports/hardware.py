@@ -13,6 +13,7 @@ class Ceiling:
     name: str
     value: str
     source: str  # the spec's provenance for this figure, "" when it has none
+    confidence: str = ""  # "sure" or "unsure" for a measured ceiling, "" when not judged
 
 
 def ceilings(spec: HardwareSpec) -> tuple[Ceiling, ...]:
@@ -25,5 +26,6 @@ def ceilings(spec: HardwareSpec) -> tuple[Ceiling, ...]:
     if spec.llc_bytes:
         figures.append(("last-level cache", "llc_bytes", f"{spec.llc_bytes / 2**20:g} MiB"))
     return tuple(
-        Ceiling(name, value, spec.provenance.get(field, "")) for name, field, value in figures
+        Ceiling(name, value, spec.provenance.get(field, ""), spec.confidence.get(field, ""))
+        for name, field, value in figures
     )
