@@ -61,8 +61,10 @@ def combine(evaluations: Sequence[Evaluation], workloads: Sequence[str] = ()) ->
             "calls": min(e.calls for e in evaluations),
             "ci_low_s": latency * (1 - uncertainty) if latency else None,
             "ci_high_s": latency * (1 + uncertainty) if latency else None,
-            "peak_s": geomean([e.peak_s for e in evaluations]) or first.peak_s,
-            "pct_of_peak": geomean([e.pct_of_peak or 0.0 for e in evaluations]),
+            "session_ci": _largest(e.session_ci for e in evaluations),
+            "drift": _largest(e.drift for e in evaluations),
+            "raced": any(e.raced for e in evaluations),
+            **_headline(evaluations, first),
             "max_rel_err": max((e.max_rel_err or 0.0) for e in evaluations),
             "load_others": _largest(e.load_others for e in evaluations),
             "load_steal": _largest(e.load_steal for e in evaluations),
@@ -84,6 +86,22 @@ def combine_ratios(
         return None, None
     ci = None if any(c is None for c in cis) else max((c or 0.0) for c in cis)
     return geomean(known), ci
+
+
+def _headline(evaluations: Sequence[Evaluation], first: Evaluation) -> dict[str, object]:
+    """The combined % of peak and its roofline: calibrated where every workload's is, else
+    against the cached ceiling for all (one figure never mixes the two)."""
+    cached_peak = geomean([e.cached_peak_s or e.peak_s for e in evaluations])
+    cached_pct = geomean([e.cached_pct or 0.0 for e in evaluations])
+    common = {"cached_peak_s": cached_peak, "cached_pct": cached_pct, "control_rate": None,
+              "pct_low": None, "pct_high": None}  # fmt: skip
+    if all(e.calibrated for e in evaluations):
+        peak = geomean([e.peak_s for e in evaluations]) or first.peak_s
+        pct = geomean([e.pct_of_peak or 0.0 for e in evaluations])
+        return {**common, "ceiling": "calibrated", "peak_s": peak, "pct_of_peak": pct}
+    why = "not calibrated on every workload: scored against the cached ceiling"
+    return {**common, "ceiling": "cached", "peak_s": cached_peak or first.peak_s,
+            "pct_of_peak": cached_pct, "control": why}  # fmt: skip
 
 
 def _half_width(e: Evaluation) -> float:

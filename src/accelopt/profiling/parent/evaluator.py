@@ -13,6 +13,7 @@ the higher figure (DESIGN.md, Hardware).
 
 from __future__ import annotations
 
+import contextlib
 import subprocess
 import threading
 import time
@@ -25,7 +26,7 @@ from accelopt.backends.base import get_backend
 from accelopt.backends.kernel import Kernel
 from accelopt.backends.status import Status
 from accelopt.errors import UserError
-from accelopt.hardware import devicelock
+from accelopt.hardware import devicelock, drift
 from accelopt.hardware.cache import BOUND_CEILINGS, Remeasure, describe_figure, remeasurer_for
 from accelopt.hardware.spec import HardwareSpec
 from accelopt.llm.config import load_config
@@ -38,12 +39,16 @@ from accelopt.profiling.parent.pool import WorkerPool
 from accelopt.profiling.parent.scoring import (
     blames_the_ceiling,
     build_evaluation,
+    control_figure,
+    control_kind,
     workload_roofline,
 )
 from accelopt.profiling.profiler import Job
 from accelopt.profiling.session import MIN_ROUNDS, Retiming, retiming
 from accelopt.profiling.worker import sandbox
+from accelopt.profiling.worker.control import spec_for
 from accelopt.profiling.worker.protocol import (
+    ControlSpec,
     EvaluateRequest,
     EvaluationAnswer,
     KernelResult,
@@ -101,8 +106,23 @@ class Evaluator:
             return seed_pool(pool, problem.name, workload, self.config.seeds)
         return [base + i for i in range(self.config.seeds)]
 
+    def control(self, problem: Problem, workload: str) -> ControlSpec | None:
+        """The control the worker times with a kernel of ``problem``: the cpu backend's timings
+        only (a GPU's would need its own)."""
+        if self.hardware.backend != "cpu" or self.config.check_only:
+            return None
+        sizes = problem.workload(workload).sizes
+        bound = workload_roofline(problem, workload, self.hardware).bound
+        read = sum(t.nbytes(sizes) for t in problem.inputs)
+        return spec_for(str(bound), read, sum(t.nbytes(sizes) for t in problem.outputs))
+
     def _request(
-        self, kernel: Kernel, problem: Problem, workload: str, seeds: list[int]
+        self,
+        kernel: Kernel,
+        problem: Problem,
+        workload: str,
+        seeds: list[int],
+        race_s: float | None = None,
     ) -> EvaluateRequest:
         return EvaluateRequest(
             kernel=KernelSource(source=kernel.source, name=kernel.name),
@@ -114,9 +134,16 @@ class Evaluator:
             threads=self.threads,
             llc_bytes=self.hardware.llc_bytes,
             lock_path=str(self.lock_path),
+            control=self.control(problem, workload),
+            race_s=race_s,
+            drift=drift.machine_drift(),
         )
 
-    def evaluate(self, kernel: Kernel, problem: Problem, workload: str) -> Evaluation:
+    def evaluate(
+        self, kernel: Kernel, problem: Problem, workload: str, race_s: float | None = None
+    ) -> Evaluation:
+        """``race_s``: inside a search, the parent's latency (the upper end of its interval):
+        timing stops early once the kernel is clearly slower (``Evaluation.raced``)."""
         start = time.perf_counter()
         job: Job = (kernel, problem, workload)
         hardware = self.hardware  # a raised ceiling may replace it meanwhile (_remeasured)
@@ -126,7 +153,7 @@ class Evaluator:
         if reason:
             result = KernelResult(status=Status.REJECTED, error=reason)
         else:
-            request = self._request(kernel, problem, workload, seeds)
+            request = self._request(kernel, problem, workload, seeds, race_s)
             limits = deadlines.for_evaluation(self.config, peak_s)
             answer = self.pool.run(request, limits, self.config.output_cap_bytes)
             assert isinstance(answer, EvaluationAnswer)
@@ -185,9 +212,11 @@ class Evaluator:
         """The evaluation of ``result`` against the job's roofline on ``hardware``; one SUSPICIOUS
         only for beating the roofline is scored again after the ceiling that bounds it is
         re-measured (the higher figure kept)."""
+        control = self.control(job[1], job[2])
         score = partial(
             build_evaluation, job, threads=self.threads, result=result, seeds=seeds,
-            wall_s=wall_s, secrets=_secrets(),
+            wall_s=wall_s, secrets=_secrets(), drift=self._drift(control, result),
+            control=control,
         )  # fmt: skip
         evaluation = score(hardware)
         if not blames_the_ceiling(evaluation.status, evaluation.pct_of_peak):
@@ -198,6 +227,15 @@ class Evaluator:
         if evaluation.status is Status.SUSPICIOUS and found:
             evaluation = evaluation.model_copy(update={"error": f"{evaluation.error} ({found})"})
         return evaluation
+
+    def _drift(self, control: ControlSpec | None, result: KernelResult) -> float:
+        """The machine's drift, this evaluation's control figure recorded first (so that an
+        evaluation under a neighbour that just arrived widens its own interval)."""
+        figure = control_figure(result)
+        if control is not None and figure is not None:
+            with contextlib.suppress(OSError):  # a read-only cache: what is recorded counts
+                drift.record(control_kind(control), figure)
+        return drift.machine_drift()
 
     def _remeasured(self, ceiling: str, evaluation: Evaluation) -> tuple[HardwareSpec, str]:
         """The hardware with ``ceiling`` re-measured (once per Evaluator; others wait for it), and

@@ -7,8 +7,10 @@ a workload on a hardware spec, DESIGN.md) gives both the deadlines' scale and th
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from accelopt.backends.status import Status
 from accelopt.hardware.roofline import (
@@ -19,10 +21,11 @@ from accelopt.hardware.roofline import (
     roofline,
 )
 from accelopt.hardware.spec import HardwareSpec
-from accelopt.problems.records import Problem
+from accelopt.problems.records import Cost, Problem
 from accelopt.profiling.evaluation import Evaluation
+from accelopt.profiling.parent.calibration import calibrate, latency_half_width, work
 from accelopt.profiling.profiler import Job
-from accelopt.profiling.worker.protocol import KernelResult
+from accelopt.profiling.worker.protocol import ControlSpec, KernelResult
 from accelopt.redaction import redact
 
 
@@ -90,12 +93,17 @@ def build_evaluation(
     seeds: Sequence[int] = (),
     wall_s: float | None = None,
     secrets: Sequence[str] = (),
+    drift: float = 0.0,
+    control: ControlSpec | None = None,
 ) -> Evaluation:
     """The ``Evaluation`` of a worker's ``result`` (or of a failure the service itself reports)
-    for ``job``, scored against its roofline on ``hardware``; ``secrets`` are redacted
-    from the error and the log."""
+    for ``job``, scored against its roofline on ``hardware`` (the verdict) and, where the worker
+    timed ``control`` with it, against the control's figure (the calibrated % of peak, which the
+    search and the tables use: ``figures``); ``drift``: the machine's drift between evaluations,
+    folded into the intervals; ``secrets`` are redacted from the error and the log."""
     kernel, problem, workload = job
-    roof = workload_roofline(problem, workload, hardware)
+    cost = problem.cost.evaluate(problem.workload(workload).sizes)
+    roof = roofline(cost, hardware)
     judged = verdict(result.status, result.error, result.latency_s, roof.peak_s)
     return Evaluation(
         problem=problem.name,
@@ -111,13 +119,11 @@ def build_evaluation(
         min_s=result.min_s,
         noise=result.noise,
         calls=result.calls,
-        ci_low_s=result.ci_low_s,
-        ci_high_s=result.ci_high_s,
         load_others=result.load_others,
         load_steal=result.load_steal,
-        peak_s=roof.peak_s,
-        pct_of_peak=judged.pct_of_peak,
         bound=roof.bound,
+        raced=result.raced,
+        **figures(result, cost, roof, judged, drift, control),
         max_rel_err=result.max_rel_err,
         tolerance=problem.tolerance,
         seeds=list(seeds),
@@ -133,3 +139,92 @@ def build_evaluation(
         isolation=result.isolation,
         log=redact(result.log, secrets),
     )
+
+
+def figures(
+    result: KernelResult,
+    cost: Cost,
+    roof: Roofline,
+    judged: Verdict,
+    drift: float,
+    control: ControlSpec | None,
+) -> dict[str, Any]:
+    """The evaluation's figures: the latency's stated interval, and the % of peak the search and
+    the tables use, calibrated where the control allows (``calibration.py``), else against the
+    cached ceiling; each with the ceiling it used."""
+    cached = {"peak_s": roof.peak_s, "pct_of_peak": judged.pct_of_peak, "ceiling": "cached",
+              "cached_peak_s": roof.peak_s, "cached_pct": judged.pct_of_peak}  # fmt: skip
+    latency = result.latency_s
+    if latency is None or latency <= 0:
+        return {**cached, "ci_low_s": result.ci_low_s, "ci_high_s": result.ci_high_s}
+    session = _session_ci(result, latency)
+    half = latency_half_width(session, drift)
+    stated = {"ci_low_s": latency * max(0.0, 1 - half), "ci_high_s": latency * (1 + half),
+              "session_ci": session, "drift": drift}  # fmt: skip
+    found, why = _calibrated(result, cost, roof, judged, drift, control, session)
+    if found is None:
+        pct = judged.pct_of_peak
+        bounds = _pct_bounds(roof.peak_s, stated["ci_low_s"], stated["ci_high_s"], pct)
+        return {**cached, **stated, **bounds, "control": why}
+    return {
+        **cached, **stated, "peak_s": found.peak_s, "pct_of_peak": found.pct,
+        "pct_low": found.low, "pct_high": found.high, "ceiling": "calibrated",
+        "control_rate": found.rate, "control": _described(control, roof.bound, found.rate),
+    }  # fmt: skip
+
+
+def _session_ci(result: KernelResult, latency: float) -> float:
+    if result.ci_low_s is None or result.ci_high_s is None:
+        return 0.0
+    return (result.ci_high_s - result.ci_low_s) / (2 * latency)
+
+
+def _pct_bounds(
+    peak_s: float, low_s: float, high_s: float, pct: float | None
+) -> dict[str, float | None]:
+    if pct is None or high_s <= 0:
+        return {"pct_low": None, "pct_high": None}
+    return {"pct_low": peak_s / high_s, "pct_high": peak_s / low_s if low_s > 0 else math.inf}
+
+
+def _calibrated(
+    result: KernelResult,
+    cost: Cost,
+    roof: Roofline,
+    judged: Verdict,
+    drift: float,
+    control: ControlSpec | None,
+    session: float,
+) -> tuple[Any, str]:
+    """The calibrated figure, or None and why there is none."""
+    if control is None:
+        return None, result.control_note or "no control for this device: scored against the cache"
+    if judged.status is not Status.PASSED:
+        return None, "not calibrated: the verdict is not PASSED"
+    if result.control_note and not any(r for r in result.control_rates if r):
+        return None, result.control_note
+    units = work(cost, str(roof.bound))
+    found, why = calibrate(units, result.latency_s or 0.0, session, result.control_rates,
+                           result.slice_medians, drift)  # fmt: skip
+    if found is None and result.control_note:
+        why = f"{why} ({result.control_note})"
+    return found, why
+
+
+def _described(control: ControlSpec | None, bound: str, rate: float) -> str:
+    unit = "GB/s" if bound == "memory" else "GFLOP/s"
+    what = control.describe() if control is not None else "control"
+    return f"{what}: {rate / 1e9:,.1f} {unit} while timed"
+
+
+def control_kind(control: ControlSpec) -> str:
+    """The control's name in the machine's drift history (``hardware/drift.py``)."""
+    if control.kind == "memory":
+        return f"memory {control.reads}:{control.writes}"
+    return control.kind
+
+
+def control_figure(result: KernelResult) -> float | None:
+    """The median of the result's undisturbed controls (None without any)."""
+    good = [r for r in result.control_rates if r is not None and r > 0]
+    return statistics.median(good) if good else None

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ctypes
 import math
+import subprocess
 import time
 import traceback
 from collections.abc import Callable, Iterator
@@ -33,6 +34,7 @@ from accelopt.problems.records import Problem
 from accelopt.problems.shipping import resolve_ref
 from accelopt.profiling.config import HARNESS_VERSION
 from accelopt.profiling.worker import contention, references, sandbox
+from accelopt.profiling.worker.control import Control
 from accelopt.profiling.worker.correctness import check_outputs, modified_input
 from accelopt.profiling.worker.freshness import Audit, Freshness
 from accelopt.profiling.worker.protocol import (
@@ -100,6 +102,9 @@ class EvaluationRun:
         self.fresh: Freshness | None = None  # the rotation sets' inputs, once filled
         self.refresh_s = 0.0  # seconds to rewrite one set's inputs (measured filling them)
         self.tick = Ticker(self.phase)
+        self.control_spec = request.control
+        self.race_s = request.race_s
+        self.drift = request.drift
 
     def phase(self, name: str, detail: str = "") -> None:
         self.channel.send(Phase(phase=name, detail=detail))
@@ -334,8 +339,20 @@ class EvaluationRun:
             self.fresh.refresh(index)
         self.refresh_s = (time.perf_counter() - start) / max(len(sets), 1)
 
+    def _control(self) -> Control | None:
+        """The control to time with the kernel, where the request asks for one and it builds."""
+        if self.control_spec is None:
+            return None
+        pids = getattr(self.device, "kernel_pids", ())
+        try:
+            return Control(self.control_spec, self.threads, pids, self.llc_bytes)
+        except (OSError, RuntimeError, subprocess.SubprocessError) as exc:
+            self._note(control_note=f"the control could not run: {exc}")
+            return None
+
     def time(self, sets: RotationSets) -> None:
-        loop = TimedLoop(self, sets)
+        control = self._control()
+        loop = TimedLoop(self, sets, control)
         self.phase("lock")
         with devicelock.exclusive(self.lock_path):
             start = time.perf_counter()
@@ -359,8 +376,11 @@ class EvaluationRun:
         stats = summarize(loop.samples)
         self._note(
             latency_s=stats.latency_s, min_s=stats.min_s, noise=stats.noise, calls=loop.count,
-            ci_low_s=stats.ci_low_s, ci_high_s=stats.ci_high_s,
+            ci_low_s=stats.ci_low_s, ci_high_s=stats.ci_high_s, raced=loop.raced,
+            slice_medians=loop.slice_medians,
         )  # fmt: skip
+        if loop.control is not None:
+            self._note(control_rates=loop.control.rates, control_note=loop.control.note)
 
     def verify_timed(self, loop: TimedLoop) -> None:
         """After the timing (the device lock held shared): every set's guards, the calls the
@@ -378,14 +398,15 @@ class EvaluationRun:
         set's pages are already faulted in: inputs are written, outputs are filled with NaN)."""
         return max(1, self.config.warmup_calls)
 
-    def _batch_size(self, n_sets: int) -> int:
+    def _batch_size(self, n_sets: int, call_s: float) -> int:
         """Calls per round trip: 1 where the device times each call itself; else enough calls
-        for about BATCH_S (the worker's round trip, subtracted, is then a small part), each set at
-        most once (every call gets freshly perturbed inputs)."""
-        if not getattr(self.device, "batches", False) or not self.call_s:
+        of ``call_s`` (the fastest warm-up call, as the device timed it: the correctness calls'
+        wall time holds their guard checks) for about BATCH_S (the worker's round trip,
+        subtracted, is then a small part), each set at most once (every call gets freshly
+        perturbed inputs)."""
+        if not getattr(self.device, "batches", False):
             return 1
-        typical = float(np.median(self.call_s))
-        return max(1, min(n_sets, MAX_BATCH, math.ceil(BATCH_S / max(typical, 1e-7))))
+        return max(1, min(n_sets, MAX_BATCH, math.ceil(BATCH_S / max(call_s, 1e-7))))
 
     def _record_contention(
         self, before: contention.CpuSnapshot | None, after: contention.CpuSnapshot | None

@@ -55,6 +55,22 @@ class KernelSource(_Message):
     name: str  # the kernel's label (file name or kind)
 
 
+class ControlSpec(_Message):
+    """The loop timed between slices of a kernel's timing (``worker/control.py``): ``fma``,
+    ``vector``, or ``memory`` streaming ``reads`` arrays into ``writes`` arrays."""
+
+    kind: Literal["fma", "vector", "memory"]
+    reads: int = 0
+    writes: int = 0
+
+    def describe(self) -> str:
+        if self.kind == "memory":
+            return f"memory stream control ({self.reads} read : {self.writes} written arrays)"
+        if self.kind == "fma":
+            return "FMA control (independent fused multiply-add chains)"
+        return "vector control (independent multiply-then-add chains)"
+
+
 class _Request(_Message):
     model_config = ConfigDict(extra="forbid", frozen=True, ser_json_inf_nan="constants")
 
@@ -66,6 +82,9 @@ class _Request(_Message):
     threads: int  # OpenMP threads the kernel runs with
     llc_bytes: int | None  # the last-level cache the rotation sets must outgrow
     lock_path: str  # the device lock (hardware/devicelock.py)
+    control: ControlSpec | None = None  # the control timed with the kernel (none: not calibrated)
+    race_s: float | None = None  # stop timing once clearly slower than this latency (a search)
+    drift: float = 0.0  # the machine's drift between evaluations (``hardware/drift.py``)
 
 
 class EvaluateRequest(_Request):
@@ -139,6 +158,12 @@ class KernelResult(_Message):
     time_s: float | None = None
     load_others: float | None = None
     load_steal: float | None = None
+    # The control's figure before, between and after the slices of the timing (None: disturbed
+    # by the kernel's process, left out), each slice's median latency, and why a control failed
+    control_rates: list[float | None] = []
+    slice_medians: list[float | None] = []
+    control_note: str = ""
+    raced: bool = False  # stopped early: clearly slower than the request's race_s
     log: str = ""  # what the kernels printed, capped
 
     @property

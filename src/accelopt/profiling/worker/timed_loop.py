@@ -25,13 +25,19 @@ from accelopt.profiling.worker.freshness import (
     confirms,
     sparse_faster,
 )
-from accelopt.profiling.worker.timing import ci_half_width
+from accelopt.profiling.worker.timing import ci_half_width, median_ci
 
 if TYPE_CHECKING:  # the run a loop times; harness.py imports this module
+    from accelopt.profiling.worker.control import Control
     from accelopt.profiling.worker.harness import EvaluationRun
 
 BATCH_S = 0.002  # a batch of calls in another process lasts about this long...
 MAX_BATCH = 256  # ... and holds at most this many calls (executor.c)
+SLICE_S = 0.15  # a control runs before the timing, after it and every this many seconds of it
+DRIFT_SHARE = 1 / 3  # timing stops once its own interval is this share of the machine's drift
+RACE_MIN_SAMPLES = 16  # a race is decided on this many samples at least: the interval of
+# fewer spans their extremes (median_ci_ranks), and one outlier would leave the raced figure with
+# an interval too wide for the search to call it slower
 
 
 class Failed(Exception):
@@ -52,8 +58,11 @@ class Precision:
 
     CHECK_EVERY_S = 0.05
 
-    def __init__(self, target: float) -> None:
-        self.target = target
+    def __init__(self, target: float, drift: float = 0.0) -> None:
+        """``drift``: the machine's drift between evaluations, which the reported interval adds
+        to this timing's own; once the timing's is well below it (DRIFT_SHARE), timing longer
+        would not narrow the reported interval (sqrt(1 + 1/9) = 1.05 of the drift alone)."""
+        self.target = max(target, DRIFT_SHARE * drift)
         self.next_check_s = 0.0
 
     def __call__(self, samples: list[float], elapsed_s: float) -> bool:
@@ -77,7 +86,9 @@ class TimedLoop:
     call), ``samples`` those the latency is the median of, ``count`` the timed calls.
     """
 
-    def __init__(self, run: EvaluationRun, sets: RotationSets) -> None:
+    def __init__(
+        self, run: EvaluationRun, sets: RotationSets, control: Control | None = None
+    ) -> None:
         run.result.rotation_sets = len(sets)
         assert run.loaded is not None and run.fresh is not None
         self.run, self.sets = run, sets
@@ -99,13 +110,21 @@ class TimedLoop:
         self.spent_s = 0.0  # ... and of the warm-up and untimed calls
         self.warm = 0
         self.batch = 1
-        self._precise = Precision(run.config.ci_target)
+        self._precise = Precision(run.config.ci_target, run.drift)
+        self.control = control  # timed before, between the slices of and after the timing
+        self.slice_medians: list[float | None] = []  # each slice's median latency (None: none)
+        self._slice_from = 0  # where the current slice's samples start
+        self.raced = False  # stopped early: clearly slower than the run's race_s
+        self._control_base = 0.0  # the controls' seconds before this timing
 
-    def _every_batch_full(self) -> bool:
+    def _every_batch_full(self, call_s: float | None = None) -> bool:
+        """Whether every batch is full: as the policy says, or (auto) where a set's refresh costs
+        little beside ``call_s`` (the fastest warm-up call; before the warm-up, the correctness
+        calls' median, whose wall time holds their guard checks)."""
         policy = self.run.config.full_batches
         if policy != "auto" or not self.run.call_s:
             return policy != "some"
-        return all_full(self.run.refresh_s, float(np.median(self.run.call_s)))
+        return all_full(self.run.refresh_s, call_s or float(np.median(self.run.call_s)))
 
     @property
     def samples(self) -> list[float]:
@@ -124,20 +143,48 @@ class TimedLoop:
         began = time.perf_counter()
         self.canaries = run.device.canaries([o for _, o in self.sets], run.seeds[0])
         self.warm = run._warmup_count(n)
+        warm_s = []
         for i in range(self.warm):
-            self._call_untimed(i % n)
+            warm_s.append(run.device.time_calls([self.calls[i % n]]))
+            self._unseen.discard(i % n)
             run.tick()
-        self.batch = run._batch_size(n)
+        self.batch = run._batch_size(n, min(warm_s))
+        self.refreshes.every = self._every_batch_full(min(warm_s))
         run.result.batch_calls = self.batch
         self.spent_s += time.perf_counter() - began
 
     def run_to_end(self) -> None:
+        """Timed batches until ``_finished``, in slices of SLICE_S with a control before, between
+        and after them (where there is a control)."""
         clock = time.perf_counter
         begin = clock()
-        while not self._finished(self.elapsed_s + clock() - begin):
+        self._control_base = self._control_s()
+        if self.control is not None:
+            self.control.measure()
+        next_slice = SLICE_S
+        while not self._finished(self.elapsed_s + self._timed_since(begin)):
             self._run_batch()
-        self.elapsed_s += clock() - begin
+            if self.control is not None and self._timed_since(begin) >= next_slice:
+                self._end_slice()
+                next_slice += SLICE_S
+        self._end_slice()
+        self.elapsed_s += self._timed_since(begin)
         self.spent_s += clock() - begin
+
+    def _control_s(self) -> float:
+        return self.control.spent_s if self.control is not None else 0.0
+
+    def _timed_since(self, begin: float) -> float:
+        """Seconds of timed batches since ``begin``: the controls' time left out."""
+        return time.perf_counter() - begin - (self._control_s() - self._control_base)
+
+    def _end_slice(self) -> None:
+        """The slice's median latency (if it has samples), then a control."""
+        new = self.samples[self._slice_from :]
+        self.slice_medians.append(float(np.median(new)) if new else None)
+        self._slice_from = len(self.samples)
+        if self.control is not None:
+            self.control.measure()
 
     def run_slice(self, seconds: float) -> list[float]:
         """An untimed call (the kernel's code and threads were idle while others ran), then timed
@@ -168,12 +215,24 @@ class TimedLoop:
         cfg = self.run.config
         if not self._both_kinds():  # a few more batches: the comparison needs both
             return False
+        if self._lost_race(elapsed_s):
+            self.raced = True
+            return True
         enough = self.count >= cfg.min_calls and elapsed_s >= cfg.min_time_s
         enough = enough and self._both_kinds(MIN_FULL)
         capped = elapsed_s >= max(cfg.ci_time_cap_s, cfg.min_time_s)
         if enough and (capped or self._precise(self.samples, elapsed_s)):
             return True
         return bool(self.samples) and elapsed_s >= cfg.max_time_s
+
+    def _lost_race(self, elapsed_s: float) -> bool:
+        """Whether the kernel is already clearly slower than the latency it races (a search's
+        parent, ``race_s``: the upper end of its interval): the lower end of this median's 95 %
+        interval is above it, after min_time_s and RACE_MIN_SAMPLES samples."""
+        race_s, samples = self.run.race_s, self.samples
+        if race_s is None or len(samples) < RACE_MIN_SAMPLES:
+            return False
+        return elapsed_s >= self.run.config.min_time_s and median_ci(samples)[0] > race_s
 
     def confirm(self) -> None:
         """Where the sparse batches look clearly faster than the full ones

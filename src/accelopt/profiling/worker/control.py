@@ -1,0 +1,194 @@
+"""The control timed with a kernel: what the machine could do at the moment the kernel was timed.
+
+A kernel's latency moves with its neighbours, the clock and memory contention; so does any loop
+bound by the same resource. Between the slices of a kernel's timing (``TimedLoop``), with the
+device lock still held, the worker runs a short *control*: the loop that sets the problem's
+ceiling (``hardware/microbench/control.c``: FMA chains for a matmul-bound problem, multiply+add
+chains for a vector-bound one, a streaming pass with the problem's read:write mix for a
+memory-bound one), on the kernel's thread count. The calibrated % of peak is then the roofline
+time at the control's figure over the kernel's latency (``parent/scoring.py``): a neighbour that
+slows both cancels in the ratio.
+
+The control runs in the worker, trusted code on its own arrays; the kernel's process can only
+disturb it by running while it runs (a thread left spinning to slow the control down would
+inflate the kernel's calibrated figure). So before each control the worker waits until the
+kernel's process is idle (its threads' CPU time, ``/proc/PID/task/*/schedstat``, stops growing:
+an OpenMP pool spins a little after each call), and a control during which that process took more
+than DISTURBED_SHARE of one CPU is left out (None). An evaluation whose controls were all left out
+is not calibrated, and says why.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import os
+import subprocess
+import time
+from collections.abc import Sequence
+from functools import cache
+from pathlib import Path
+
+from accelopt import settings
+from accelopt.hardware.toolchain import find_compiler, target_flags
+from accelopt.profiling.worker.protocol import ControlSpec
+
+SOURCE = Path(__file__).resolve().parents[2] / "hardware" / "microbench" / "control.c"
+RUN_S = 0.003  # one run of the control loop lasts about this long; a control is two runs
+QUIET_WAIT_S = 0.03  # waiting at most this long for the kernel's process to fall idle ...
+QUIET_STEP_S = 0.001  # ... looking this often ...
+QUIET_SHARE = 0.05  # ... until it ran less than this share of one CPU over a step
+DISTURBED_SHARE = 0.05  # a control during which the kernel's process ran more is left out
+STREAMS = 5  # arrays of the memory control: up to 4 read and 1 written, or 1 read and 4 written
+SPAN_BYTES = 256 << 20  # the memory control's arrays together, at least (and 4 LLCs) ...
+MAX_SPAN_BYTES = 1 << 30  # ... and at most
+PASS_SHARE = 4  # a memory pass covers 1 / PASS_SHARE of the arrays: each starts from memory
+
+
+def mix(input_bytes: int, output_bytes: int) -> tuple[int, int]:
+    """The arrays a memory control reads and writes for a problem that reads ``input_bytes`` and
+    writes ``output_bytes``: the nearest of 1-4 read : 1 written, or 1 read : 1-4 written."""
+    if output_bytes <= 0:
+        return 4, 1
+    ratio = input_bytes / output_bytes
+    if ratio >= 1:
+        return min(4, max(1, round(ratio))), 1
+    return 1, min(4, max(1, round(1 / ratio)))
+
+
+def spec_for(bound: str, input_bytes: int, output_bytes: int) -> ControlSpec:
+    """The control for a problem of roofline ``bound`` (matmul, vector or memory)."""
+    if bound == "matmul":
+        return ControlSpec(kind="fma")
+    if bound == "vector":
+        return ControlSpec(kind="vector")
+    reads, writes = mix(input_bytes, output_bytes)
+    return ControlSpec(kind="memory", reads=reads, writes=writes)
+
+
+@cache
+def library(fused: bool) -> ctypes.CDLL:
+    """control.c built as a shared library (fused: FMA), once per source, flags and compiler."""
+    compiler = find_compiler()
+    flags = ("-O3", *target_flags(compiler), "-shared", "-fPIC", "-pthread",
+             "-ffp-contract=fast" if fused else "-ffp-contract=off")  # fmt: skip
+    identity = "\n".join([*compiler.command, compiler.version, *flags])
+    digest = hashlib.sha256(SOURCE.read_bytes() + identity.encode()).hexdigest()[:16]
+    path = settings.cache_dir() / "microbench" / f"control-{digest}.so"
+    if not path.is_file():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+        command = [*compiler.command, *flags, str(SOURCE), "-o", str(tmp)]
+        done = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
+        if done.returncode != 0:
+            raise RuntimeError(f"the control does not build: {done.stderr.strip()[-300:]}")
+        os.replace(tmp, path)
+    lib = ctypes.CDLL(str(path))
+    lib.accelopt_flops.argtypes = [ctypes.c_int, ctypes.c_long]
+    lib.accelopt_flops.restype = ctypes.c_double
+    lib.accelopt_stream_init.argtypes = [ctypes.c_int, ctypes.c_long]
+    lib.accelopt_stream_init.restype = ctypes.c_int
+    lib.accelopt_stream.argtypes = [ctypes.c_int] * 3 + [ctypes.c_long, ctypes.c_int]
+    lib.accelopt_stream.restype = ctypes.c_double
+    return lib
+
+
+_streams: dict[str, int] = {}  # elements per array of the memory control, once made
+
+
+def _stream_elements(llc_bytes: int | None) -> int:
+    """Make the memory control's arrays once per worker (kept: first touching them costs more
+    than a control), spanning SPAN_BYTES and four last-level caches, like the rotation sets."""
+    if "elements" not in _streams:
+        span = min(MAX_SPAN_BYTES, max(SPAN_BYTES, 4 * (llc_bytes or 0)))
+        elements = span // STREAMS // 4
+        if library(False).accelopt_stream_init(STREAMS, elements) != 0:
+            raise RuntimeError("the memory control could not allocate its arrays")
+        _streams["elements"] = elements
+    return _streams["elements"]
+
+
+def task_ns(pids: Sequence[int]) -> int:
+    """CPU time, in nanoseconds, of every thread of the processes ``pids`` (gone ones: 0)."""
+    total = 0
+    for pid in pids:
+        try:
+            tasks = os.listdir(f"/proc/{pid}/task")
+        except OSError:
+            continue
+        for tid in tasks:
+            try:
+                with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
+                    total += int(f.read().split()[0])
+            except (OSError, ValueError, IndexError):
+                continue
+    return total
+
+
+class Control:
+    """One evaluation's controls: ``measure`` runs one and returns its figure (FLOP/s or bytes/s),
+    or None when the kernel's process (``pids``) ran meanwhile; ``note`` says why one failed."""
+
+    def __init__(
+        self, spec: ControlSpec, threads: int, pids: Sequence[int], llc_bytes: int | None
+    ) -> None:
+        self.spec, self.threads, self.pids = spec, threads, tuple(pids)
+        self.lib = library(spec.kind == "fma")
+        self.elements = _stream_elements(llc_bytes) if spec.kind == "memory" else 0
+        self.rates: list[float | None] = []
+        self.note = ""
+        self.spent_s = 0.0
+        self._size = 0  # iterations or elements of one run, sized by the first run
+
+    def measure(self) -> float | None:
+        began = time.perf_counter()
+        try:
+            rate = self._measure()
+        finally:
+            self.spent_s += time.perf_counter() - began
+        self.rates.append(rate)
+        return rate
+
+    def _measure(self) -> float | None:
+        if not self._idle():
+            self.note = "the kernel's process kept running between its calls (a thread left busy)"
+            return None
+        before, start = task_ns(self.pids), time.perf_counter()
+        rate = max(self._run(), self._run(second=True))
+        wall_ns = (time.perf_counter() - start) * 1e9
+        if self.pids and task_ns(self.pids) - before > DISTURBED_SHARE * wall_ns:
+            self.note = "the kernel's process ran while the control did (a thread left busy)"
+            return None
+        return rate if rate > 0 else None
+
+    def _idle(self) -> bool:
+        """Whether the kernel's process is idle now (waiting up to QUIET_WAIT_S for it)."""
+        if not self.pids:
+            return True
+        deadline = time.perf_counter() + QUIET_WAIT_S
+        last = task_ns(self.pids)
+        while time.perf_counter() < deadline:
+            time.sleep(QUIET_STEP_S)
+            now = task_ns(self.pids)
+            if now - last < QUIET_SHARE * QUIET_STEP_S * 1e9:
+                return True
+            last = now
+        return False
+
+    def _run(self, second: bool = False) -> float:
+        """One run of about RUN_S (the first sizes the rest); its rate. A memory control's second
+        run streams its stores past the cache (where the ISA can), and the better run counts."""
+        memory = self.spec.kind == "memory"
+        size = self._size or (self.elements // PASS_SHARE if memory else 100_000)
+        start = time.perf_counter()
+        if memory:
+            rate = self.lib.accelopt_stream(
+                self.threads, self.spec.reads, self.spec.writes, size, int(second)
+            )
+        else:
+            rate = self.lib.accelopt_flops(self.threads, size)
+        took = time.perf_counter() - start
+        if not self._size and took > 0:  # later runs last about RUN_S
+            wanted = int(size * RUN_S / took)
+            self._size = max(1000, min(wanted, self.elements) if memory else wanted)
+        return rate

@@ -1,0 +1,70 @@
+"""The control timed with a kernel (``worker/control.py``): it measures, and a kernel's process
+that keeps running cannot slow it down unnoticed (which would inflate its calibrated figure)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+
+import pytest
+
+from accelopt.profiling.worker import control
+from accelopt.profiling.worker.control import Control, mix, spec_for
+
+pytestmark = pytest.mark.usefixtures("accelopt_cache")
+
+
+@pytest.mark.parametrize("bound", ["matmul", "vector", "memory"])
+def test_each_control_measures_a_rate(bound):
+    c = Control(spec_for(bound, 3 << 20, 1 << 20), threads=2, pids=[], llc_bytes=1 << 20)
+    rates = [c.measure() for _ in range(3)]
+    assert all(r is not None and r > 1e8 for r in rates), rates
+    assert c.spent_s < 1.0 and c.note == ""
+
+
+def test_the_memory_control_follows_the_problems_read_write_mix():
+    assert mix(3 << 20, 1 << 20) == (3, 1)
+    assert mix(1 << 20, 1 << 20) == (1, 1)
+    assert mix(1 << 20, 4 << 20) == (1, 4)
+    assert mix(100 << 20, 1 << 20) == (4, 1)
+    assert spec_for("matmul", 1, 1).kind == "fma"
+    assert spec_for("memory", 8, 4).describe().startswith("memory stream control (2 read")
+
+
+def test_a_kernel_process_left_running_gets_no_control_figure():
+    spinner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        time.sleep(0.2)  # it is running
+        c = Control(spec_for("matmul", 1, 1), threads=1, pids=[spinner.pid], llc_bytes=None)
+        assert c.measure() is None
+        assert "kept running" in c.note
+    finally:
+        spinner.kill()
+        spinner.wait()
+
+
+def test_an_idle_kernel_process_does_not_disturb_the_control():
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        time.sleep(0.2)
+        c = Control(spec_for("matmul", 1, 1), threads=1, pids=[sleeper.pid], llc_bytes=None)
+        assert c.measure() is not None, c.note
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+
+
+def test_a_kernel_process_that_runs_during_the_control_is_caught(monkeypatch):
+    # idle when looked at before the control, busy while it runs (a thread woken by it)
+    clock = {"ns": 0, "calls": 0}
+
+    def task_ns(pids):
+        clock["calls"] += 1
+        if clock["calls"] > 3:  # after the idle check's reads: the control's own
+            clock["ns"] += 10**9
+        return clock["ns"]
+
+    monkeypatch.setattr(control, "task_ns", task_ns)
+    c = Control(spec_for("matmul", 1, 1), threads=1, pids=[1], llc_bytes=None)
+    assert c.measure() is None and "ran while the control did" in c.note
