@@ -79,10 +79,12 @@ class EvaluationCache(Protocol):
 
     def get_evaluation(
         self, kernel_hash: str, problem: str, workload: str, hardware: str, *,
-        problem_version: str = "",
+        problem_version: str = "", harness_version: str | None = None,
     ) -> Evaluation | None: ...  # fmt: skip
 
-    def put_evaluation(self, evaluation: Evaluation) -> None: ...
+    def put_evaluation(
+        self, evaluation: Evaluation, harness_version: str | None = None
+    ) -> None: ...
 
 
 class Profiler(Protocol):
@@ -108,6 +110,13 @@ class Profiler(Protocol):
     def retime(self, kernels: Sequence[Kernel], problem: Problem, workload: str) -> Retiming:
         """``kernels`` measured afresh, interleaved in one worker on one device; each one's speed
         relative to the first (``session.Retiming``). Never cached."""
+        ...
+
+    def race(
+        self, kernel: Kernel, problem: Problem, workload: str, race_s: float | None
+    ) -> Evaluation:
+        """One kernel inside a search: timing stops early once it is clearly slower than
+        ``race_s`` (its parent's latency); such an evaluation is ``raced`` and never cached."""
         ...
 
     def close(self) -> None: ...

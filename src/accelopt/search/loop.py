@@ -53,6 +53,7 @@ from accelopt.search.selection import (
     compare,
     decide,
     next_beam,
+    noise_of,
     session_compare,
 )
 from accelopt.store.records import (
@@ -152,14 +153,17 @@ class Optimizer:
         return await asyncio.get_running_loop().run_in_executor(self._local, partial(fn, *args))
 
     # -- evaluation ----------------------------------------------------------------------------
-    async def measure(self, kernel: Kernel, t: int) -> Evaluation:
+    async def measure(self, kernel: Kernel, t: int, parent: Candidate | None = None) -> Evaluation:
         """The kernel's evaluation, from the profiler (cached, or measured once however many
         ask for it at the same time): on each tuned workload, combined (``composite``); the
-        others are measured only once the first passed."""
+        others are measured only once the first passed, and not beaten by ``parent`` before
+        its timing ended (``race_s``: racing)."""
         self.phase("evaluating", t)
-        first = await self.evaluate_on(kernel, self.workload)
+        first = await self._off_loop(
+            self.profiler.race, kernel, self.problem, self.workload, race_s(parent)
+        )
         found = [first]
-        if first.passed and len(self.tuned) > 1:
+        if first.passed and not first.raced and len(self.tuned) > 1:
             rest = [self.evaluate_on(kernel, w) for w in self.tuned[1:]]
             found += await asyncio.gather(*rest)
         self._primary[kernel.hash] = first
@@ -210,7 +214,7 @@ class Optimizer:
             plan_steps=plan.steps if plan else (),
         )
         self.store.add_kernel(self.run.id, record)
-        return Candidate(record, await self.measure(kernel, t))
+        return Candidate(record, await self.measure(kernel, t, parent))
 
     # -- agents --------------------------------------------------------------------------------
     async def profile(self, cand: Candidate) -> Profile:
@@ -563,6 +567,15 @@ def _outcome(child: Child, kid: Candidate, decided: dict[str, Comparison]) -> Ou
         faster=decide(kid, parent, decided),
         slower=compare(parent.evaluation, kid.evaluation) is Comparison.FASTER,
     )
+
+
+def race_s(parent: Candidate | None) -> float | None:
+    """The latency a child must beat to go on being timed: its parent's, widened by the noise
+    the search's comparisons allow (``selection.noise_of``). A child whose interval lies wholly
+    above it is NOT_FASTER whatever more timing would say, so its timing stops there."""
+    if parent is None or parent.latency is None:
+        return None
+    return parent.latency * (1 + noise_of(parent.evaluation))
 
 
 def _chunks(items: list[Candidate], size: int) -> list[list[Candidate]]:

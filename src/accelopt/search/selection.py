@@ -45,7 +45,11 @@ class Candidate:
 
 
 def uncertainty(evaluation: Evaluation) -> float:
-    """How well an evaluation knows its median: its 95 % interval, else its IQR/median."""
+    """How well an evaluation knows its median within its own timing (``session_ci``: the
+    reported interval adds the machine's drift between evaluations, which MIN_NOISE stands for
+    here and a re-timing session removes), else its 95 % interval, else its IQR/median."""
+    if evaluation.session_ci is not None:
+        return evaluation.session_ci
     ci = evaluation.ci
     return ci if ci is not None else evaluation.noise or 0.0
 

@@ -14,7 +14,7 @@ from accelopt.backends.kernel import Kernel
 from accelopt.errors import UserError
 from accelopt.hardware.spec import HardwareSpec
 from accelopt.problems.records import Problem
-from accelopt.profiling.config import EvalConfig
+from accelopt.profiling.config import EvalConfig, harness_key
 from accelopt.profiling.evaluation import Evaluation
 from accelopt.profiling.profiler import ClusterLostError, EvaluationCache, Job, Measured, Runner
 from accelopt.profiling.session import Retiming
@@ -32,6 +32,11 @@ def _labelled(evaluation: Evaluation, kernel: Kernel) -> Evaluation:
     if evaluation.kernel == kernel.name:
         return evaluation
     return evaluation.model_copy(update={"kernel": kernel.name})
+
+
+def raced_version(problem: Problem, race_s: float) -> str:
+    """The harness version a raced evaluation is cached under: never a final one's."""
+    return f"{harness_key(problem.fingerprint)}+raced:{race_s:.6e}"
 
 
 class _Abandoned(Exception):
@@ -86,14 +91,15 @@ class CachedProfiler:
     def _caching(self) -> bool:
         return self.store is not None and not self.config.check_only
 
-    def _cached(self, key: Key) -> Evaluation | None:
+    def _cached(self, key: Key, harness_version: str | None = None) -> Evaluation | None:
         if self.store is None:
             return None
         kernel_hash, problem, workload, version = key
         with self._lock:
             hardware = self.hardware.key()
+        raced = {"harness_version": harness_version} if harness_version else {}
         return self.store.get_evaluation(
-            kernel_hash, problem, workload, hardware, problem_version=version
+            kernel_hash, problem, workload, hardware, problem_version=version, **raced
         )
 
     def _count(self, measured: int = 0, cache_hits: int = 0, shared: int = 0) -> None:
@@ -161,6 +167,33 @@ class CachedProfiler:
         self, kernel: Kernel, problem: Problem, workload: str, *, fresh: bool = False
     ) -> Evaluation:
         return dict(self.evaluate_batch([(kernel, problem, workload)], fresh=fresh))[0]
+
+    def race(
+        self, kernel: Kernel, problem: Problem, workload: str, race_s: float | None
+    ) -> Evaluation:
+        """A search's candidate, racing its parent (``race_s``: the latency it must beat): the
+        cached evaluation where there is one, else measured with timing stopped early once the
+        kernel is clearly slower. A raced evaluation is kept apart from the final ones (under a
+        harness version of its own, with the latency it raced: ``raced_version``), so a resumed
+        search finds it and nothing else does; one that ran to the end is cached as any.
+        Runners that cannot race (``race`` missing: the ray fleet) evaluate in full."""
+        racing = getattr(self.runner, "race", None)
+        if race_s is None or racing is None or self.config.check_only:
+            return self.evaluate(kernel, problem, workload)
+        job: Job = (kernel, problem, workload)
+        version = raced_version(problem, race_s)
+        cached = self._cached(_cache_key(job)) or self._cached(_cache_key(job), version)
+        if cached is not None:
+            self._count(cache_hits=1)
+            return _labelled(cached, kernel)
+        evaluation: Evaluation = racing(job, race_s)
+        if not evaluation.raced:
+            return self._keep(Measured(0, evaluation))
+        self._count(measured=1)
+        if self._caching:
+            assert self.store is not None
+            self.store.put_evaluation(evaluation, harness_version=version)
+        return evaluation
 
     def evaluate_batch(
         self, jobs: Iterable[Job], *, fresh: bool = False

@@ -9,6 +9,7 @@ from accelopt.backends.kernel import Kernel
 from accelopt.hardware.spec import HardwareSpec
 from accelopt.problems.records import Problem
 from accelopt.profiling.config import EvalConfig
+from accelopt.profiling.evaluation import Evaluation
 from accelopt.profiling.parent.evaluator import Evaluator
 from accelopt.profiling.profiler import Job, Measured
 from accelopt.profiling.session import Retiming
@@ -39,6 +40,10 @@ class LocalRunner:
 
     def retime(self, kernels: Sequence[Kernel], problem: Problem, workload: str) -> Retiming:
         return self.evaluator.retime(kernels, problem, workload)
+
+    def race(self, job: Job, race_s: float) -> Evaluation:
+        """One evaluation whose timing stops early once clearly slower than ``race_s``."""
+        return self.evaluator.evaluate(*job, race_s=race_s)
 
     @property
     def hardware(self) -> HardwareSpec:
