@@ -1,14 +1,21 @@
-"""Verdicts on a busy machine: the suite's honest baselines, timed while another process keeps one
-core busy, must come out PASSED every time (never SUSPICIOUS or TIMEOUT); their noise and the load
+"""Verdicts on a busy machine: the suite's honest baselines, timed while other processes load the
+machine, must come out PASSED every time (never SUSPICIOUS or TIMEOUT); their noise and the load
 are reported.
 
 It makes sure this machine's ceilings are measured first (on a quiet machine: run it when nothing
-else runs), starts one busy process (a spinning Python loop), runs ``accelopt bench run --kernel
-baseline`` RUNS times in a row, stops the busy process, and prints per problem and run the status,
-% of peak, noise (IQR/median), the median's 95 % interval and the share of the CPUs other processes
-took while the kernel was timed. Exit status 1 when any honest baseline was not PASSED. Usage:
+else runs), starts the hogs of ``--hog`` (``benchmarks/hog.py``): ``cpu``, a spinning Python loop;
+``memory``, streaming copies between two 256 MiB arrays on one core; ``both`` (the default), the
+two, each pinned to its own CPU where there are two or more (the memory hog on the last CPU of the
+affinity mask, the spinner on the one before). It then runs ``accelopt bench run --kernel
+baseline`` RUNS times in a row, stops the hogs, and prints per problem and run the status, % of
+peak with the ceiling it used (``calibrated``: against the control micro-benchmark timed with the
+kernel, so the load cancels; ``cached``: against this machine's stored ceiling), the % against
+the cached ceiling, noise (IQR/median), the median's 95 % interval and the share of the CPUs other
+processes took while the kernel was timed. The table's title says which hogs ran, and where.
+Exit status 1 when any honest baseline was not PASSED. Usage:
 
-    python benchmarks/busy_machine.py [--runs 3] [--workload cpu] [--problem NAME]...
+    python benchmarks/busy_machine.py [--hog both|cpu|memory] [--runs 3] [--workload cpu]
+        [--problem NAME]...
 """
 
 from __future__ import annotations
@@ -24,7 +31,9 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-SPIN = "while True: pass"
+from hog import hogs
+
+HOGS = {"cpu": (True, False), "memory": (False, True), "both": (True, True)}
 
 
 def accelopt(*args: str) -> subprocess.CompletedProcess[str]:
@@ -58,38 +67,42 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--workload", default="cpu")
     parser.add_argument("--problem", action="append", default=[])
+    parser.add_argument("--hog", choices=tuple(HOGS), default="both",
+                        help="the load: the CPU spinner, the memory hog or both")  # fmt: skip
     args = parser.parse_args()
     if accelopt("hardware").stdout.count("not measured yet"):
         print("measuring this machine's ceilings first (quiet)...", flush=True)
         accelopt("hardware", "--measure")
-    spinner = subprocess.Popen([sys.executable, "-c", SPIN])
+    cpu, memory = HOGS[args.hog]
     runs: list[list[dict[str, object]]] = []
-    try:
-        with tempfile.TemporaryDirectory() as tmp:
-            for run in range(args.runs):
-                print(f"run {run + 1} of {args.runs} with one core busy...", flush=True)
-                runs.append(bench_run(args.workload, args.problem, Path(tmp) / f"{run}.json"))
-    finally:
-        spinner.kill()
-        spinner.wait()
-    return report(runs)
+    with hogs(cpu=cpu, memory=memory) as load, tempfile.TemporaryDirectory() as tmp:
+        print(f"hogs running: {load.describe()}", flush=True)
+        for run in range(args.runs):
+            print(f"run {run + 1} of {args.runs} under load ({load.kinds})...", flush=True)
+            runs.append(bench_run(args.workload, args.problem, Path(tmp) / f"{run}.json"))
+        ran = load.describe()
+    return report(runs, ran)
 
 
-def report(runs: list[list[dict[str, object]]]) -> int:
-    table = Table(title=f"baselines with one core busy ({os.cpu_count()} CPUs), {len(runs)} runs")
+def text(value: object) -> str:
+    return "—" if value is None or value == "" else str(value)
+
+
+def report(runs: list[list[dict[str, object]]], ran: str) -> int:
+    table = Table(title=f"baselines under load: {ran} ({os.cpu_count()} CPUs), {len(runs)} runs")
     table.add_column("problem")
-    for i in range(len(runs)):
-        for col in ("status", "% peak", "noise", "±95%", "others"):
-            table.add_column(f"{col} {i + 1}", justify="right")
+    table.add_column("run", justify="right")
+    for col in ("status", "% peak", "ceiling", "cached %", "noise", "±95%", "others"):
+        table.add_column(col, justify="right")
     bad = 0
     for row in zip(*runs, strict=True):
-        cells = [str(row[0]["problem"])]
-        for e in row:
+        for i, e in enumerate(row):
             bad += e["status"] != "PASSED"
-            cells += [str(e["status"]), pct(e.get("pct_of_peak")), pct(e.get("noise")),
-                      pct(ci_of(e)), pct(e.get("load_others"))]  # fmt: skip
-        table.add_row(*cells)
-    Console(width=220).print(table)
+            table.add_row(str(e["problem"]) if i == 0 else "", str(i + 1), str(e["status"]),
+                          pct(e.get("pct_of_peak")), text(e.get("ceiling")),
+                          pct(e.get("cached_pct")), pct(e.get("noise")), pct(ci_of(e)),
+                          pct(e.get("load_others")), end_section=i == len(row) - 1)  # fmt: skip
+    Console(width=160).print(table)
     total = sum(len(r) for r in runs)
     print(f"{total - bad} of {total} honest baseline evaluations PASSED")
     return 1 if bad else 0
