@@ -17,7 +17,7 @@ pytestmark = pytest.mark.usefixtures("accelopt_cache")
 
 @pytest.mark.parametrize("bound", ["matmul", "vector", "memory"])
 def test_each_control_measures_a_rate(bound):
-    c = Control(spec_for(bound, 3 << 20, 1 << 20), threads=2, pids=[], llc_bytes=1 << 20)
+    c = Control(spec_for(bound, 3 << 20, 1 << 20), threads=2, pids=[], span_bytes=64 << 20)
     rates = [c.measure() for _ in range(3)]
     assert all(r is not None and r > 1e8 for r in rates), rates
     assert c.spent_s < 1.0 and c.note == ""
@@ -36,9 +36,12 @@ def test_a_kernel_process_left_running_gets_no_control_figure():
     spinner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
     try:
         time.sleep(0.2)  # it is running
-        c = Control(spec_for("matmul", 1, 1), threads=1, pids=[spinner.pid], llc_bytes=None)
-        assert c.measure() is None
-        assert "kept running" in c.note
+        c = Control(spec_for("matmul", 1, 1), threads=1, pids=[spinner.pid], span_bytes=0)
+        rates = [c.measure() for _ in range(5)]
+        # on a loaded machine the spinner may be off its CPU for a whole control: it then
+        # disturbed nothing, and that control counts
+        assert sum(r is None for r in rates) >= 3, rates
+        assert "kept running" in c.note or "ran while" in c.note
     finally:
         spinner.kill()
         spinner.wait()
@@ -48,7 +51,7 @@ def test_an_idle_kernel_process_does_not_disturb_the_control():
     sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
     try:
         time.sleep(0.2)
-        c = Control(spec_for("matmul", 1, 1), threads=1, pids=[sleeper.pid], llc_bytes=None)
+        c = Control(spec_for("matmul", 1, 1), threads=1, pids=[sleeper.pid], span_bytes=0)
         assert c.measure() is not None, c.note
     finally:
         sleeper.kill()
@@ -66,5 +69,5 @@ def test_a_kernel_process_that_runs_during_the_control_is_caught(monkeypatch):
         return clock["ns"]
 
     monkeypatch.setattr(control, "task_ns", task_ns)
-    c = Control(spec_for("matmul", 1, 1), threads=1, pids=[1], llc_bytes=None)
+    c = Control(spec_for("matmul", 1, 1), threads=1, pids=[1], span_bytes=0)
     assert c.measure() is None and "ran while the control did" in c.note

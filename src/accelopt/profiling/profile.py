@@ -40,6 +40,7 @@ class Profile:
     error: str = ""
     remarks: tuple[str, ...] = ()
     ceilings: dict[Bound, float] = field(default_factory=dict)
+    calibration: str = ""  # what the % of peak is against, where not the cached ceilings
 
     @property
     def timed(self) -> bool:
@@ -57,6 +58,7 @@ def build_profile(
         "status": str(evaluation.status),
         "error": evaluation.error,
         "remarks": tuple(remarks),
+        "calibration": evaluation.control if evaluation.calibrated else "",
     }
     if latency is None or latency <= 0:
         return Profile(latency_s=None, pct_of_peak=None, noise=None, **common)
@@ -108,6 +110,8 @@ def render_profile(profile: Profile) -> str:
         lines.append(latency)
         if profile.pct_of_peak is not None:
             lines.append(f"{_pct(profile.pct_of_peak)} of peak: {roofline}".rstrip(": "))
+            if profile.calibration:
+                lines.append(f"  (calibrated against the {profile.calibration})")
         elif roofline:
             lines.append(roofline)
         for term, rate in profile.achieved.items():

@@ -270,6 +270,7 @@ class Executor:
         self._setup_file = setup.makefile("rb")
         self.overhead_s = 0.0
         self._sequence = 0
+        self._pending: list[tuple[int, np.ndarray]] = []  # small writes not made yet (``poke``)
         self.loaded = False
         self.facts: dict[str, str] = {}
 
@@ -362,7 +363,9 @@ class Executor:
     # -- calls -------------------------------------------------------------------------------
     def run(self, calls: Sequence[Sequence[int]]) -> float:
         """Seconds the batch took by the worker's clock, less the calibrated overhead (at most
-        half of it: a batch whose calls take less than the round trip is not timed to zero)."""
+        half of it: a batch whose calls take less than the round trip is not timed to zero).
+        The small writes ``poke`` kept are made first, outside the timed window."""
+        self._flush()
         took = self._round_trip(OP_CALL, calls)
         return max(took - self.overhead_s, took / 2)
 
@@ -393,17 +396,31 @@ class Executor:
         return took
 
     # -- memory ------------------------------------------------------------------------------
+    def poke(self, items: Sequence[tuple[int, np.ndarray]]) -> None:
+        """Small writes, made together with the others kept before the next call or any other
+        access to the kernel's memory (one system call for a batch's canaries and changed
+        inputs, where one each cost more than a small kernel's call)."""
+        self._pending.extend((address, np.ascontiguousarray(a)) for address, a in items)
+
+    def _flush(self) -> None:
+        if self._pending:
+            pending, self._pending = self._pending, []
+            self.write_scattered(pending)
+
     def write(self, address: int, data: np.ndarray) -> None:
+        self._flush()
         data = np.ascontiguousarray(data)
         _transfer(self.pid, [(data.ctypes.data, address, data.nbytes)], write=True)
 
     def read(self, address: int, nbytes: int) -> np.ndarray:
+        self._flush()
         out = np.empty(nbytes, dtype=np.uint8)
         _transfer(self.pid, [(out.ctypes.data, address, nbytes)], write=False)
         return out
 
     def read_scattered(self, items: Sequence[tuple[int, int]]) -> list[np.ndarray]:
         """Read ``(remote address, bytes)`` pieces, in few system calls."""
+        self._flush()
         outs = [np.empty(n, dtype=np.uint8) for _, n in items]
         pairs = [(o.ctypes.data, at, n) for (at, n), o in zip(items, outs, strict=True)]
         _transfer(self.pid, pairs, write=False)
@@ -411,6 +428,7 @@ class Executor:
 
     def write_scattered(self, items: Sequence[tuple[int, np.ndarray]]) -> None:
         """Write each small array at its remote address, in few system calls."""
+        self._flush()  # earlier pokes first: writes land in the order they were asked for
         keep = [np.ascontiguousarray(a) for _, a in items]
         addresses = [address for address, _ in items]
         pairs = [(a.ctypes.data, at, a.nbytes) for at, a in zip(addresses, keep, strict=True)]

@@ -77,13 +77,16 @@ class RemoteCanaries:
 
     def written(self) -> bool:
         armed, self._armed = self._armed, []
-        return all(not np.isnan(self._device.peek(out, where)).any() for out, where in armed)
+        if not armed:
+            return True
+        return not np.isnan(self._device.peek_many(armed)).any()
 
 
 class ExecutorDevice:
     """Host memory in a separate, sandboxed process; a batch of calls is timed by the worker."""
 
     batches = True  # several calls per round trip (timing.py picks how many)
+    copies_to_host = True  # ``to_host`` reads into a new array: the caller owns it
 
     def __init__(self, cc: Compiler, env: Mapping[str, str], seed: int | None = None) -> None:
         self.executor = Executor(cc, env)
@@ -130,17 +133,20 @@ class ExecutorDevice:
         )
 
     def poke(self, buffer: RemoteBuffer, flat: np.ndarray, values: np.ndarray) -> None:
-        """Write float32 ``values`` at the flat indices ``flat``."""
+        """Write float32 ``values`` at the flat indices ``flat`` (made before the next call or
+        access, with the other pokes: ``Executor.poke``)."""
         values = np.asarray(values, dtype=np.float32)
-        self.executor.write_scattered(
+        self.executor.poke(
             [(buffer.address + _F32 * int(i), values[j : j + 1]) for j, i in enumerate(flat)]
         )
 
     def peek(self, buffer: RemoteBuffer, flat: np.ndarray) -> np.ndarray:
-        pieces = self.executor.read_scattered(
-            [(buffer.address + _F32 * int(i), _F32) for i in flat]
-        )
-        return np.concatenate(pieces).view(np.float32)
+        return self.peek_many([(buffer, flat)])
+
+    def peek_many(self, places: Sequence[tuple[RemoteBuffer, np.ndarray]]) -> np.ndarray:
+        """The float32 values at each (buffer, flat indices), in order, read together."""
+        items = [(b.address + _F32 * int(i), _F32) for b, flat in places for i in flat]
+        return np.concatenate(self.executor.read_scattered(items)).view(np.float32)
 
     def guards(self, buffer: RemoteBuffer) -> Guards | None:
         bits = self._guards.get(buffer)

@@ -179,6 +179,10 @@ double accelopt_flops(int threads, long iterations) {
  * the kernels' buffers), first touched by as many threads as will use them. 0 on success. */
 int accelopt_stream_init(int count, long elements) {
     if (count < 2 || count > MAX_STREAMS || elements < CHUNK) return 1;
+    for (int s = 0; s < MAX_STREAMS; s++) { /* arrays made before: replaced */
+        free(streams[s]);
+        streams[s] = NULL;
+    }
     size_t bytes = ((size_t)elements * sizeof(float) + (2u << 20) - 1) / (2u << 20) * (2u << 20);
     for (int s = 0; s < count; s++) {
         streams[s] = aligned_alloc((size_t)2 << 20, bytes);

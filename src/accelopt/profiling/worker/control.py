@@ -40,8 +40,8 @@ QUIET_STEP_S = 0.001  # ... looking this often ...
 QUIET_SHARE = 0.05  # ... until it ran less than this share of one CPU over a step
 DISTURBED_SHARE = 0.05  # a control during which the kernel's process ran more is left out
 STREAMS = 5  # arrays of the memory control: up to 4 read and 1 written, or 1 read and 4 written
-SPAN_BYTES = 256 << 20  # the memory control's arrays together, at least (and 4 LLCs) ...
-MAX_SPAN_BYTES = 1 << 30  # ... and at most
+MIN_SPAN_BYTES = 4 << 20  # the memory control's arrays together span the kernel's rotation sets,
+MAX_SPAN_BYTES = 256 << 20  # within these bounds (256 MiB: far beyond any last-level cache)
 PASS_SHARE = 4  # a memory pass covers 1 / PASS_SHARE of the arrays: each starts from memory
 
 
@@ -96,16 +96,17 @@ def library(fused: bool) -> ctypes.CDLL:
 _streams: dict[str, int] = {}  # elements per array of the memory control, once made
 
 
-def _stream_elements(llc_bytes: int | None) -> int:
-    """Make the memory control's arrays once per worker (kept: first touching them costs more
-    than a control), spanning SPAN_BYTES and four last-level caches, like the rotation sets."""
-    if "elements" not in _streams:
-        span = min(MAX_SPAN_BYTES, max(SPAN_BYTES, 4 * (llc_bytes or 0)))
-        elements = span // STREAMS // 4
+def _stream_elements(span_bytes: int) -> int:
+    """The memory control's arrays, spanning what the kernel's rotation sets span (so that both
+    start from the same level of the memory hierarchy), made once per worker and kept (first
+    touching them costs more than a control): made again only for a wider span."""
+    span = min(MAX_SPAN_BYTES, max(MIN_SPAN_BYTES, span_bytes))
+    elements = span // STREAMS // 4
+    if _streams.get("elements", 0) < elements:
         if library(False).accelopt_stream_init(STREAMS, elements) != 0:
             raise RuntimeError("the memory control could not allocate its arrays")
         _streams["elements"] = elements
-    return _streams["elements"]
+    return elements
 
 
 def task_ns(pids: Sequence[int]) -> int:
@@ -130,11 +131,12 @@ class Control:
     or None when the kernel's process (``pids``) ran meanwhile; ``note`` says why one failed."""
 
     def __init__(
-        self, spec: ControlSpec, threads: int, pids: Sequence[int], llc_bytes: int | None
+        self, spec: ControlSpec, threads: int, pids: Sequence[int], span_bytes: int
     ) -> None:
+        """``span_bytes``: what the kernel's rotation sets span (the memory control's arrays)."""
         self.spec, self.threads, self.pids = spec, threads, tuple(pids)
         self.lib = library(spec.kind == "fma")
-        self.elements = _stream_elements(llc_bytes) if spec.kind == "memory" else 0
+        self.elements = _stream_elements(span_bytes) if spec.kind == "memory" else 0
         self.rates: list[float | None] = []
         self.note = ""
         self.spent_s = 0.0

@@ -38,6 +38,7 @@ generator per evaluation (0.2-0.5 s for adamw's 90 MB), more than the rest of th
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -48,7 +49,8 @@ from accelopt.profiling.worker.timing import median_ci
 
 POSITIONS = 4  # changed per input per call of a sparse batch
 CHEAP_REFRESH = 0.1  # every batch is full when a set's refresh costs at most this share of a call
-FULL_SHARE = 6  # otherwise one batch in this many is full, at random ...
+FULL_SHARE = 6  # otherwise one batch in this many at least is full, at random ...
+FULL_COST = 0.1  # ... or fewer, so that rewriting costs about this share of the calls' time ...
 MIN_FULL = 6  # ... and timing goes on until there are this many full and sparse batches
 SPARSE_FASTER = 0.75  # sparse median's interval below this times the full one's: SUSPICIOUS
 CONFIRM_ROUNDS = 8  # ... once confirmed by this many rounds of (kept out, rewritten, sparse)
@@ -106,12 +108,20 @@ class Freshness:
             roll.changes = roll.changes or {}
             roll.changes.update(zip(where.tolist(), values.tolist(), strict=True))
 
+    def state(self, set_index: int) -> list[_Roll]:
+        """How the set's inputs are made now (each input's roll and changes): a few numbers to
+        keep, where ``expected`` copies the inputs; ``rebuild`` makes them from these."""
+        return [_Roll(r.offset, dict(r.changes) if r.changes else None)
+                for r in self._rolls[set_index]]  # fmt: skip
+
     def expected(self, set_index: int) -> list[np.ndarray]:
         """The inputs the set holds now, as the harness made them."""
+        return self.rebuild(self._rolls[set_index])
+
+    def rebuild(self, rolls: Sequence[_Roll]) -> list[np.ndarray]:
+        """The inputs a set held when ``state`` gave ``rolls``."""
         out = []
-        for doubled, shape, roll in zip(
-            self._doubled, self._shapes, self._rolls[set_index], strict=True
-        ):
+        for doubled, shape, roll in zip(self._doubled, self._shapes, rolls, strict=True):
             x = doubled[roll.offset : roll.offset + doubled.size // 2].copy()
             if roll.changes:
                 x[np.fromiter(roll.changes, dtype=np.int64)] = np.fromiter(
@@ -129,14 +139,26 @@ def all_full(refresh_s: float, call_s: float) -> bool:
 
 class Refreshes:
     """Which timed batches are full: all of them, or (``every`` False) each with probability
-    1 / FULL_SHARE from the secret generator, so that a kernel cannot tell in advance."""
+    1 / ``share`` (FULL_SHARE at least, ``full_share``) from the secret generator, so that a
+    kernel cannot tell in advance."""
 
     def __init__(self, every: bool, rng: np.random.Generator) -> None:
         self.every = every
+        self.share = FULL_SHARE
         self._rng = rng
 
     def next_is_full(self) -> bool:
-        return self.every or int(self._rng.integers(FULL_SHARE)) == 0
+        return self.every or int(self._rng.integers(self.share)) == 0
+
+
+def full_share(refresh_s: float, call_s: float, batch: int, cap_s: float) -> int:
+    """One full batch in how many, where not every batch is: rare enough that rewriting inputs
+    costs at most FULL_COST of the timing (a refresh of ``refresh_s`` per set, calls of
+    ``call_s``), never rarer than MIN_FULL full batches expected within ``cap_s`` of batches of
+    ``batch`` calls, never more often than one in FULL_SHARE."""
+    cheap = math.ceil(refresh_s / max(FULL_COST * call_s, 1e-9))
+    reachable = int(cap_s / max(MIN_FULL * batch * call_s, 1e-9))
+    return max(FULL_SHARE, min(cheap, reachable))
 
 
 def batch_kind(rewritten: bool, after_rewrite: bool, first_visit: bool) -> str:

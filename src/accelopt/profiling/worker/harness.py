@@ -339,19 +339,20 @@ class EvaluationRun:
             self.fresh.refresh(index)
         self.refresh_s = (time.perf_counter() - start) / max(len(sets), 1)
 
-    def _control(self) -> Control | None:
+    def _control(self, sets: RotationSets) -> Control | None:
         """The control to time with the kernel, where the request asks for one and it builds."""
         if self.control_spec is None:
             return None
         pids = getattr(self.device, "kernel_pids", ())
+        span = len(sets) * self.problem.buffer_bytes(self.sizes)
         try:
-            return Control(self.control_spec, self.threads, pids, self.llc_bytes)
+            return Control(self.control_spec, self.threads, pids, span)
         except (OSError, RuntimeError, subprocess.SubprocessError) as exc:
             self._note(control_note=f"the control could not run: {exc}")
             return None
 
     def time(self, sets: RotationSets) -> None:
-        control = self._control()
+        control = self._control(sets)
         loop = TimedLoop(self, sets, control)
         self.phase("lock")
         with devicelock.exclusive(self.lock_path):
@@ -417,17 +418,23 @@ class EvaluationRun:
             seen = contention.contention(before, after)
             self._note(load_others=seen.others, load_steal=seen.steal)
 
+    def _reference(self, inputs: list[np.ndarray]) -> tuple[np.ndarray, ...]:
+        return tuple(self.problem.reference(*(x.astype(np.float64) for x in inputs)))
+
     def _verify(self, audit: Audit, fresh: Freshness) -> None:
         """The timed calls kept by the audit: their inputs as the harness left them, their
         outputs right, element by element, against the reference on those (rolled, perturbed)
         inputs."""
         in_names = [t.name for t in self.problem.inputs]
         out_names = [t.name for t in self.problem.outputs]
-        for n, (inputs, outputs, expected) in enumerate(audit.kept, 1):
-            changed = modified_input(in_names, inputs, expected)
+        expected = [fresh.rebuild(rolls) for _, _, rolls in audit.kept]
+        for n, (inputs, _, _) in enumerate(audit.kept):
+            changed = modified_input(in_names, inputs, expected[n])
             if changed:
                 raise Failed(Status.INCORRECT, f"the kernel modified input {changed!r} while timed")
-            refs = self.problem.reference(*(x.astype(np.float64) for x in expected))
+        with ThreadPoolExecutor(max_workers=2) as pool:  # NumPy releases the GIL
+            references = list(pool.map(self._reference, expected))
+        for n, ((_, outputs, _), refs) in enumerate(zip(audit.kept, references, strict=True), 1):
             verdict = check_outputs(out_names, outputs, refs, self.problem.tolerance)
             if verdict.error:
                 raise Failed(

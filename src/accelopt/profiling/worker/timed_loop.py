@@ -9,6 +9,7 @@ latency). Either way every call gets inputs no call saw before.
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -23,6 +24,7 @@ from accelopt.profiling.worker.freshness import (
     all_full,
     batch_kind,
     confirms,
+    full_share,
     sparse_faster,
 )
 from accelopt.profiling.worker.timing import ci_half_width, median_ci
@@ -150,6 +152,8 @@ class TimedLoop:
             run.tick()
         self.batch = run._batch_size(n, min(warm_s))
         self.refreshes.every = self._every_batch_full(min(warm_s))
+        cap_s = run.config.ci_time_cap_s
+        self.refreshes.share = full_share(run.refresh_s, min(warm_s), self.batch, cap_s)
         run.result.batch_calls = self.batch
         self.spent_s += time.perf_counter() - began
 
@@ -288,10 +292,14 @@ class TimedLoop:
             )
         for index in self.audit.choose(self.count - k, batch):
             ins, outs = self.sets[index]
-            self.audit.keep(
-                [run.device.to_host(b).copy() for b in ins],
-                [run.device.to_host(b).copy() for b in outs],
-                self.fresh.expected(index),
-            )
+            # the inputs the harness wrote are kept as their rolls (rebuilt when verified)
+            self.audit.keep(self._copies(ins), self._copies(outs), self.fresh.state(index))
         run.tick()
         return kind, sample
+
+    def _copies(self, buffers: Sequence[Buffer]) -> list[np.ndarray]:
+        """The buffers' contents as arrays of their own (a device whose ``to_host`` copies
+        already is not copied twice)."""
+        device = self.run.device
+        copied = getattr(device, "copies_to_host", False)
+        return [device.to_host(b) if copied else device.to_host(b).copy() for b in buffers]
