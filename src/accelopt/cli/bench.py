@@ -28,10 +28,14 @@ from accelopt.cli.output import (
 )
 from accelopt.errors import UserError
 from accelopt.formatting import milliseconds
+from accelopt.hardware.cache import describe_figure
+from accelopt.hardware.measure import CEILINGS
 from accelopt.hardware.spec import HardwareSpec
 from accelopt.problems.loader import list_problems, load_problem
 from accelopt.problems.records import Problem
+from accelopt.profiling.evaluation import Evaluation
 from accelopt.profiling.factory import make_profiler
+from accelopt.profiling.parent.rescoring import lowers_a_ceiling, rescore_all
 from accelopt.profiling.profiler import evaluate_all
 from accelopt.views import problem_json, problem_show_json
 
@@ -136,6 +140,11 @@ def run_command(
     with make_profiler(profiler, hardware, config, ray_address=ray_address) as prof:
         evaluations = evaluate_all(prof, jobs)
         threads = prof.threads
+        final = prof.hardware  # a ceiling a kernel beat may have been raised meanwhile
+    evaluations, note = _against_one_ceiling(evaluations, problems, hardware, final)
+    if note:
+        err_console.print(note, highlight=False, markup=False)
+    hardware = final
     units = f"{hardware.cores} SMs" if backend == "triton" else f"{threads} threads"
     title = f"{workload} workload on {hardware.name} ({units}, {profiler} profiler)"
     blas = [f"numpy column: {blas_description(threads)}"] if "numpy" in kinds else []
@@ -145,7 +154,7 @@ def run_command(
         path = write_suite_report(html, evaluations, problems, hardware, kinds, title, notes=blas)
         err_console.print(f"suite report written to {path}", highlight=False)
     if shows_table(json_path):
-        console.print(suite_table(problems, kinds, evaluations, title))
+        console.print(suite_table(problems, kinds, evaluations, title, hardware))
         for e in evaluations:
             if e.error:
                 console.print(
@@ -155,7 +164,43 @@ def run_command(
             console.print(note, highlight=False)
     for line in timing_warnings(evaluations) + isolation_warnings(evaluations):
         err_console.print(line, style="yellow", highlight=False, markup=False)
-    write_json(json_path, [evaluation_json(e) for e in evaluations])
+    write_json(json_path, [evaluation_json(e, hardware) for e in evaluations])
+
+
+def _against_one_ceiling(
+    evaluations: list[Evaluation],
+    problems: list[Problem],
+    start: HardwareSpec,
+    final: HardwareSpec,
+) -> tuple[list[Evaluation], str]:
+    """One table, one report, one JSON: every evaluation re-scored against ``final``, the spec
+    the profiler ended with (a ceiling a kernel beat may have been raised during the run), and
+    what to tell about it ("" when nothing changed). Evaluations scored against higher ceilings
+    than ``final`` (raised where the profiler could not see it) are left as they were."""
+    rescored = rescore_all(evaluations, {p.name: p for p in problems}, final)
+    if lowers_a_ceiling(evaluations, rescored):
+        keys = sorted({e.hardware for e in evaluations})
+        return evaluations, (
+            f"warning: the kernels were scored against {len(keys)} sets of ceilings of "
+            f"{final.name} ({', '.join(keys)}; the --json 'ceilings' of each row say which): "
+            "compare their % of peak with care, or run again"
+        )
+    return rescored, _raised_note(start, final) if final.key() != start.key() else ""
+
+
+def _raised_note(before: HardwareSpec, after: HardwareSpec) -> str:
+    """What to tell when a ceiling was raised during the run (every row is scored again)."""
+    raised = [
+        f"{name} {describe_figure(name, getattr(before, name))} → "
+        f"{describe_figure(name, getattr(after, name))}"
+        for name in CEILINGS
+        if getattr(after, name) != getattr(before, name)
+    ]
+    changed = ", ".join(raised) or f"{before.key()} → {after.key()}"
+    return (
+        f"note: a kernel beat a cached ceiling and it was re-measured during the run ({changed}): "
+        "every row is scored against the ceilings the run ended with"
+    )
 
 
 @app.command("show")

@@ -17,8 +17,11 @@ from accelopt import settings
 from accelopt.backends.status import Status
 from accelopt.errors import UserError
 from accelopt.formatting import milliseconds, percent, scientific, speedup_x
+from accelopt.hardware.cache import BOUND_CEILINGS
+from accelopt.hardware.spec import HardwareSpec
 from accelopt.problems.records import Problem
 from accelopt.profiling.evaluation import Evaluation
+from accelopt.profiling.parent.rescoring import CACHED_MARK, cached_peak, ceiling_notes
 from accelopt.profiling.parent.scoring import geometric_mean_pct
 from accelopt.search.workloads import Generalization
 
@@ -133,8 +136,25 @@ def status_text(status: Status) -> str:
     return f"[{style}]{status.value}[/{style}]"
 
 
-def evaluation_json(evaluation: Evaluation) -> dict[str, Any]:
-    return evaluation.model_dump(mode="json")
+def evaluation_json(evaluation: Evaluation, hardware: HardwareSpec | None = None) -> dict[str, Any]:
+    """The evaluation's fields, and ``ceilings``: which ceiling each figure used. ``hardware``:
+    the spec it was scored against, for the cached ceiling's figure (None without it, or when
+    ``hardware`` is another spec than the evaluation's)."""
+    return {**evaluation.model_dump(mode="json"), "ceilings": ceilings_json(evaluation, hardware)}
+
+
+def ceilings_json(evaluation: Evaluation, hardware: HardwareSpec | None = None) -> dict[str, Any]:
+    """What ``pct_of_peak`` is against (``used``: "calibrated" or "cached"), the cached ceiling
+    that bounds the kernel (``cached_peak_s``/``cached_pct`` and the verdict are against it) and
+    the control timed with it (``control_rate``: what a calibrated figure is against)."""
+    name = BOUND_CEILINGS[str(evaluation.bound)]
+    same = hardware is not None and hardware.key() == evaluation.hardware
+    value = getattr(hardware, name) if same else None
+    return {
+        "used": evaluation.ceiling,
+        "cached": {"hardware": evaluation.hardware, "name": name, "value": value},
+        "control": {"rate": evaluation.control_rate, "what": evaluation.control},
+    }
 
 
 def evaluations_table(evaluations: Sequence[Evaluation], title: str) -> Table:
@@ -181,8 +201,9 @@ def timing_warnings(evaluations: Sequence[Evaluation]) -> list[str]:
             )
         if (e.noise or 0.0) > NOISY:
             why.append(f"noise (IQR/median) {percent(e.noise)}")
-        if (e.ci or 0.0) > IMPRECISE:
-            why.append(f"median known to ±{percent(e.ci)}")
+        within = e.session_ci if e.session_ci is not None else e.ci  # the timing's own
+        if (within or 0.0) > IMPRECISE:
+            why.append(f"median known to ±{percent(within)} within its timing")
         if why:
             lines.append(f"{e.problem} / {e.kernel}: {'; '.join(why)}")
     if lines:
@@ -214,34 +235,48 @@ def _cell(e: Evaluation | None) -> tuple[str, str]:
         return "", ""
     if e.status is not Status.PASSED:
         return status_text(e.status), "—"
-    return milliseconds(e.latency_s) if e.latency_s is not None else "ok", percent(e.pct_of_peak)
+    ms = milliseconds(e.latency_s) if e.latency_s is not None else "ok"
+    if e.pct_of_peak is None:
+        return ms, percent(None)
+    return ms, percent(e.pct_of_peak) + ("" if e.calibrated else CACHED_MARK)
 
 
 def suite_table(
-    problems: Sequence[Problem], kinds: Sequence[str], evaluations: Sequence[Evaluation], title: str
+    problems: Sequence[Problem],
+    kinds: Sequence[str],
+    evaluations: Sequence[Evaluation],
+    title: str,
+    hardware: HardwareSpec | None = None,
 ) -> Table:
-    """A row per problem: bound, peak, then ms and % of peak per kernel kind; geometric means."""
+    """A row per problem: bound, the roofline at the cached ceilings, then ms and % of peak per
+    kernel kind; geometric means. A % against the cached ceiling, not calibrated by a control
+    timed with the kernel, ends with ``CACHED_MARK``; the caption says which ceilings
+    (``hardware``: the spec every evaluation was scored against, ``rescoring.rescore_all``)."""
     by_key = {(e.problem, e.kernel): e for e in evaluations}
-    table = Table(title=title, title_justify="left")
+    table = Table(title=title, title_justify="left", caption_justify="left")
     table.add_column("problem", no_wrap=True)
     table.add_column("bound")
-    table.add_column("peak ms", justify="right")
+    table.add_column("cached peak ms", justify="right")
     for kind in kinds:
         table.add_column(f"{kind} ms", justify="right", no_wrap=True)
         table.add_column(f"{kind} %", justify="right")
     for p in problems:
         first = next((e for e in evaluations if e.problem == p.name), None)
-        row = [p.name, first.bound if first else "", milliseconds(first.peak_s) if first else ""]
+        peak = milliseconds(cached_peak(first)) if first else ""
+        row = [p.name, first.bound if first else "", peak]
         for kind in kinds:
             row.extend(_cell(by_key.get((p.name, kind))))
         table.add_row(*row)
     means = ["geomean", "", ""]
     for kind in kinds:
-        passed = [e.pct_of_peak for e in evaluations if e.kernel == kind and e.passed]
-        mean = geometric_mean_pct([f for f in passed if f is not None])
-        means.extend(["", f"{percent(mean)} ({len(passed)})" if mean is not None else "—"])
+        passed = [e for e in evaluations if e.kernel == kind and e.passed]
+        mean = geometric_mean_pct([e.pct_of_peak for e in passed if e.pct_of_peak is not None])
+        cached = sum(1 for e in passed if e.pct_of_peak is not None and not e.calibrated)
+        count = f"{len(passed)}, {cached}{CACHED_MARK}" if cached else f"{len(passed)}"
+        means.extend(["", f"{percent(mean)} ({count})" if mean is not None else "—"])
     table.add_section()
     table.add_row(*means, style="bold")
+    table.caption = "\n".join(ceiling_notes(evaluations, hardware)) or None
     return table
 
 

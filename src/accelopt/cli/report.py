@@ -29,6 +29,7 @@ from accelopt.reports.compare import (
     write_compare_report,
 )
 from accelopt.reports.run_report import write_run_report
+from accelopt.search.run import rescore_stored_run
 from accelopt.store.records import RunRecord
 from accelopt.store.store import Store
 
@@ -63,6 +64,13 @@ def report_command(
         run = _run(store, run_id)
         target = out or store.path.parent / "reports" / f"{run.id}-{run.problem}.html"
         spec = load_cpu_spec(measure_if_missing=False)
+        before = run.hardware
+        run = rescore_stored_run(store, run, spec)  # one run, one ceiling
+        if run.hardware != before:
+            err_console.print(
+                f"run {run.id} was scored against several ceilings of its device (one raised "
+                f"during it): re-scored against {run.hardware}", highlight=False, markup=False,
+            )  # fmt: skip
         _write(target, lambda path: write_run_report(path, store, run, spec))
     console.print(f"report written to {target} ({target.stat().st_size // 1024} KiB)",
                   highlight=False)  # fmt: skip

@@ -92,7 +92,8 @@ def _headline(evaluations: Sequence[Evaluation], first: Evaluation) -> dict[str,
     """The combined % of peak and its roofline: calibrated where every workload's is, else
     against the cached ceiling for all (one figure never mixes the two)."""
     cached_peak = geomean([e.cached_peak_s or e.peak_s for e in evaluations])
-    cached_pct = geomean([e.cached_pct or 0.0 for e in evaluations])
+    # a record from before calibrated figures has its cached % in pct_of_peak
+    cached_pct = geomean([_or(e.cached_pct, e.pct_of_peak) for e in evaluations])
     common = {"cached_peak_s": cached_peak, "cached_pct": cached_pct, "control_rate": None,
               "pct_low": None, "pct_high": None}  # fmt: skip
     if all(e.calibrated for e in evaluations):
@@ -102,6 +103,10 @@ def _headline(evaluations: Sequence[Evaluation], first: Evaluation) -> dict[str,
     why = "not calibrated on every workload: scored against the cached ceiling"
     return {**common, "ceiling": "cached", "peak_s": cached_peak or first.peak_s,
             "pct_of_peak": cached_pct, "control": why}  # fmt: skip
+
+
+def _or(value: float | None, fallback: float | None) -> float:
+    return value if value is not None else fallback or 0.0
 
 
 def _half_width(e: Evaluation) -> float:

@@ -14,6 +14,7 @@ from pathlib import Path
 from accelopt.hardware.spec import HardwareSpec
 from accelopt.problems.records import Problem
 from accelopt.profiling.evaluation import Evaluation
+from accelopt.profiling.parent.rescoring import CACHED_MARK, cached_peak, ceiling_notes
 from accelopt.profiling.parent.scoring import geometric_mean_pct
 from accelopt.reports import plots
 from accelopt.reports.hardware import Ceiling, ceilings
@@ -28,6 +29,7 @@ class Cell:
     status: str | None
     latency_s: float | None
     pct: float | None
+    cached: bool = False  # ``pct`` is against the cached ceiling, not calibrated by a control
 
 
 @dataclass(frozen=True)
@@ -35,7 +37,7 @@ class SuiteRow:
     problem: str
     workload: str
     bound: str
-    peak_s: float | None
+    peak_s: float | None  # the roofline at the cached ceilings (``rescoring.cached_peak``)
     cells: tuple[Cell, ...]
 
 
@@ -44,6 +46,7 @@ class KindMean:
     kind: str
     pct: float | None  # geometric mean of % of peak over the kind's passed, timed kernels
     count: int
+    cached: int = 0  # how many of them are against the cached ceiling, not calibrated
 
 
 @dataclass(frozen=True)
@@ -67,6 +70,8 @@ class SuiteReport:
     skipped_points: tuple[str, ...]  # problems without FLOPs or bytes: no place on the chart
     failures: tuple[Failure, ...]
     notes: tuple[str, ...]
+    ceiling_notes: tuple[str, ...] = ()  # what the % and the roofline time are against
+    cached_mark: str = CACHED_MARK
 
 
 def suite_report(
@@ -77,7 +82,8 @@ def suite_report(
     title: str,
     notes: Sequence[str] = (),
 ) -> SuiteReport:
-    """The page's data model, from the evaluations of ``bench run`` (pure)."""
+    """The page's data model, from the evaluations of ``bench run`` (pure), all scored against
+    ``hardware`` (``rescoring.rescore_all``)."""
     by_key = {(e.problem, e.kernel): e for e in evaluations}
     points, skipped = roofline_points(evaluations, {p.name: p for p in problems})
     return SuiteReport(
@@ -96,6 +102,7 @@ def suite_report(
             if not e.passed
         ),
         notes=tuple(notes),
+        ceiling_notes=tuple(ceiling_notes(evaluations, hardware)),
     )
 
 
@@ -117,13 +124,13 @@ def _row(
         cells.append(
             Cell(kind, None, None, None)
             if e is None
-            else Cell(kind, e.status.value, e.latency_s, _timed_pct(e))
+            else Cell(kind, e.status.value, e.latency_s, _timed_pct(e), not e.calibrated)
         )
     return SuiteRow(
         problem=problem.name,
         workload=first.workload if first else "",
         bound=first.bound if first else "",
-        peak_s=first.peak_s if first else None,
+        peak_s=cached_peak(first) if first else None,
         cells=tuple(cells),
     )
 
@@ -132,12 +139,12 @@ def kind_means(evaluations: Sequence[Evaluation], kinds: Sequence[str]) -> list[
     """Per kind, the geometric mean of % of peak over passed, timed kernels (as ``bench run``)."""
     means = []
     for kind in kinds:
-        fractions = [
-            e.pct_of_peak
-            for e in evaluations
-            if e.kernel == kind and e.passed and e.pct_of_peak is not None
+        timed = [
+            e for e in evaluations if e.kernel == kind and e.passed and e.pct_of_peak is not None
         ]
-        means.append(KindMean(kind, geometric_mean_pct(fractions), len(fractions)))
+        fractions = [e.pct_of_peak for e in timed if e.pct_of_peak is not None]
+        cached = sum(1 for e in timed if not e.calibrated)
+        means.append(KindMean(kind, geometric_mean_pct(fractions), len(fractions), cached))
     return means
 
 

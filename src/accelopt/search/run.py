@@ -23,6 +23,7 @@ from accelopt.problems.loader import load_problem
 from accelopt.problems.records import Problem
 from accelopt.profiling.config import EvalConfig
 from accelopt.profiling.factory import make_profiler
+from accelopt.profiling.parent.rescoring import lowers_a_ceiling, rescore_all
 from accelopt.search.config import SearchConfig
 from accelopt.search.loop import DRAFT_SAMPLES, Optimizer, PhaseHook
 from accelopt.search.progress import Progress
@@ -265,6 +266,8 @@ def execute_run(store: Store, run: RunRecord, inputs: RunInputs, resume: bool) -
     progress = Progress(run.problem, search.iterations, console=inputs.console)
     store.update_run(run.id, status=RunStatus.RUNNING)
     status = RunStatus.FAILED
+    ended_with = hardware  # the spec the profiler ends with: a ceiling may be raised meanwhile
+    completed = False
     try:
         with make_profiler(
             inputs.profiler, hardware, inputs.eval_config, ray_address=inputs.ray_address,
@@ -275,16 +278,84 @@ def execute_run(store: Store, run: RunRecord, inputs: RunInputs, resume: bool) -
                                   run.workload, search, run, progress, inputs.on_phase,
                                   chosen.tuned, chosen.held_out)  # fmt: skip
             progress.start()
-            status, baseline, top = asyncio.run(_run_and_close(optimizer, resume))
+            try:
+                status, baseline, top = asyncio.run(_run_and_close(optimizer, resume))
+                completed = True
+            finally:
+                ended_with = profiler.hardware
     except KeyboardInterrupt:
         status = RunStatus.INTERRUPTED
         raise
     finally:
         progress.stop()
         store.update_run(run.id, status=status)
+        if ended_with.key() != hardware.key():  # a run stopped early too: one ceiling in it
+            try:
+                rescore_run(store, store.get_run(run.id) or run, problem, ended_with)
+            except Exception:
+                if completed:  # else best effort: the error that stops the run is the one to tell
+                    raise
     final = store.get_run(run.id) or run
+    if final.hardware != hardware.key():
+        baseline, top = _rescored(store, final, baseline), _rescored(store, final, top)
     usage = {agent: dataclasses.replace(u) for agent, u in client.usage.items()}  # a snapshot
     return OptimizeResult(final, status, baseline, top, usage)
+
+
+def rescore_run(
+    store: Store, run: RunRecord, problem: Problem, hardware: HardwareSpec
+) -> RunRecord:
+    """One run is scored against one ceiling: where a ceiling a kernel beat was raised during
+    the run (``Evaluator``), the run's evaluations on each of its workloads are re-scored
+    against ``hardware``, the spec it ended with (``profiling.parent.rescoring``), and the run
+    moved onto it in the store (``Store.rescore_run``: its evaluations, its hardware and
+    recorded spec, its iterations' best % of peak). Nothing changes when every evaluation is
+    against ``hardware`` already, or when ``hardware`` is below a ceiling one was scored against
+    (a raise the profiler did not see: the ray profiler's actors). The run as it is now."""
+    found = [
+        e
+        for workload in run_workloads(run).all
+        for e in store.run_evaluations(run.id, workload=workload).values()
+    ]
+    key = hardware.key()
+    if run.hardware == key and all(e.hardware == key for e in found):
+        return run
+    rescored = rescore_all(found, {problem.name: problem}, hardware)
+    if lowers_a_ceiling(found, rescored):
+        return run
+    store.rescore_run(run.id, hardware, rescored)
+    return store.get_run(run.id) or run
+
+
+def rescore_stored_run(store: Store, run: RunRecord, hardware: HardwareSpec | None) -> RunRecord:
+    """A run whose stored evaluations are against several ceilings of its device (a session
+    stopped before ``rescore_run`` at its end, or one recorded before runs were re-scored) moved
+    onto ``hardware`` (this machine's spec now, which keeps a raised ceiling) where that is one
+    of the specs they were scored against: what ``accelopt report`` shows. Unchanged otherwise,
+    and while the run is running (its session re-scores it at its end)."""
+    if hardware is None or run.status is RunStatus.RUNNING:
+        return run
+    keys = {
+        e.hardware
+        for workload in run_workloads(run).all
+        for e in store.run_evaluations(run.id, workload=workload).values()
+    }
+    if len(keys | {run.hardware}) <= 1 or hardware.key() not in keys:
+        return run
+    try:
+        problem = run_problem(store, run)
+    except (UserError, LookupError):  # the problem changed or is gone: leave the figures as stored
+        return run
+    return rescore_run(store, run, problem, hardware)
+
+
+def _rescored(store: Store, run: RunRecord, candidate: Candidate) -> Candidate:
+    """``candidate`` with its evaluation as the store now holds it (re-scored by
+    ``rescore_run``; unchanged when the store has none)."""
+    evaluation = store.run_evaluations(run.id).get(candidate.hash)
+    if evaluation is None or evaluation.hardware == candidate.evaluation.hardware:
+        return candidate
+    return Candidate(candidate.kernel, evaluation)
 
 
 async def _run_and_close(

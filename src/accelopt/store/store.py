@@ -34,6 +34,7 @@ from typing import Any
 import pydantic_core
 from pydantic import BaseModel
 
+from accelopt.hardware.spec import HardwareSpec
 from accelopt.llm.client import Usage
 from accelopt.llm.records import LLMCall
 from accelopt.memory.records import Experience, ExperienceKind, Lesson
@@ -279,23 +280,7 @@ class Store:
         problem's fingerprint for a workspace problem (``config.harness_key``)."""
         harness_version = harness_version or harness_key(evaluation.problem_version)
         with self._write() as conn:
-            conn.execute(
-                "INSERT OR REPLACE INTO evaluations (kernel_hash, problem, workload, hardware,"
-                " harness_version, status, latency_s, pct_of_peak, data, created_at)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    evaluation.kernel_hash,
-                    evaluation.problem,
-                    evaluation.workload,
-                    evaluation.hardware,
-                    harness_version,
-                    str(evaluation.status),
-                    evaluation.latency_s,
-                    evaluation.pct_of_peak,
-                    _dump_model(evaluation),
-                    now_iso(),
-                ),
-            )
+            _insert_evaluation(conn, "REPLACE", evaluation, harness_version)
 
     def get_evaluation(
         self,
@@ -367,6 +352,47 @@ class Store:
             for r in rows
             if r["data"] is not None
         }
+
+    def rescore_run(
+        self, run_id: str, hardware: HardwareSpec, evaluations: Sequence[Evaluation]
+    ) -> None:
+        """Move a run onto ``hardware``, the spec of its device it ended with (a ceiling a kernel
+        beat was raised during it), in one transaction: ``evaluations``, the run's evaluations
+        re-scored against it (``profiling.parent.rescoring``), are cached under its key where
+        the cache holds none there yet (one measured against it stays); the run's hardware and
+        recorded spec (what a resume is scored against) become it; and each iteration's best %
+        of peak becomes its best kernel's re-scored one."""
+        key = hardware.key()
+        other = next((e for e in evaluations if e.hardware != key), None)
+        if other is not None:
+            raise ValueError(f"an evaluation scored against {other.hardware}, not {key}")
+        with self._write() as conn:
+            row = conn.execute("SELECT config FROM runs WHERE id = ?", (run_id,)).fetchone()
+            if row is None:
+                raise StoreError(f"no run with id {run_id!r} in the store")
+            for evaluation in evaluations:
+                harness_version = harness_key(evaluation.problem_version)
+                _insert_evaluation(conn, "IGNORE", evaluation, harness_version)
+            config = json.loads(row["config"])
+            config["hardware_spec"] = hardware.model_dump(mode="json")
+            conn.execute(
+                "UPDATE runs SET hardware = ?, config = ?, updated_at = ? WHERE id = ?",
+                (key, json.dumps(config), now_iso(), run_id),
+            )
+            best = self.run_evaluations(run_id)  # in this transaction: the re-scored ones
+            rows = conn.execute(
+                "SELECT iteration, data FROM iterations WHERE run_id = ?", (run_id,)
+            ).fetchall()
+            for r in rows:
+                data = json.loads(r["data"])
+                found = best.get(data["best_hash"])
+                if found is None or not found.passed or found.pct_of_peak is None:
+                    continue
+                data["best_pct_of_peak"] = found.pct_of_peak
+                conn.execute(
+                    "UPDATE iterations SET data = ? WHERE run_id = ? AND iteration = ?",
+                    (json.dumps(data), run_id, r["iteration"]),
+                )
 
     # -- LLM calls ----------------------------------------------------------------------------
 
@@ -729,6 +755,31 @@ def usage_json(usage: Usage) -> dict[str, float | int]:
 
 
 # -- rows to records ------------------------------------------------------------------------------
+
+
+def _insert_evaluation(
+    conn: sqlite3.Connection, conflict: str, evaluation: Evaluation, harness_version: str
+) -> None:
+    """Cache ``evaluation``; ``conflict``: "REPLACE" what is there under its key, or "IGNORE"
+    (keep it)."""
+    assert conflict in ("REPLACE", "IGNORE")
+    conn.execute(
+        f"INSERT OR {conflict} INTO evaluations (kernel_hash, problem, workload, hardware,"
+        " harness_version, status, latency_s, pct_of_peak, data, created_at)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (
+            evaluation.kernel_hash,
+            evaluation.problem,
+            evaluation.workload,
+            evaluation.hardware,
+            harness_version,
+            str(evaluation.status),
+            evaluation.latency_s,
+            evaluation.pct_of_peak,
+            _dump_model(evaluation),
+            now_iso(),
+        ),
+    )
 
 
 def _filters(prefix: str = "", **columns: Any) -> tuple[str, tuple[Any, ...]]:
