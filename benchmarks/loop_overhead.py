@@ -82,6 +82,7 @@ def main() -> None:
     from accelopt.llm.config import Config
     from accelopt.llm.scripted import ScriptedServer
     from accelopt.profiling.config import EvalConfig
+    from accelopt.profiling.evaluation import Evaluation
     from accelopt.search.config import SearchConfig
     from accelopt.search.run import RunInputs, execute_run, new_run
     from accelopt.store.store import Store
@@ -98,31 +99,42 @@ def main() -> None:
         result = execute_run(store, run, RunInputs(llm, hardware, eval_config), resume=False)
         wall = time.perf_counter() - start
         evaluations = store.run_evaluations(run.id)
+        hashes = {k.hash for k in store.kernels(run.id)} - set(evaluations)
+        query = "SELECT kernel_hash, data FROM evaluations WHERE harness_version LIKE ?"
+        rows = store._connection().execute(query, ("%+raced:%",)).fetchall()
+        # children stopped early, clearly slower than their parent (racing): kept apart
+        raced = [Evaluation.model_validate_json(data) for digest, data in rows if digest in hashes]
         sessions = (
             store._connection()
             .execute("SELECT data FROM retimings WHERE run_id = ?", (run.id,))
             .fetchall()
         )
         requests = len(server.requests)
-    evaluated = len(evaluations)
-    kernel_s = sum(
-        (e.compile_s or 0.0) + (e.check_s or 0.0) + (e.time_s or 0.0) for e in evaluations.values()
-    )
+    measured = [*evaluations.values(), *raced]
+    evaluated = len(measured)
+    kernel_s = sum((e.compile_s or 0.0) + (e.check_s or 0.0) + (e.time_s or 0.0) for e in measured)
     session_s = sum(json.loads(row[0])["evaluations"][0]["wall_s"] or 0.0 for row in sessions)
-    eval_s = sum(e.wall_s or 0.0 for e in evaluations.values()) + session_s
+    eval_s = sum(e.wall_s or 0.0 for e in measured) + session_s
     orchestration = wall - eval_s / args.workers
     table = Table(title=f"loop overhead: B=4 N=4 K=2 T={args.iterations}, matmul small")
-    for col in ("status", "LLM requests", "candidates", "re-timings", "wall s", "evaluating s",
+    for col in ("status", "LLM requests", "candidates", "raced", "re-timings", "wall s",
+                "evaluating s",
                 "of which kernel s", "orchestration s", "orchestration %", "per candidate ms",
                 "candidates / min"):  # fmt: skip
         table.add_column(col, justify="right")
     table.add_row(
-        result.status, str(requests), str(evaluated), str(len(sessions)), f"{wall:.1f}",
+        result.status, str(requests), str(evaluated), str(len(raced)), str(len(sessions)),
+        f"{wall:.1f}",
         f"{eval_s:.1f}", f"{kernel_s:.1f}", f"{orchestration:.2f}",
         f"{orchestration / wall:.1%}", f"{orchestration / max(evaluated, 1) * 1e3:.0f}",
         f"{evaluated / wall * 60:.0f}",
     )  # fmt: skip
     Console(width=200).print(table)
+    n = max(evaluated, 1)
+    parts = {name: sum(getattr(e, f"{name}_s") or 0.0 for e in measured) / n
+             for name in ("compile", "check", "time", "wall")}  # fmt: skip
+    print(f"per candidate: compile {parts['compile']:.2f} s, check {parts['check']:.2f} s, "
+          f"timing {parts['time']:.2f} s, evaluation wall {parts['wall']:.2f} s")  # fmt: skip
     print(f"evaluation workers: {args.workers}; per evaluation: {eval_config.seeds} seeds, "
           f">= {eval_config.min_calls} calls and {eval_config.min_time_s} s of timing")  # fmt: skip
 

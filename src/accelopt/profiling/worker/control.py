@@ -12,10 +12,11 @@ slows both cancels in the ratio.
 The control runs in the worker, trusted code on its own arrays; the kernel's process can only
 disturb it by running while it runs (a thread left spinning to slow the control down would
 inflate the kernel's calibrated figure). So before each control the worker waits until the
-kernel's process is idle (its threads' CPU time, ``/proc/PID/task/*/schedstat``, stops growing:
-an OpenMP pool spins a little after each call), and a control during which that process took more
-than DISTURBED_SHARE of one CPU is left out (None). An evaluation whose controls were all left out
-is not calibrated, and says why.
+kernel's process is idle (no thread of it running or runnable in ``/proc/PID/task/*/stat``: an
+OpenMP pool spins for 5-10 ms after each call before it sleeps), and a control during which that
+process ran (its threads' CPU time, ``/proc/PID/task/*/schedstat``, grew by more than
+DISTURBED_SHARE of the control's time) is left out (None). An evaluation with too few controls
+left is not calibrated, and says why.
 """
 
 from __future__ import annotations
@@ -35,9 +36,8 @@ from accelopt.profiling.worker.protocol import ControlSpec
 
 SOURCE = Path(__file__).resolve().parents[2] / "hardware" / "microbench" / "control.c"
 RUN_S = 0.003  # one run of the control loop lasts about this long; a control is two runs
-QUIET_WAIT_S = 0.03  # waiting at most this long for the kernel's process to fall idle ...
-QUIET_STEP_S = 0.001  # ... looking this often ...
-QUIET_SHARE = 0.05  # ... until it ran less than this share of one CPU over a step
+QUIET_WAIT_S = 0.05  # waiting at most this long for the kernel's process to fall idle ...
+QUIET_STEP_S = 0.0005  # ... looking this often
 DISTURBED_SHARE = 0.05  # a control during which the kernel's process ran more is left out
 STREAMS = 5  # arrays of the memory control: up to 4 read and 1 written, or 1 read and 4 written
 MIN_SPAN_BYTES = 4 << 20  # the memory control's arrays together span the kernel's rotation sets,
@@ -126,6 +126,24 @@ def task_ns(pids: Sequence[int]) -> int:
     return total
 
 
+def any_running(pids: Sequence[int]) -> bool:
+    """Whether a thread of the processes ``pids`` is running or waiting for a CPU (state R)."""
+    for pid in pids:
+        try:
+            tasks = os.listdir(f"/proc/{pid}/task")
+        except OSError:
+            continue
+        for tid in tasks:
+            try:
+                with open(f"/proc/{pid}/task/{tid}/stat") as f:
+                    state = f.read().rpartition(")")[2].split(maxsplit=1)[0]
+            except (OSError, IndexError):
+                continue
+            if state == "R":
+                return True
+    return False
+
+
 class Control:
     """One evaluation's controls: ``measure`` runs one and returns its figure (FLOP/s or bytes/s),
     or None when the kernel's process (``pids``) ran meanwhile; ``note`` says why one failed."""
@@ -164,18 +182,18 @@ class Control:
         return rate if rate > 0 else None
 
     def _idle(self) -> bool:
-        """Whether the kernel's process is idle now (waiting up to QUIET_WAIT_S for it)."""
+        """Whether the kernel's process is idle now, waiting up to QUIET_WAIT_S for it: none of
+        its threads running or runnable (an OpenMP pool spins for a few milliseconds after each
+        call before it sleeps). Thread states, not CPU time: a running thread's CPU time is
+        brought up to date only at the scheduler's ticks, milliseconds apart."""
         if not self.pids:
             return True
         deadline = time.perf_counter() + QUIET_WAIT_S
-        last = task_ns(self.pids)
-        while time.perf_counter() < deadline:
+        while any_running(self.pids):
+            if time.perf_counter() >= deadline:
+                return False
             time.sleep(QUIET_STEP_S)
-            now = task_ns(self.pids)
-            if now - last < QUIET_SHARE * QUIET_STEP_S * 1e9:
-                return True
-            last = now
-        return False
+        return True
 
     def _run(self, second: bool = False) -> float:
         """One run of about RUN_S (the first sizes the rest); its rate. A memory control's second

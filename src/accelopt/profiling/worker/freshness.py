@@ -139,26 +139,30 @@ def all_full(refresh_s: float, call_s: float) -> bool:
 
 class Refreshes:
     """Which timed batches are full: all of them, or (``every`` False) each with probability
-    1 / ``share`` (FULL_SHARE at least, ``full_share``) from the secret generator, so that a
-    kernel cannot tell in advance."""
+    1 / FULL_SHARE from the secret generator until MIN_FULL were (the comparison needs them, and
+    the fewer batches that takes the sooner a timing can end), then 1 / ``share`` (``full_share``:
+    rarer where rewriting costs more beside a call), so that a kernel cannot tell in advance."""
 
     def __init__(self, every: bool, rng: np.random.Generator) -> None:
         self.every = every
         self.share = FULL_SHARE
+        self.drawn = 0  # full batches drawn so far
         self._rng = rng
 
     def next_is_full(self) -> bool:
-        return self.every or int(self._rng.integers(self.share)) == 0
+        if self.every:
+            return True
+        share = FULL_SHARE if self.drawn < MIN_FULL else self.share
+        full = int(self._rng.integers(share)) == 0
+        self.drawn += full
+        return full
 
 
-def full_share(refresh_s: float, call_s: float, batch: int, cap_s: float) -> int:
-    """One full batch in how many, where not every batch is: rare enough that rewriting inputs
-    costs at most FULL_COST of the timing (a refresh of ``refresh_s`` per set, calls of
-    ``call_s``), never rarer than MIN_FULL full batches expected within ``cap_s`` of batches of
-    ``batch`` calls, never more often than one in FULL_SHARE."""
-    cheap = math.ceil(refresh_s / max(FULL_COST * call_s, 1e-9))
-    reachable = int(cap_s / max(MIN_FULL * batch * call_s, 1e-9))
-    return max(FULL_SHARE, min(cheap, reachable))
+def full_share(refresh_s: float, call_s: float) -> int:
+    """One full batch in how many once there are MIN_FULL, where not every batch is: rare enough
+    that rewriting inputs (``refresh_s`` a set) costs at most FULL_COST of the calls'
+    (``call_s`` each) time, never more often than one in FULL_SHARE."""
+    return max(FULL_SHARE, math.ceil(refresh_s / max(FULL_COST * call_s, 1e-9)))
 
 
 def batch_kind(rewritten: bool, after_rewrite: bool, first_visit: bool) -> str:

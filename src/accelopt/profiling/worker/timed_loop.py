@@ -33,9 +33,9 @@ if TYPE_CHECKING:  # the run a loop times; harness.py imports this module
     from accelopt.profiling.worker.control import Control
     from accelopt.profiling.worker.harness import EvaluationRun
 
-BATCH_S = 0.002  # a batch of calls in another process lasts about this long...
+BATCH_S = 0.0005  # a batch of calls in another process lasts about this long...
 MAX_BATCH = 256  # ... and holds at most this many calls (executor.c)
-SLICE_S = 0.15  # a control runs before the timing, after it and every this many seconds of it
+SLICE_S = 0.25  # a control runs before the timing, after it and every this many seconds of it
 DRIFT_SHARE = 1 / 3  # timing stops once its own interval is this share of the machine's drift
 RACE_MIN_SAMPLES = 16  # a race is decided on this many samples at least: the interval of
 # fewer spans their extremes (median_ci_ranks), and one outlier would leave the raced figure with
@@ -152,8 +152,7 @@ class TimedLoop:
             run.tick()
         self.batch = run._batch_size(n, min(warm_s))
         self.refreshes.every = self._every_batch_full(min(warm_s))
-        cap_s = run.config.ci_time_cap_s
-        self.refreshes.share = full_share(run.refresh_s, min(warm_s), self.batch, cap_s)
+        self.refreshes.share = full_share(run.refresh_s, min(warm_s))
         run.result.batch_calls = self.batch
         self.spent_s += time.perf_counter() - began
 
