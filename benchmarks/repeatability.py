@@ -5,7 +5,9 @@ hold even while a neighbour loads the machine.
 For each problem, its shipped kernel (baseline, or --kernel expert; problems without one are
 skipped with a note) is evaluated RUNS times by separate ``accelopt eval`` processes. Run
 ``--hog-run K`` (default 1; 0: none) runs with the memory hog of ``benchmarks/hog.py`` on
-(streaming copies between two 256 MiB arrays on the last CPU): its latency should move, its
+(streaming copies between two 256 MiB arrays on the last CPU; every run evaluates on the other
+CPUs, as a neighbouring VM competes for memory, not for this VM's CPUs; ``--share-cpus``: on
+all of them): its latency should move, its
 calibrated % of peak (timed against the control micro-benchmark interleaved with the kernel)
 should not. Per problem a table gives, per run, the status, the median latency with its stated
 95 % interval (± relative to the median), the timing's own half-width (session) and the drift
@@ -33,6 +35,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -52,11 +55,16 @@ DROPPED = ("isolation", "log")  # bulky, and not figures
 Eval = dict[str, Any]
 
 
-def evaluate(problem: str, kernel: Path, workload: str, out: Path) -> Eval:
+def evaluate(
+    problem: str, kernel: Path, workload: str, out: Path, cpus: set[int] | None = None
+) -> Eval:
+    """One ``accelopt eval`` process, on ``cpus`` (its affinity mask: its kernel's threads, its
+    controls and this machine's ceilings are those of these CPUs) where given."""
     done = subprocess.run(
         [sys.executable, "-m", "accelopt", "eval", problem, str(kernel), "--workload", workload,
          "--json", str(out)],
         capture_output=True, text=True, check=False,
+        preexec_fn=(lambda: os.sched_setaffinity(0, cpus)) if cpus else None,
     )  # fmt: skip
     try:
         return json.loads(out.read_text())
@@ -209,6 +217,9 @@ def main() -> None:
     parser.add_argument("--workload", default="cpu")
     parser.add_argument("--problem", action="append", help="only this problem (repeatable)")
     parser.add_argument("--json", type=Path, help="write the raw per-run figures here")
+    share = "evaluate on every CPU, the hog's too (default: every run on the CPUs the hog leaves"
+    share += " free, so that it competes for memory, not CPU)"
+    parser.add_argument("--share-cpus", action="store_true", help=share)
     args = parser.parse_args()
     if args.runs < 1:
         parser.error("--runs must be at least 1")
@@ -216,6 +227,10 @@ def main() -> None:
         parser.error(f"--hog-run must be between 0 and --runs ({args.runs})")
     from accelopt.problems import load_problem
 
+    # The hog takes the last CPU (hog.py); a neighbouring VM competes for memory, not for this
+    # VM's CPUs, so by default every run (with the hog or not) evaluates on the others.
+    free = set(os.sched_getaffinity(0)) - {max(os.sched_getaffinity(0))}
+    cpus = None if args.share_cpus or args.hog_run == 0 or not free else free
     console = Console(width=160)
     problems: list[Problem] = []
     skipped: list[str] = []
@@ -233,7 +248,8 @@ def main() -> None:
                       "...", flush=True)  # fmt: skip
                 load = hogs(memory=True) if hog else contextlib.nullcontext()
                 with load:
-                    e = evaluate(name, kernel, args.workload, Path(tmp) / f"{name}-{run}.json")
+                    out = Path(tmp) / f"{name}-{run}.json"
+                    e = evaluate(name, kernel, args.workload, out, cpus)
                 p.runs.append(e)
                 p.hog_runs.append(hog)
             problems.append(p)

@@ -161,8 +161,8 @@ def evaluations_table(evaluations: Sequence[Evaluation], title: str) -> Table:
     table = Table(title=title, title_justify="left")
     for name, justify in [
         ("problem", "left"), ("status", "left"), ("ms", "right"), ("± 95%", "right"),
-        ("peak ms", "right"),
-        ("% peak", "right"), ("bound", "left"), ("noise", "right"), ("rel err", "right"),
+        ("peak ms", "right"), ("% peak", "right"), ("cached %", "right"),
+        ("calibrated %", "right"), ("bound", "left"), ("noise", "right"), ("rel err", "right"),
     ]:  # fmt: skip
         table.add_column(name, justify=justify, no_wrap=True)  # type: ignore[arg-type]
     table.add_column("error", ratio=1, overflow="fold")
@@ -174,6 +174,8 @@ def evaluations_table(evaluations: Sequence[Evaluation], title: str) -> Table:
             percent(e.ci),
             milliseconds(e.peak_s),
             percent(e.pct_of_peak),
+            percent(e.cached_pct),
+            percent(e.calibrated_pct),
             e.bound,
             percent(e.noise),
             scientific(e.max_rel_err),

@@ -94,8 +94,11 @@ def _headline(evaluations: Sequence[Evaluation], first: Evaluation) -> dict[str,
     cached_peak = geomean([e.cached_peak_s or e.peak_s for e in evaluations])
     # a record from before calibrated figures has its cached % in pct_of_peak
     cached_pct = geomean([_or(e.cached_pct, e.pct_of_peak) for e in evaluations])
+    calibrated = geomean([e.calibrated_pct or 0.0 for e in evaluations])
     common = {"cached_peak_s": cached_peak, "cached_pct": cached_pct, "control_rate": None,
-              "pct_low": None, "pct_high": None}  # fmt: skip
+              "pct_low": None, "pct_high": None, "calibrated_pct": calibrated,
+              "calibrated_peak_s": geomean([e.calibrated_peak_s or 0.0 for e in evaluations]),
+              "calibrated_low": None, "calibrated_high": None}  # fmt: skip
     if all(e.calibrated for e in evaluations):
         peak = geomean([e.peak_s for e in evaluations]) or first.peak_s
         pct = geomean([e.pct_of_peak or 0.0 for e in evaluations])

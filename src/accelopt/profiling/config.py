@@ -43,6 +43,12 @@ class EvalConfig(BaseModel):
         description="timed batches on inputs rewritten throughout: all, some at random (compared "
         "with the rest), or auto: all where rewriting costs little beside a call (freshness.py)",
     )
+    headline: Literal["compute", "all", "cached"] = Field(
+        "compute",
+        description="which % of peak the search and the tables use: the calibrated one for "
+        "compute-bound problems (matmul, vector: measured steadier than the cached ceiling's), "
+        "for all, or none (cached); the other is reported beside it",
+    )
     threads: int | None = Field(
         None, ge=1, description="OpenMP threads; None = cores of the device"
     )

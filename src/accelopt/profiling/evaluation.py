@@ -45,6 +45,13 @@ class Evaluation(BaseModel):
     ceiling: str = "cached"  # "calibrated" or "cached"
     cached_peak_s: float | None = None  # roofline time at the cached ceiling (``hardware``)
     cached_pct: float | None = None  # cached_peak_s / latency_s: what SUSPICIOUS is judged on
+    # Against the control timed with the kernel (``parent/calibration.py``), whether or not it is
+    # the figure above (``EvalConfig.headline``): roofline time at the control's figure, the %
+    # and its 95 % interval (drift between evaluations included)
+    calibrated_peak_s: float | None = None
+    calibrated_pct: float | None = None
+    calibrated_low: float | None = None
+    calibrated_high: float | None = None
     control_rate: float | None = None  # the control's figure while timed (FLOP/s or bytes/s)
     control: str = ""  # what the control was, or why the figure is not calibrated
     bound: Bound  # the roofline term that sets peak_s

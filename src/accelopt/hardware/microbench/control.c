@@ -23,6 +23,7 @@
 #include <immintrin.h>
 #endif
 #include <pthread.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -88,6 +89,35 @@ static void *chains(void *arg) {
     return NULL;
 }
 
+#if defined(__AVX512F__)
+#define W 16
+typedef __m512 vf;
+#define VSET1 _mm512_set1_ps
+#define VLOAD _mm512_load_ps
+#define VSTREAM _mm512_stream_ps
+#define VSTORE _mm512_store_ps
+#define VADD _mm512_add_ps
+#define VMUL _mm512_mul_ps
+#elif defined(__AVX__)
+#define W 8
+typedef __m256 vf;
+#define VSET1 _mm256_set1_ps
+#define VLOAD _mm256_load_ps
+#define VSTREAM _mm256_stream_ps
+#define VSTORE _mm256_store_ps
+#define VADD _mm256_add_ps
+#define VMUL _mm256_mul_ps
+#elif defined(__x86_64__)
+#define W 4
+typedef __m128 vf;
+#define VSET1 _mm_set1_ps
+#define VLOAD _mm_load_ps
+#define VSTREAM _mm_stream_ps
+#define VSTORE _mm_store_ps
+#define VADD _mm_add_ps
+#define VMUL _mm_mul_ps
+#endif
+
 static float *streams[MAX_STREAMS];
 static long stream_elements;
 static long cursor; /* where the next pass starts, in elements of each stream */
@@ -140,6 +170,77 @@ static void *stream_pass(void *arg) {
     return NULL;
 }
 
+/* The ceiling's own patterns (microbench/triad.c) for a mix of 1-4 arrays read into one
+ * written: a = s*b (1:1), b + s*c (2:1), + d (3:1), + d*e (4:1); stores streamed past the cache
+ * (x86) or plain (elsewhere, as portable C would be). */
+#if defined(__x86_64__)
+#define PATTERN(STORE)                                                                        \
+    switch (t->reads) {                                                                       \
+    case 1: for (long i = lo; i < hi; i += W) STORE(a + i, VMUL(vs, VLOAD(b + i))); break;    \
+    case 2:                                                                                   \
+        for (long i = lo; i < hi; i += W) STORE(a + i, VADD(VLOAD(b + i), VMUL(vs, VLOAD(c + i)))); \
+        break;                                                                                \
+    case 3:                                                                                   \
+        for (long i = lo; i < hi; i += W)                                                     \
+            STORE(a + i, VADD(VADD(VLOAD(b + i), VMUL(vs, VLOAD(c + i))), VLOAD(d + i)));     \
+        break;                                                                                \
+    default:                                                                                  \
+        for (long i = lo; i < hi; i += W)                                                     \
+            STORE(a + i, VADD(VADD(VLOAD(b + i), VMUL(vs, VLOAD(c + i))),                     \
+                              VMUL(VLOAD(d + i), VLOAD(e + i))));                             \
+        break;                                                                                \
+    }
+#endif
+
+static void *pattern_pass(void *arg) {
+    task *t = arg;
+    long share = t->elements / t->threads / CHUNK * CHUNK;
+    long lo = t->first + share * t->index, hi = lo + share;
+    float *a = streams[t->reads];
+    const float *b = streams[0], *c = streams[1], *d = streams[2], *e = streams[3];
+    const float s = 3.0f;
+    pthread_barrier_wait(t->start);
+    t->t0 = now();
+#if defined(__x86_64__)
+    const vf vs = VSET1(s);
+    if (t->nontemporal) {
+        PATTERN(VSTREAM)
+        _mm_sfence();
+    } else {
+        PATTERN(VSTORE)
+    }
+#else
+    for (long i = lo; i < hi; i++) {
+        float v = b[i];
+        if (t->reads > 1) v += s * c[i];
+        if (t->reads > 2) v += t->reads > 3 ? d[i] * e[i] : d[i];
+        a[i] = t->reads == 1 ? s * v : v;
+    }
+#endif
+    t->sink = a[lo];
+    t->t1 = now();
+    return NULL;
+}
+
+/* Thread I's CPU: the I-th of the process's allowed CPUs, round robin (as OMP_PROC_BIND=spread
+ * places the ceiling's threads: unpinned, two threads of a streaming loop migrate and share a CPU
+ * with the caller, and stream 30 % slower). */
+static void pin(pthread_attr_t *attr, int index) {
+    cpu_set_t allowed, one;
+    if (sched_getaffinity(0, sizeof allowed, &allowed) != 0) return;
+    int count = CPU_COUNT(&allowed), seen = 0;
+    if (count < 1) return;
+    for (int cpu = 0; cpu < CPU_SETSIZE; cpu++) {
+        if (!CPU_ISSET(cpu, &allowed)) continue;
+        if (seen++ == index % count) {
+            CPU_ZERO(&one);
+            CPU_SET(cpu, &one);
+            pthread_attr_setaffinity_np(attr, sizeof one, &one);
+            return;
+        }
+    }
+}
+
 /* Run FN on THREADS threads released together; seconds from the first thread's start to the
  * last one's end, by the threads' own clocks (the caller may not run again before they end). */
 static double run_threads(void *(*fn)(void *), task *tasks, int threads) {
@@ -149,7 +250,12 @@ static double run_threads(void *(*fn)(void *), task *tasks, int threads) {
     int made = 0;
     for (; made < threads; made++) {
         tasks[made].start = &start;
-        if (pthread_create(&ids[made], NULL, fn, &tasks[made]) != 0) break;
+        pthread_attr_t attr;
+        pthread_attr_init(&attr);
+        pin(&attr, made);
+        int failed = pthread_create(&ids[made], &attr, fn, &tasks[made]);
+        pthread_attr_destroy(&attr);
+        if (failed) break;
     }
     if (made < threads) { /* cannot happen in practice; the caller reads 0 as a failure */
         for (int i = made; i < threads; i++) pthread_barrier_wait(&start);
@@ -207,7 +313,8 @@ double accelopt_stream(int threads, int reads, int writes, long elements, int no
     for (int i = 0; i < threads; i++)
         tasks[i] = (task){.index = i, .threads = threads, .reads = reads, .writes = writes,
                           .nontemporal = nontemporal, .elements = elements, .first = cursor};
-    double seconds = run_threads(stream_pass, tasks, threads);
+    /* one array written: the ceiling's own pattern; several: the chunked pass */
+    double seconds = run_threads(writes == 1 ? pattern_pass : stream_pass, tasks, threads);
     cursor += elements;
     double bytes = 4.0 * (double)elements * (reads + writes);
     return seconds > 0 ? bytes / seconds : 0.0;

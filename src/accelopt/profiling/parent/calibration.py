@@ -25,10 +25,12 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from accelopt.hardware.roofline import SUSPICIOUS_FRACTION
 from accelopt.problems.records import Cost
 
 MIN_CONTROLS = 2  # calibrated only with this many undisturbed controls ...
+# A kernel near its bound may beat a control of a few milliseconds by a little (the control's
+# best run, timed while the machine moves); beyond this the control does not bound it.
+CONTROL_SLACK = 1.25
 VALID_SHARE = 0.5  # ... and at least this share of them undisturbed
 # Two-sided 95 % Student t quantiles by degrees of freedom (beyond the table: the normal's).
 T95 = {1: 12.71, 2: 4.30, 3: 3.18, 4: 2.78, 5: 2.57, 6: 2.45, 7: 2.36, 8: 2.31, 9: 2.26,
@@ -124,7 +126,7 @@ def calibrate(
     rate = statistics.median(good)
     peak_s = work_units / rate
     pct = peak_s / latency_s
-    if pct > SUSPICIOUS_FRACTION:
+    if pct > CONTROL_SLACK:
         return None, (
             f"the kernel reached {pct:.0%} of the control's figure, which therefore does not bound "
             "it: scored against the cached ceiling"

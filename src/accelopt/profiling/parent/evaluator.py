@@ -216,7 +216,7 @@ class Evaluator:
         score = partial(
             build_evaluation, job, threads=self.threads, result=result, seeds=seeds,
             wall_s=wall_s, secrets=_secrets(), drift=self._drift(control, result),
-            control=control,
+            control=control, headline=self.config.headline,
         )  # fmt: skip
         evaluation = score(hardware)
         if not blames_the_ceiling(evaluation.status, evaluation.pct_of_peak):

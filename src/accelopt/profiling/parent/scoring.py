@@ -25,6 +25,7 @@ from accelopt.problems.records import Cost, Problem
 from accelopt.profiling.evaluation import Evaluation
 from accelopt.profiling.parent.calibration import calibrate, latency_half_width, work
 from accelopt.profiling.profiler import Job
+from accelopt.profiling.worker.control import version as control_version
 from accelopt.profiling.worker.protocol import ControlSpec, KernelResult
 from accelopt.redaction import redact
 
@@ -95,6 +96,7 @@ def build_evaluation(
     secrets: Sequence[str] = (),
     drift: float = 0.0,
     control: ControlSpec | None = None,
+    headline: str = "compute",
 ) -> Evaluation:
     """The ``Evaluation`` of a worker's ``result`` (or of a failure the service itself reports)
     for ``job``, scored against its roofline on ``hardware`` (the verdict) and, where the worker
@@ -123,7 +125,7 @@ def build_evaluation(
         load_steal=result.load_steal,
         bound=roof.bound,
         raced=result.raced,
-        **figures(result, cost, roof, judged, drift, control),
+        **figures(result, cost, roof, judged, drift, control, headline),
         max_rel_err=result.max_rel_err,
         tolerance=problem.tolerance,
         seeds=list(seeds),
@@ -148,10 +150,12 @@ def figures(
     judged: Verdict,
     drift: float,
     control: ControlSpec | None,
+    headline: str = "compute",
 ) -> dict[str, Any]:
-    """The evaluation's figures: the latency's stated interval, and the % of peak the search and
-    the tables use, calibrated where the control allows (``calibration.py``), else against the
-    cached ceiling; each with the ceiling it used."""
+    """The evaluation's figures: the latency's stated interval; the % of peak against the cached
+    ceiling, and against the control where it allows (``calibration.py``); and the one the search
+    and the tables use, with the ceiling it used: the calibrated one where ``headline`` says so
+    for the problem's bound (``EvalConfig.headline``), else the cached one."""
     cached = {"peak_s": roof.peak_s, "pct_of_peak": judged.pct_of_peak, "ceiling": "cached",
               "cached_peak_s": roof.peak_s, "cached_pct": judged.pct_of_peak}  # fmt: skip
     latency = result.latency_s
@@ -161,16 +165,25 @@ def figures(
     half = latency_half_width(session, drift)
     stated = {"ci_low_s": latency * max(0.0, 1 - half), "ci_high_s": latency * (1 + half),
               "session_ci": session, "drift": drift}  # fmt: skip
+    bounds = _pct_bounds(roof.peak_s, stated["ci_low_s"], stated["ci_high_s"], judged.pct_of_peak)
     found, why = _calibrated(result, cost, roof, judged, drift, control, session)
     if found is None:
-        pct = judged.pct_of_peak
-        bounds = _pct_bounds(roof.peak_s, stated["ci_low_s"], stated["ci_high_s"], pct)
         return {**cached, **stated, **bounds, "control": why}
-    return {
-        **cached, **stated, "peak_s": found.peak_s, "pct_of_peak": found.pct,
-        "pct_low": found.low, "pct_high": found.high, "ceiling": "calibrated",
-        "control_rate": found.rate, "control": _described(control, roof.bound, found.rate),
+    calibrated = {
+        "calibrated_peak_s": found.peak_s, "calibrated_pct": found.pct,
+        "calibrated_low": found.low, "calibrated_high": found.high, "control_rate": found.rate,
+        "control": _described(control, roof.bound, found.rate),
     }  # fmt: skip
+    if not uses_calibrated(headline, str(roof.bound)):
+        return {**cached, **stated, **bounds, **calibrated}
+    return {**cached, **stated, **calibrated, "peak_s": found.peak_s, "pct_of_peak": found.pct,
+            "pct_low": found.low, "pct_high": found.high, "ceiling": "calibrated"}  # fmt: skip
+
+
+def uses_calibrated(headline: str, bound: str) -> bool:
+    """Whether the search and the tables use the calibrated % of peak for a problem of ``bound``
+    (``EvalConfig.headline``)."""
+    return headline == "all" or (headline == "compute" and bound in ("matmul", "vector"))
 
 
 def _session_ci(result: KernelResult, latency: float) -> float:
@@ -218,10 +231,10 @@ def _described(control: ControlSpec | None, bound: str, rate: float) -> str:
 
 
 def control_kind(control: ControlSpec) -> str:
-    """The control's name in the machine's drift history (``hardware/drift.py``)."""
-    if control.kind == "memory":
-        return f"memory {control.reads}:{control.writes}"
-    return control.kind
+    """The control's name in the machine's drift history (``hardware/drift.py``), with the
+    version of its source (another version's figures are not comparable)."""
+    name = f"memory {control.reads}:{control.writes}" if control.kind == "memory" else control.kind
+    return f"{name} @{control_version()}"
 
 
 def control_figure(result: KernelResult) -> float | None:

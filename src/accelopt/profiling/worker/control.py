@@ -24,6 +24,7 @@ from __future__ import annotations
 import ctypes
 import hashlib
 import os
+import statistics
 import subprocess
 import time
 from collections.abc import Sequence
@@ -35,7 +36,14 @@ from accelopt.hardware.toolchain import find_compiler, target_flags
 from accelopt.profiling.worker.protocol import ControlSpec
 
 SOURCE = Path(__file__).resolve().parents[2] / "hardware" / "microbench" / "control.c"
-RUN_S = 0.003  # one run of the control loop lasts about this long; a control is two runs
+# A control is a few runs of the loop, each about as long as one of the kernel's calls (``match``:
+# within MIN_RUN_S and MAX_RUN_S), and its figure their median: what the kernel's median call
+# meets (a neighbour on one of its CPUs stalls a short call's threads at their barrier for a
+# whole scheduler slice, as it does the control's short runs), over about CONTROL_S of runs.
+RUN_S = 0.003
+MIN_RUN_S, MAX_RUN_S = 0.0005, 0.01
+CONTROL_S = 0.012
+MIN_RUNS, MAX_RUNS = 3, 12
 QUIET_WAIT_S = 0.05  # waiting at most this long for the kernel's process to fall idle ...
 QUIET_STEP_S = 0.0005  # ... looking this often
 DISTURBED_SHARE = 0.05  # a control during which the kernel's process ran more is left out
@@ -64,6 +72,11 @@ def spec_for(bound: str, input_bytes: int, output_bytes: int) -> ControlSpec:
         return ControlSpec(kind="vector")
     reads, writes = mix(input_bytes, output_bytes)
     return ControlSpec(kind="memory", reads=reads, writes=writes)
+
+
+def version() -> str:
+    """A short digest of the control's source: figures of another version are not comparable."""
+    return hashlib.sha256(SOURCE.read_bytes()).hexdigest()[:8]
 
 
 @cache
@@ -159,6 +172,12 @@ class Control:
         self.note = ""
         self.spent_s = 0.0
         self._size = 0  # iterations or elements of one run, sized by the first run
+        self.run_s = RUN_S
+
+    def match(self, call_s: float) -> None:
+        """Runs as long as one of the kernel's calls (``call_s``, within MIN_RUN_S-MAX_RUN_S)."""
+        self.run_s = min(MAX_RUN_S, max(MIN_RUN_S, call_s))
+        self._size = 0
 
     def measure(self) -> float | None:
         began = time.perf_counter()
@@ -174,7 +193,8 @@ class Control:
             self.note = "the kernel's process kept running between its calls (a thread left busy)"
             return None
         before, start = task_ns(self.pids), time.perf_counter()
-        rate = max(self._run(), self._run(second=True))
+        runs = min(MAX_RUNS, max(MIN_RUNS, round(CONTROL_S / self.run_s)))
+        rate = statistics.median(self._run() for _ in range(runs))
         wall_ns = (time.perf_counter() - start) * 1e9
         if self.pids and task_ns(self.pids) - before > DISTURBED_SHARE * wall_ns:
             self.note = "the kernel's process ran while the control did (a thread left busy)"
@@ -195,20 +215,21 @@ class Control:
             time.sleep(QUIET_STEP_S)
         return True
 
-    def _run(self, second: bool = False) -> float:
-        """One run of about RUN_S (the first sizes the rest); its rate. A memory control's second
-        run streams its stores past the cache (where the ISA can), and the better run counts."""
+    def _run(self) -> float:
+        """One run of about ``run_s`` (the first sizes the rest); its rate. A memory control streams
+        its stores past the cache where the ISA can (non-temporal stores: what the best of the
+        ceiling's patterns do; plain stores elsewhere)."""
         memory = self.spec.kind == "memory"
         size = self._size or (self.elements // PASS_SHARE if memory else 100_000)
         start = time.perf_counter()
         if memory:
             rate = self.lib.accelopt_stream(
-                self.threads, self.spec.reads, self.spec.writes, size, int(second)
+                self.threads, self.spec.reads, self.spec.writes, size, 1
             )
         else:
             rate = self.lib.accelopt_flops(self.threads, size)
         took = time.perf_counter() - start
         if not self._size and took > 0:  # later runs last about RUN_S
-            wanted = int(size * RUN_S / took)
+            wanted = int(size * self.run_s / took)
             self._size = max(1000, min(wanted, self.elements) if memory else wanted)
         return rate

@@ -153,6 +153,8 @@ class TimedLoop:
         self.batch = run._batch_size(n, min(warm_s))
         self.refreshes.every = self._every_batch_full(min(warm_s))
         self.refreshes.share = full_share(run.refresh_s, min(warm_s))
+        if self.control is not None:
+            self.control.match(min(warm_s))
         run.result.batch_calls = self.batch
         self.spent_s += time.perf_counter() - began
 
