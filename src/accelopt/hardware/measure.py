@@ -131,12 +131,18 @@ def base_flags(compiler: Compiler) -> tuple[str, ...]:
     return (OPT_FLAGS[0], *target_flags(compiler), *OPT_FLAGS[1:])
 
 
+def sources_of(source: Path) -> bytes:
+    """A micro-benchmark's source and the header the streaming ones share: what its build is
+    keyed by (a changed header builds it again)."""
+    return source.read_bytes() + (MICROBENCH_DIR / "vectors.h").read_bytes()
+
+
 def build(bench: Microbench, compiler: Compiler) -> Path:
     """The executable of ``bench``, compiled once and kept under ``cache_dir()/microbench``."""
     source = MICROBENCH_DIR / bench.source
     flags = (*base_flags(compiler), *bench.flags)
     identity = "\n".join([*compiler.command, compiler.version, *flags, cpu_model_name()])
-    digest = hashlib.sha256(source.read_bytes() + identity.encode()).hexdigest()[:16]
+    digest = hashlib.sha256(sources_of(source) + identity.encode()).hexdigest()[:16]
     exe = settings.cache_dir() / "microbench" / f"{bench.name}-{digest}"
     if exe.is_file():
         return exe

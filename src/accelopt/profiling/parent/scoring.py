@@ -166,7 +166,8 @@ def figures(
     stated = {"ci_low_s": latency * max(0.0, 1 - half), "ci_high_s": latency * (1 + half),
               "session_ci": session, "drift": drift}  # fmt: skip
     bounds = _pct_bounds(roof.peak_s, stated["ci_low_s"], stated["ci_high_s"], judged.pct_of_peak)
-    found, why = _calibrated(result, cost, roof, judged, drift, control, session)
+    units, passed = work(cost, str(roof.bound)), judged.status is Status.PASSED
+    found, why = _calibrated(result, units, passed, control, drift, session)
     if found is None:
         return {**cached, **stated, **bounds, "control": why}
     calibrated = {
@@ -201,22 +202,17 @@ def _pct_bounds(
 
 
 def _calibrated(
-    result: KernelResult,
-    cost: Cost,
-    roof: Roofline,
-    judged: Verdict,
-    drift: float,
-    control: ControlSpec | None,
+    result: KernelResult, units: float, passed: bool, control: ControlSpec | None, drift: float,
     session: float,
-) -> tuple[Any, str]:
-    """The calibrated figure, or None and why there is none."""
+) -> tuple[Any, str]:  # fmt: skip
+    """The calibrated figure of a kernel whose cost pays ``units`` at its bound, or None and why
+    there is none."""
     if control is None:
         return None, result.control_note or "no control for this device: scored against the cache"
-    if judged.status is not Status.PASSED:
+    if not passed:
         return None, "not calibrated: the verdict is not PASSED"
     if result.control_note and not any(r for r in result.control_rates if r):
         return None, result.control_note
-    units = work(cost, str(roof.bound))
     found, why = calibrate(units, result.latency_s or 0.0, session, result.control_rates,
                            result.slice_medians, drift)  # fmt: skip
     if found is None and result.control_note:

@@ -21,17 +21,19 @@ left is not calibrated, and says why.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import hashlib
 import os
 import statistics
 import subprocess
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from functools import cache
 from pathlib import Path
 
 from accelopt import settings
+from accelopt.hardware.measure import sources_of
 from accelopt.hardware.toolchain import find_compiler, target_flags
 from accelopt.profiling.worker.protocol import ControlSpec
 
@@ -76,7 +78,7 @@ def spec_for(bound: str, input_bytes: int, output_bytes: int) -> ControlSpec:
 
 def version() -> str:
     """A short digest of the control's source: figures of another version are not comparable."""
-    return hashlib.sha256(SOURCE.read_bytes()).hexdigest()[:8]
+    return hashlib.sha256(sources_of(SOURCE)).hexdigest()[:8]
 
 
 @cache
@@ -86,7 +88,7 @@ def library(fused: bool) -> ctypes.CDLL:
     flags = ("-O3", *target_flags(compiler), "-shared", "-fPIC", "-pthread",
              "-ffp-contract=fast" if fused else "-ffp-contract=off")  # fmt: skip
     identity = "\n".join([*compiler.command, compiler.version, *flags])
-    digest = hashlib.sha256(SOURCE.read_bytes() + identity.encode()).hexdigest()[:16]
+    digest = hashlib.sha256(sources_of(SOURCE) + identity.encode()).hexdigest()[:16]
     path = settings.cache_dir() / "microbench" / f"control-{digest}.so"
     if not path.is_file():
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -122,9 +124,9 @@ def _stream_elements(span_bytes: int) -> int:
     return elements
 
 
-def task_ns(pids: Sequence[int]) -> int:
-    """CPU time, in nanoseconds, of every thread of the processes ``pids`` (gone ones: 0)."""
-    total = 0
+def _task_files(pids: Sequence[int], name: str) -> Iterator[str]:
+    """The text of ``/proc/PID/task/TID/NAME`` for every thread of the processes ``pids`` (those
+    gone meanwhile are skipped)."""
     for pid in pids:
         try:
             tasks = os.listdir(f"/proc/{pid}/task")
@@ -132,29 +134,25 @@ def task_ns(pids: Sequence[int]) -> int:
             continue
         for tid in tasks:
             try:
-                with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
-                    total += int(f.read().split()[0])
-            except (OSError, ValueError, IndexError):
+                with open(f"/proc/{pid}/task/{tid}/{name}") as f:
+                    yield f.read()
+            except OSError:
                 continue
+
+
+def task_ns(pids: Sequence[int]) -> int:
+    """CPU time, in nanoseconds, of every thread of the processes ``pids`` (gone ones: 0)."""
+    total = 0
+    for text in _task_files(pids, "schedstat"):
+        with contextlib.suppress(ValueError, IndexError):
+            total += int(text.split()[0])
     return total
 
 
 def any_running(pids: Sequence[int]) -> bool:
     """Whether a thread of the processes ``pids`` is running or waiting for a CPU (state R)."""
-    for pid in pids:
-        try:
-            tasks = os.listdir(f"/proc/{pid}/task")
-        except OSError:
-            continue
-        for tid in tasks:
-            try:
-                with open(f"/proc/{pid}/task/{tid}/stat") as f:
-                    state = f.read().rpartition(")")[2].split(maxsplit=1)[0]
-            except (OSError, IndexError):
-                continue
-            if state == "R":
-                return True
-    return False
+    states = (text.rpartition(")")[2].split(maxsplit=1)[:1] for text in _task_files(pids, "stat"))
+    return any(state == ["R"] for state in states)
 
 
 class Control:
