@@ -251,3 +251,12 @@ def test_a_session_the_service_lost_is_a_crash_for_every_kernel(hw):
     assert [e.status for e in answer.evaluations] == [Status.CRASH, Status.CRASH]
     assert all("lost 3 times" in e.error for e in answer.evaluations)
     assert answer.ratios == (None, None) and answer.rounds == 0
+
+
+def test_a_session_verdict_is_decided_once_more_rounds_cannot_change_it():
+    from accelopt.profiling.session import decided, faster
+
+    assert decided(1.002, 0.05) and not faster(1.002, 0.05)  # a look-alike: never faster
+    assert decided(0.80, 0.03) and faster(0.80, 0.03)  # clearly faster already
+    assert not decided(0.95, 0.03)  # 5 % faster, known to 3 %: more rounds may tell
+    assert not decided(0.80, None)  # too few rounds for an interval

@@ -70,6 +70,28 @@ def round_ratios(reference: RoundSeries, other: RoundSeries) -> list[float]:
     return [o / r for r, o in pairs if r is not None and r > 0 and o is not None]
 
 
+# A gain is believed beyond twice the session's own interval of the ratio, never below
+# 2 x SESSION_MIN_NOISE (``search.selection.session_compare``).
+SESSION_MIN_NOISE = 0.005
+
+
+def faster(ratio: float | None, ratio_ci: float | None) -> bool:
+    """Whether a session says a kernel is faster than the reference: its time ratio below 1 by
+    more than twice the ratio's interval (and twice SESSION_MIN_NOISE)."""
+    if ratio is None or ratio <= 0:
+        return False
+    return 1.0 - ratio > 2 * max(SESSION_MIN_NOISE, ratio_ci or 0.0)
+
+
+def decided(ratio: float | None, ratio_ci: float | None) -> bool:
+    """Whether timing longer cannot change ``faster``: faster already (a narrower interval keeps
+    it so), or a ratio too close to 1, or above, for any interval to make it faster."""
+    if ratio is None:
+        return False
+    no_gain = 1.0 - ratio <= 2 * SESSION_MIN_NOISE
+    return no_gain or (ratio_ci is not None and faster(ratio, ratio_ci))
+
+
 def ratio_estimate(ratios: Sequence[float]) -> tuple[float | None, float | None]:
     """The median ratio and its 95 % interval's relative half-width (None: too few rounds)."""
     if not ratios:

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from accelopt.profiling.evaluation import Evaluation
+from accelopt.profiling.session import faster
 from accelopt.store.records import KernelRecord
 
 # Medians of separate evaluations of one kernel differ by up to ~2 % on a quiet machine (thread
@@ -73,17 +74,13 @@ def compare(child: Evaluation, parent: Evaluation) -> Comparison:
 
 # Re-timed interleaved in one session, a parent and its child share the machine's state, so the
 # 2 % between separate evaluations does not apply; a gain is believed beyond twice the session's
-# own interval of the ratio, and never below 2 x SESSION_MIN_NOISE.
-SESSION_MIN_NOISE = 0.005
+# own interval of the ratio, and never below 2 x SESSION_MIN_NOISE (``profiling.session``).
 
 
 def session_compare(ratio: float | None, ratio_ci: float | None) -> Comparison:
     """The verdict of a one-session re-timing: ``ratio`` = child / parent time (median over
     interleaved rounds), ``ratio_ci`` its interval's relative half-width."""
-    if ratio is None or ratio <= 0:
-        return Comparison.NOT_FASTER
-    noise = max(SESSION_MIN_NOISE, ratio_ci or 0.0)
-    return Comparison.FASTER if 1.0 - ratio > 2 * noise else Comparison.NOT_FASTER
+    return Comparison.FASTER if faster(ratio, ratio_ci) else Comparison.NOT_FASTER
 
 
 def decide(child: Candidate, parent: Candidate | None, decided: Mapping[str, Comparison]) -> bool:

@@ -158,7 +158,17 @@ class RetimeRun:
             return False
         if min(loop.elapsed_s for loop in loops) >= max(cfg.ci_time_cap_s, cfg.min_time_s):
             return True
-        return all(ci <= cfg.ci_target for ci in self._intervals())
+        return self._all_decided() or all(ci <= cfg.ci_target for ci in self._intervals())
+
+    def _all_decided(self) -> bool:
+        """Whether every kernel's verdict against the first is one more rounds cannot change
+        (``session.decided``): look-alikes stop at MIN_ROUNDS, not at the time cap."""
+        if 0 not in self.loops or len(self.loops) < 2:
+            return False
+        first = self.series[0]
+        estimates = [session.ratio_estimate(session.round_ratios(first, self.series[i]))
+                     for i in self.loops if i]  # fmt: skip
+        return all(session.decided(ratio, ci) for ratio, ci in estimates)
 
     def _intervals(self) -> list[float]:
         """What must be known to ci_target: each kernel's ratio to the first (with the first
