@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from accelopt.errors import UserError
-from accelopt.hardware.cache import ensure_cpu_spec, load_cpu_spec
+from accelopt.hardware.cache import BOUND_CEILINGS, ensure_cpu_spec, load_cpu_spec
 from accelopt.hardware.roofline import roofline
 from accelopt.hardware.spec import HardwareSpec
 from accelopt.problems.loader import load_problem
@@ -195,3 +195,24 @@ def problem_and_workload(
     if evaluating:
         require_modules(problem)
     return problem
+
+
+def evaluation_json(evaluation: Evaluation, hardware: HardwareSpec | None = None) -> dict[str, Any]:
+    """The evaluation's fields, and ``ceilings``: which ceiling each figure used. ``hardware``:
+    the spec it was scored against, for the cached ceiling's figure (None without it, or when
+    ``hardware`` is another spec than the evaluation's)."""
+    return {**evaluation.model_dump(mode="json"), "ceilings": ceilings_json(evaluation, hardware)}
+
+
+def ceilings_json(evaluation: Evaluation, hardware: HardwareSpec | None = None) -> dict[str, Any]:
+    """What ``pct_of_peak`` is against (``used``: "calibrated" or "cached"), the cached ceiling
+    that bounds the kernel (``cached_peak_s``/``cached_pct`` and the verdict are against it) and
+    the control timed with it (``control_rate``: what a calibrated figure is against)."""
+    name = BOUND_CEILINGS[str(evaluation.bound)]
+    same = hardware is not None and hardware.key() == evaluation.hardware
+    value = getattr(hardware, name) if same else None
+    return {
+        "used": evaluation.ceiling,
+        "cached": {"hardware": evaluation.hardware, "name": name, "value": value},
+        "control": {"rate": evaluation.control_rate, "what": evaluation.control},
+    }

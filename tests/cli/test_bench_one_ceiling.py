@@ -22,7 +22,6 @@ from typer.testing import CliRunner
 from accelopt.backends.kernel import Kernel
 from accelopt.backends.status import Status
 from accelopt.cli import bench, common
-from accelopt.cli.output import evaluation_json
 from accelopt.formatting import latency as page_latency
 from accelopt.formatting import milliseconds
 from accelopt.hardware.spec import HardwareSpec
@@ -33,6 +32,7 @@ from accelopt.profiling.parent.cache import CachedProfiler
 from accelopt.profiling.parent.scoring import blames_the_ceiling, build_evaluation
 from accelopt.profiling.profiler import Job, Measured
 from accelopt.profiling.worker.protocol import KernelResult
+from accelopt.views import evaluation_json
 
 LOW = make_spec(name="cpu:busy", matmul_rate=1e15, vector_rate=1e15, bandwidth=26e9)
 RAISED_BANDWIDTH = 46e9

@@ -35,7 +35,10 @@ def test_noise_and_an_imprecise_median_are_named():
     )
     lines = timing_warnings([QUIET, noisy])
     assert len(lines) == 2
-    assert lines[1] == "silu / expert: noise (IQR/median) 12.0%; median known to ±4.0% within its timing"
+    assert (
+        lines[1]
+        == "silu / expert: noise (IQR/median) 12.0%; median known to ±4.0% within its timing"
+    )
 
 
 def test_isolation_warnings_name_the_missing_layer():

@@ -93,10 +93,11 @@ def test_a_child_races_its_parents_latency_widened_by_the_search_noise(hw):
 @pytest.mark.usefixtures("accelopt_cache")
 def test_a_kernel_clearly_slower_stops_timing_early_and_says_so(hw):
     kernel = Kernel(SILU.kernel_path("baseline").read_text(), "cpu", "baseline")
-    long_enough = CONFIG.model_copy(update={"min_calls": 24, "min_time_s": 0.3})  # >= 16 samples
+    # the small workload: calls of microseconds, so the 16 samples a race needs come at once
+    long_enough = CONFIG.model_copy(update={"min_calls": 24, "min_time_s": 0.3})
     with Evaluator(hw, long_enough) as evaluator:
-        full = evaluator.evaluate(kernel, SILU, "cpu")
-        raced = evaluator.evaluate(kernel, SILU, "cpu", race_s=1e-9)
+        full = evaluator.evaluate(kernel, SILU, "small")
+        raced = evaluator.evaluate(kernel, SILU, "small", race_s=1e-9)
     assert full.status is Status.PASSED and not full.raced, full.error
     assert raced.status is Status.PASSED and raced.raced, raced.error
     assert raced.calls < full.calls

@@ -72,7 +72,8 @@ def test_local_and_ray_give_the_same_verdicts(ray_profiler, hw, kernel_named):
     for a, b in zip(here[:2], there[:2], strict=True):
         assert a.latency_s and b.latency_s
         assert 1 / 3 < a.latency_s / b.latency_s < 3, (a.problem, a.latency_s, b.latency_s)
-        assert (a.hardware, a.peak_s, a.threads) == (b.hardware, b.peak_s, b.threads)
+        # the cached roofline (a calibrated figure's peak is each timing's own control's)
+        assert (a.hardware, a.cached_peak_s, a.threads) == (b.hardware, b.cached_peak_s, b.threads)
 
 
 @pytest.mark.timeout(120)

@@ -33,7 +33,6 @@ from accelopt.cli.output import (
     JsonOption,
     console,
     err_console,
-    evaluation_json,
     evaluations_table,
     isolation_warnings,
     shows_table,
@@ -43,6 +42,7 @@ from accelopt.cli.output import (
 from accelopt.errors import UserError
 from accelopt.problems.loader import UnknownProblemError
 from accelopt.profiling.factory import make_profiler
+from accelopt.views import evaluation_json
 
 app = typer.Typer(
     help="accelopt: make compute kernels faster with LLM agents, measured against the roofline.",

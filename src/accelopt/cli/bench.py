@@ -18,7 +18,6 @@ from accelopt.cli.output import (
     JsonOption,
     console,
     err_console,
-    evaluation_json,
     isolation_warnings,
     shows_table,
     suite_table,
@@ -37,7 +36,7 @@ from accelopt.profiling.evaluation import Evaluation
 from accelopt.profiling.factory import make_profiler
 from accelopt.profiling.parent.rescoring import lowers_a_ceiling, rescore_all
 from accelopt.profiling.profiler import evaluate_all
-from accelopt.views import problem_json, problem_show_json
+from accelopt.views import evaluation_json, problem_json, problem_show_json
 
 app = typer.Typer(
     help="The benchmark suite: list problems, run their kernels.", no_args_is_help=True

@@ -17,7 +17,6 @@ from accelopt import settings
 from accelopt.backends.status import Status
 from accelopt.errors import UserError
 from accelopt.formatting import milliseconds, percent, scientific, speedup_x
-from accelopt.hardware.cache import BOUND_CEILINGS
 from accelopt.hardware.spec import HardwareSpec
 from accelopt.problems.records import Problem
 from accelopt.profiling.evaluation import Evaluation
@@ -134,27 +133,6 @@ def shows_table(json_target: str | None) -> bool:
 def status_text(status: Status) -> str:
     style = _STATUS_STYLE.get(status, "red")
     return f"[{style}]{status.value}[/{style}]"
-
-
-def evaluation_json(evaluation: Evaluation, hardware: HardwareSpec | None = None) -> dict[str, Any]:
-    """The evaluation's fields, and ``ceilings``: which ceiling each figure used. ``hardware``:
-    the spec it was scored against, for the cached ceiling's figure (None without it, or when
-    ``hardware`` is another spec than the evaluation's)."""
-    return {**evaluation.model_dump(mode="json"), "ceilings": ceilings_json(evaluation, hardware)}
-
-
-def ceilings_json(evaluation: Evaluation, hardware: HardwareSpec | None = None) -> dict[str, Any]:
-    """What ``pct_of_peak`` is against (``used``: "calibrated" or "cached"), the cached ceiling
-    that bounds the kernel (``cached_peak_s``/``cached_pct`` and the verdict are against it) and
-    the control timed with it (``control_rate``: what a calibrated figure is against)."""
-    name = BOUND_CEILINGS[str(evaluation.bound)]
-    same = hardware is not None and hardware.key() == evaluation.hardware
-    value = getattr(hardware, name) if same else None
-    return {
-        "used": evaluation.ceiling,
-        "cached": {"hardware": evaluation.hardware, "name": name, "value": value},
-        "control": {"rate": evaluation.control_rate, "what": evaluation.control},
-    }
 
 
 def evaluations_table(evaluations: Sequence[Evaluation], title: str) -> Table:

@@ -27,6 +27,7 @@ from accelopt.backends.kernel import Kernel
 from accelopt.errors import UserError
 from accelopt.problems.records import Problem
 from accelopt.profiling.profiler import Profiler
+from accelopt.views import evaluation_json
 
 State = Literal["queued", "running", "done"]
 MAX_SOURCE_BYTES = 1 << 20  # a kernel is a few KiB; the backends refuse more than this anyway
@@ -143,7 +144,7 @@ class EvaluationJobs:
         result, error = None, ""
         try:
             evaluation = profiler.evaluate(kernel, problem, job.workload)
-            result = evaluation.model_dump(mode="json")
+            result = evaluation_json(evaluation, profiler.hardware)  # as `accelopt eval` writes
         except UserError as exc:  # the profiling service itself (a lost cluster, say)
             error = str(exc)
         except Exception as exc:  # never leave a client polling a job that will not finish

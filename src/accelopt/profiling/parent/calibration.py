@@ -15,7 +15,9 @@ the slices of its timing. Here the figures become:
 - the **latency's interval**: this timing's own, and the machine's whole drift: a latency measured
   now is off by as much as the machine moves between evaluations.
 
-Half-widths combine as independent errors do (root sum of squares). All fractions: 0.01 = 1 %.
+Half-widths combine as independent errors do (root sum of squares), and an interval of
+half-width h around a figure x is [x / (1 + h), x (1 + h)]: a factor either way, as times and
+rates are scales (never below zero however wide). All fractions: 0.01 = 1 %.
 """
 
 from __future__ import annotations
@@ -134,4 +136,4 @@ def calibrate(
     slices = mean_half_width(slice_figures(work_units, rates, slice_medians)) or 0.0
     within = max(slices, rss(session, spread_half_width(good)))
     half = rss(within, drift * (1.0 - min(pct, 1.0)))
-    return Calibrated(peak_s, pct, pct * (1 - half), pct * (1 + half), rate), ""
+    return Calibrated(peak_s, pct, pct / (1 + half), pct * (1 + half), rate), ""

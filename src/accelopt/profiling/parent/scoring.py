@@ -163,7 +163,8 @@ def figures(
         return {**cached, "ci_low_s": result.ci_low_s, "ci_high_s": result.ci_high_s}
     session = _session_ci(result, latency)
     half = latency_half_width(session, drift)
-    stated = {"ci_low_s": latency * max(0.0, 1 - half), "ci_high_s": latency * (1 + half),
+    # a factor either way (a latency is a scale: its interval never reaches zero)
+    stated = {"ci_low_s": latency / (1 + half), "ci_high_s": latency * (1 + half),
               "session_ci": session, "drift": drift}  # fmt: skip
     bounds = _pct_bounds(roof.peak_s, stated["ci_low_s"], stated["ci_high_s"], judged.pct_of_peak)
     units, passed = work(cost, str(roof.bound)), judged.status is Status.PASSED
