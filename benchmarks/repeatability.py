@@ -11,12 +11,11 @@ all of them): its latency should move, its
 calibrated % of peak (timed against the control micro-benchmark interleaved with the kernel)
 should not. Per problem a table gives, per run, the status, the median latency with its stated
 95 % interval (± relative to the median), the timing's own half-width (session) and the drift
-between evaluations, the % of peak with its stated interval (± relative to the figure), the
-ceiling it used (``calibrated`` or ``cached``), the % against the cached ceiling and the noise
-(IQR/median); below them, per figure:
+between evaluations, the calibrated % of peak with its stated interval (± relative to the
+figure), which ceiling the tables use for it (``calibrated`` or ``cached``: EvalConfig.headline),
+the % against the cached ceiling and the noise (IQR/median); below them, per figure:
 
-- spread: (max - min) / min of the runs' medians (the calibrated % only over the runs whose
-  ceiling was ``calibrated``);
+- spread: (max - min) / min of the runs' medians (the calibrated % over the runs that have one);
 - coverage: over ordered pairs of runs (i, j), i != j, how many of run j's medians fall within
   run i's stated interval (e.g. ``6/6``).
 
@@ -109,7 +108,8 @@ def coverage(runs: Sequence[Interval]) -> tuple[int, int]:
 
 
 def calibrated(e: Eval) -> bool:
-    return e.get("ceiling") == "calibrated"
+    """Whether the run has a calibrated figure (used by the tables or, memory-bound, beside)."""
+    return e.get("calibrated_pct") is not None
 
 
 @dataclass
@@ -123,7 +123,7 @@ class Problem:
         return [(num(e, "latency_s"), num(e, "ci_low_s"), num(e, "ci_high_s")) for e in self.runs]
 
     def calibrated_pcts(self) -> list[Interval]:
-        return [(num(e, "pct_of_peak"), num(e, "pct_low"), num(e, "pct_high"))
+        return [(num(e, "calibrated_pct"), num(e, "calibrated_low"), num(e, "calibrated_high"))
                 for e in self.runs if calibrated(e)]  # fmt: skip
 
     def figures(self) -> dict[str, Any]:
@@ -161,12 +161,12 @@ def text(value: object) -> str:
 def table_of(p: Problem, kernel_kind: str) -> Table:
     table = Table(title=f"{p.name}: {kernel_kind} kernel, {len(p.runs)} separate evaluations")
     table.add_column("run")
-    for col in ("status", "ms", "±95%", "session", "drift", "% peak", "±95%", "ceiling",
-                "cached %", "noise"):  # fmt: skip
+    for col in ("status", "ms", "±95%", "session", "drift", "calibrated %", "±95%",
+                "tables use", "cached %", "noise"):  # fmt: skip
         table.add_column(col, justify="right")
     for i, (e, hog) in enumerate(zip(p.runs, p.hog_runs, strict=True)):
         latency = num(e, "latency_s")
-        share = num(e, "pct_of_peak")
+        share = num(e, "calibrated_pct")
         table.add_row(
             f"{i + 1}{' (memory hog)' if hog else ''}",
             text(e.get("status")),
@@ -175,7 +175,7 @@ def table_of(p: Problem, kernel_kind: str) -> Table:
             plus_minus(num(e, "session_ci")),
             pct(num(e, "drift")),
             pct(share),
-            plus_minus(half_width(num(e, "pct_low"), num(e, "pct_high"), share)),
+            plus_minus(half_width(num(e, "calibrated_low"), num(e, "calibrated_high"), share)),
             text(e.get("ceiling")),
             pct(num(e, "cached_pct")),
             pct(num(e, "noise")),
@@ -204,7 +204,7 @@ def summary(problems: Sequence[Problem]) -> list[str]:
                      "medians within another run's stated interval")  # fmt: skip
     runs = sum(len(p.runs) for p in problems)
     used = sum(p.figures()["calibrated_runs"] for p in problems)
-    lines[-1] += f"; {used} of {runs} runs used the calibrated ceiling"
+    lines[-1] += f"; {used} of {runs} runs had a calibrated figure"
     return lines
 
 
