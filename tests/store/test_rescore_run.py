@@ -140,3 +140,15 @@ def test_a_running_run_is_left_to_its_session(store: Store):
     run = make_run(store, status=RunStatus.RUNNING)
     fill(store, run)
     assert rescore_stored_run(store, run, RAISED) == run
+
+
+def test_a_runs_raced_kernels_are_known_apart_from_its_final_evaluations(tmp_path):
+    from accelopt.profiling.config import harness_key
+
+    with Store.open(tmp_path / "ws") as store:
+        run = make_run(store)
+        store.put_evaluation(evaluation("base", 0.5))
+        raced = evaluation("fast", 0.2).model_copy(update={"raced": True})
+        store.put_evaluation(raced, harness_version=f"{harness_key()}+raced:1.000000e-03")
+        assert set(store.run_evaluations(run.id)) == {"base"}  # never a final figure
+        assert store.run_raced(run.id) == {"fast"}  # ... but evaluated in the run

@@ -508,7 +508,9 @@ class Optimizer:
         and counts from the store, so they hold across every session of the run."""
         self.phase("committing", t)
         spent = self.store.spent([self.run.id])
-        evaluations = self.store.run_evaluations(self.run.id).values()
+        found = self.store.run_evaluations(self.run.id)
+        evaluations = found.values()
+        measured = set(found) | self.store.run_raced(self.run.id)  # raced ones were evaluated
         failed = Counter(e.status.value for e in evaluations if not e.passed)
         record = IterationRecord(
             iteration=t,
@@ -517,7 +519,7 @@ class Optimizer:
             best_latency_s=overall.latency,
             best_pct_of_peak=overall.evaluation.pct_of_peak,
             spent_usd=spent.usd,
-            evaluated=len(evaluations),
+            evaluated=len(measured),
             failed_by_status=dict(sorted(failed.items())),
             wasted=dict(sorted(self.waste.items())),
         )

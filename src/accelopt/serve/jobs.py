@@ -144,7 +144,8 @@ class EvaluationJobs:
         result, error = None, ""
         try:
             evaluation = profiler.evaluate(kernel, problem, job.workload)
-            result = evaluation_json(evaluation, profiler.hardware)  # as `accelopt eval` writes
+            hardware = getattr(profiler, "hardware", None)
+            result = evaluation_json(evaluation, hardware)  # what `accelopt eval` writes
         except UserError as exc:  # the profiling service itself (a lost cluster, say)
             error = str(exc)
         except Exception as exc:  # never leave a client polling a job that will not finish

@@ -333,6 +333,23 @@ class Store:
                 combined[kernel_hash] = combine(present, tuned)
         return combined
 
+    def run_raced(self, run_id: str) -> set[str]:
+        """The hashes of the run's kernels whose timing stopped early inside it (raced, cached
+        apart from final evaluations: ``CachedProfiler.race``), on the run's first workload."""
+        run = self.get_run(run_id)
+        if run is None:
+            return set()
+        raced = harness_key(run.config.get("problem_version", "")) + "+raced:%"
+        workload = (run.config.get("workloads") or [run.workload])[0]
+        with self._read() as conn:
+            rows = conn.execute(
+                "SELECT DISTINCT k.hash FROM run_kernels k JOIN evaluations e"
+                " ON e.kernel_hash = k.hash WHERE k.run_id = ? AND e.problem = ?"
+                " AND e.workload = ? AND e.harness_version LIKE ?",
+                (run.id, run.problem, workload, raced),
+            ).fetchall()
+        return {r["hash"] for r in rows}
+
     def _workload_evaluations(
         self, run: RunRecord, workload: str, harness_version: str
     ) -> dict[str, Evaluation]:
