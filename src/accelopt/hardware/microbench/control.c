@@ -19,9 +19,6 @@
  * since the kernel's timed calls come right after it.
  */
 #define _GNU_SOURCE
-#if defined(__x86_64__)
-#include <immintrin.h>
-#endif
 #include <pthread.h>
 #include <sched.h>
 #include <stdlib.h>
@@ -96,22 +93,10 @@ static long stream_elements;
 static long cursor; /* where the next pass starts, in elements of each stream */
 
 static void store(float *to, const float *from, long n, float scale, int nontemporal) {
-#if defined(__AVX512F__)
+#if defined(__x86_64__)
     if (nontemporal) {
-        __m512 s = _mm512_set1_ps(scale);
-        for (long i = 0; i < n; i += 16) _mm512_stream_ps(to + i, _mm512_mul_ps(s, _mm512_load_ps(from + i)));
-        return;
-    }
-#elif defined(__AVX__)
-    if (nontemporal) {
-        __m256 s = _mm256_set1_ps(scale);
-        for (long i = 0; i < n; i += 8) _mm256_stream_ps(to + i, _mm256_mul_ps(s, _mm256_load_ps(from + i)));
-        return;
-    }
-#elif defined(__x86_64__)
-    if (nontemporal) {
-        __m128 s = _mm_set1_ps(scale);
-        for (long i = 0; i < n; i += 4) _mm_stream_ps(to + i, _mm_mul_ps(s, _mm_load_ps(from + i)));
+        const vf s = VSET1(scale);
+        for (long i = 0; i < n; i += W) VSTREAM(to + i, VMUL(s, VLOAD(from + i)));
         return;
     }
 #endif
