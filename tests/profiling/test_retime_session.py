@@ -138,6 +138,8 @@ def test_kernels_are_compared_with_the_first(passing):
         e.latency_s and e.ci_low_s and e.calls >= CONFIG.min_calls for e in result.evaluations
     )
     assert result.rounds >= 8
+    where = {e.placement for e in result.evaluations}  # the same CPUs for all (placement.py)
+    assert len(where) == 1 and where.pop().startswith("CPU "), result
     same, slower = result.ratios[1], result.ratios[2]
     assert result.ratios[0] == 1.0 and same is not None and slower is not None
     assert 0.8 < same < 1.25, result
@@ -256,7 +258,10 @@ def test_a_session_the_service_lost_is_a_crash_for_every_kernel(hw):
 def test_a_session_verdict_is_decided_once_more_rounds_cannot_change_it():
     from accelopt.profiling.session import decided, faster
 
-    assert decided(1.002, 0.05) and not faster(1.002, 0.05)  # a look-alike: never faster
+    assert decided(1.002, 0.015) and not faster(1.002, 0.015)  # a look-alike, known to 1.5 %
+    assert not decided(1.002, 0.05)  # known to 5 %: a gain of 4 % is still in its interval
+    assert not decided(1.38, 0.476)  # a look-alike's eight noisy rounds (CI, stop 34)
+    assert decided(3.5, 0.2) and not faster(3.5, 0.2)  # clearly slower
     assert decided(0.80, 0.03) and faster(0.80, 0.03)  # clearly faster already
     assert not decided(0.95, 0.03)  # 5 % faster, known to 3 %: more rounds may tell
     assert not decided(0.80, None)  # too few rounds for an interval

@@ -35,6 +35,7 @@ class Evaluation(BaseModel):
     drift: float | None = None  # the machine's drift between evaluations (``hardware.drift``)
     load_others: float | None = None  # share of the machine's CPUs others used while timed
     load_steal: float | None = None  # share of CPU time the hypervisor stole while timed
+    placement: str = ""  # the CPUs the kernel's threads were bound to while timed ("CPU 0")
     # The figure the search and the tables use: ``ceiling`` says against which. "calibrated":
     # the roofline time at the figure of the control timed with the kernel (``control_rate``);
     # "cached": at this hardware's cached ceiling. Always pct_of_peak = peak_s / latency_s.

@@ -229,11 +229,11 @@ static void allow_compute(struct filter *f, int self) {
     allow_if_arg(f, SYS_read, 0, commands, 1);
     uint32_t me[] = {(uint32_t)self};
     allow_if_arg(f, SYS_tgkill, 0, me, 1); /* abort() signals its own process */
-    static const uint32_t this_thread[] = {0};
-    allow_if_arg(f, SYS_sched_setaffinity, 0, this_thread, 1);
-    /* another task's affinity: answered "done" and not done. libgomp binds the threads it makes
-     * (the pool is made before the filters, bound then; a kernel asking for more threads later
-     * gets them unbound rather than a crash), and no kernel may move another process. */
+    /* any task's affinity, its own included: answered "done" and not done. libgomp binds the
+     * threads it makes (the pool is made before the filters, bound then; a kernel asking for more
+     * threads later gets them unbound rather than a crash); no kernel may move another process,
+     * nor leave the CPUs the worker binds it to while it is timed (placement.py: a kernel that
+     * moved off its neighbour would beat the reference that stayed). */
     answer(f, SYS_sched_setaffinity, 0);
     /* descriptor flags only: no F_SETOWN/F_SETSIG/O_ASYNC (signals to a chosen process), no
      * leases, locks or pipe resizing */

@@ -123,6 +123,7 @@ def build_evaluation(
         calls=result.calls,
         load_others=result.load_others,
         load_steal=result.load_steal,
+        placement=result.placement,
         bound=roof.bound,
         raced=result.raced,
         **figures(result, cost, roof, judged, drift, control, headline),

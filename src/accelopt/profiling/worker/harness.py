@@ -33,7 +33,7 @@ from accelopt.hardware import devicelock
 from accelopt.problems.records import Problem
 from accelopt.problems.shipping import resolve_ref
 from accelopt.profiling.config import HARNESS_VERSION
-from accelopt.profiling.worker import contention, references, sandbox
+from accelopt.profiling.worker import contention, placement, references, sandbox
 from accelopt.profiling.worker.control import Control
 from accelopt.profiling.worker.correctness import check_outputs, modified_input
 from accelopt.profiling.worker.freshness import Audit, Freshness
@@ -361,7 +361,8 @@ class EvaluationRun:
             self.result.kernel_ran = True
             pids = getattr(self.device, "kernel_pids", ())
             before = contention.snapshot(pids)
-            with self._kernel_memory():
+            with self._kernel_memory(), placement.pinned(pids, self.threads) as where:
+                self._note(placement=where)
                 self.tick.reset()
                 loop.start()
                 loop.run_to_end()

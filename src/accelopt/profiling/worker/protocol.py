@@ -158,6 +158,7 @@ class KernelResult(_Message):
     time_s: float | None = None
     load_others: float | None = None
     load_steal: float | None = None
+    placement: str = ""  # where the kernel's threads ran while timed (placement.py)
     # The control's figure before, between and after the slices of the timing (None: disturbed
     # by the kernel's process, left out), each slice's median latency, and why a control failed
     control_rates: list[float | None] = []

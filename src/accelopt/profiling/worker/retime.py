@@ -13,7 +13,7 @@ from accelopt.backends.status import Status
 from accelopt.hardware import devicelock
 from accelopt.problems.shipping import resolve_ref
 from accelopt.profiling import session
-from accelopt.profiling.worker import contention, sandbox
+from accelopt.profiling.worker import contention, placement, sandbox
 from accelopt.profiling.worker.harness import EvaluationRun, Ticker
 from accelopt.profiling.worker.protocol import Channel, RetimeRequest, SessionAnswer
 from accelopt.profiling.worker.timed_loop import TimedLoop
@@ -86,7 +86,10 @@ class RetimeRun:
             devices = [self.runs[i].device for i in self.loops]
             pids = tuple(pid for d in devices for pid in getattr(d, "kernel_pids", ()))
             before = contention.snapshot(pids)
-            with self._kernel_memory():
+            threads = self.runs[0].threads
+            with self._kernel_memory(), placement.pinned(pids, threads) as where:
+                for i in self.loops:
+                    self.runs[i]._note(placement=where)
                 self.tick.reset()
                 self._start_loops()
                 while self.loops and not self._done():
@@ -162,7 +165,8 @@ class RetimeRun:
 
     def _all_decided(self) -> bool:
         """Whether every kernel's verdict against the first is one more rounds cannot change
-        (``session.decided``): look-alikes stop at MIN_ROUNDS, not at the time cap."""
+        (``session.decided``): a look-alike stops once its interval holds no gain worth timing
+        for, a clearly slower or faster kernel at MIN_ROUNDS."""
         if 0 not in self.loops or len(self.loops) < 2:
             return False
         first = self.series[0]
