@@ -32,3 +32,14 @@ def test_a_session_runs_on_one_device_actor(ray_cluster, hw):
     assert result.worker_pid is not None and result.rounds >= 8
     assert result.ratios[0] == 1.0
     assert result.ratios[1] is not None and result.ratios[1] > 2.0, result
+
+
+@pytest.mark.timeout(120)
+def test_a_race_is_run_on_a_device_actor(ray_cluster, hw):
+    """A search's candidate racing its parent stops timing on the actor as it does locally."""
+    slower = Kernel(SLOWER, "cpu", "eight_passes")
+    with make_profiler("ray", hw, CONFIG, actors=1) as profiler:
+        raced = profiler.race(slower, MATMUL, "small", race_s=1e-9)
+        assert profiler.measured == 1
+    assert raced.status is Status.PASSED and raced.raced, raced.error
+    assert raced.ci_low_s is not None and raced.ci_low_s > 1e-9  # the interval it had

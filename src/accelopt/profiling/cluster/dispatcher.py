@@ -62,7 +62,17 @@ class RetimeJob:
     workload: str
 
 
-Work = Job | RetimeJob  # what an actor is given: an evaluation or a re-timing session
+@dataclass(frozen=True)
+class RaceJob:
+    """An evaluation whose timing stops early once the kernel is clearly slower than
+    ``race_s`` (a search's candidate racing its parent: ``Evaluation.raced``)."""
+
+    job: Job
+    race_s: float
+
+
+Work = Job | RetimeJob | RaceJob  # what an actor is given: an evaluation (raced or not) or a
+# re-timing session
 Answer = Evaluation | Retiming  # ... and what it answers
 
 
@@ -333,4 +343,6 @@ def failure_of(work: Work, reason: str, hardware: HardwareSpec, threads: int) ->
     """The answer to ``work`` the service could not run (the ``Failure`` of a ``Dispatcher``)."""
     if isinstance(work, RetimeJob):
         return service_retiming_failure(work, reason, hardware, threads)
+    if isinstance(work, RaceJob):
+        return service_failure(work.job, reason, hardware, threads)
     return service_failure(work, reason, hardware, threads)

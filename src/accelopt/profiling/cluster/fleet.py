@@ -34,7 +34,14 @@ from accelopt.backends.kernel import Kernel
 from accelopt.errors import UserError
 from accelopt.hardware.spec import HardwareSpec
 from accelopt.problems.shipping import ProblemRef, problem_ref, resolve_ref
-from accelopt.profiling.cluster.dispatcher import ActorLost, Answer, JobFailed, RetimeJob, Work
+from accelopt.profiling.cluster.dispatcher import (
+    ActorLost,
+    Answer,
+    JobFailed,
+    RaceJob,
+    RetimeJob,
+    Work,
+)
 from accelopt.profiling.config import EvalConfig
 from accelopt.profiling.evaluation import Evaluation
 from accelopt.profiling.profiler import ClusterLostError
@@ -127,10 +134,11 @@ class DeviceActor:
         }
 
     def evaluate(
-        self, source: str, backend: str, name: str, problem: ProblemRef, workload: str
-    ) -> Evaluation:
+        self, source: str, backend: str, name: str, problem: ProblemRef, workload: str,
+        race_s: float | None = None,
+    ) -> Evaluation:  # fmt: skip
         kernel = Kernel(source, backend, name)
-        return self.evaluator.evaluate(kernel, resolve_ref(problem), workload)
+        return self.evaluator.evaluate(kernel, resolve_ref(problem), workload, race_s=race_s)
 
     def retime(
         self, sources: list[tuple[str, str]], backend: str, problem: ProblemRef, workload: str
@@ -232,10 +240,11 @@ class RayFleet:
             backend = job.kernels[0].backend
             ref = problem_ref(job.problem)
             return self._guard(lambda: handle.retime.remote(sources, backend, ref, job.workload))
-        kernel, problem, workload = job
+        race_s = job.race_s if isinstance(job, RaceJob) else None
+        kernel, problem, workload = job.job if isinstance(job, RaceJob) else job
         return self._guard(
             lambda: handle.evaluate.remote(
-                kernel.source, kernel.backend, kernel.name, problem_ref(problem), workload
+                kernel.source, kernel.backend, kernel.name, problem_ref(problem), workload, race_s
             )
         )
 

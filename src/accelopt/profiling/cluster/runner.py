@@ -28,6 +28,7 @@ from accelopt.problems.records import Problem
 from accelopt.profiling.cluster.dispatcher import (
     Answer,
     Dispatcher,
+    RaceJob,
     RetimeJob,
     RetryPolicy,
     Work,
@@ -138,6 +139,13 @@ class RayRunner:
             yield Measured(futures[future], evaluation, measured)
         if lost is not None:
             raise lost
+
+    def race(self, job: Job, race_s: float) -> Evaluation:
+        """One evaluation on a device actor whose timing stops early once clearly slower than
+        ``race_s``; raises ClusterLostError when the cluster is lost."""
+        answer, _ = self.dispatcher.submit(RaceJob(job, race_s)).result()
+        assert isinstance(answer, Evaluation)
+        return answer
 
     def retime(self, kernels: Sequence[Kernel], problem: Problem, workload: str) -> Retiming:
         """One session on one device actor; raises ClusterLostError when the cluster is lost."""

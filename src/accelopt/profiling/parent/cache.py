@@ -176,7 +176,7 @@ class CachedProfiler:
         kernel is clearly slower. A raced evaluation is kept apart from the final ones (under a
         harness version of its own, with the latency it raced: ``raced_version``), so a resumed
         search finds it and nothing else does; one that ran to the end is cached as any.
-        Runners that cannot race (``race`` missing: the ray fleet) evaluate in full."""
+        Runners that cannot race (``race`` missing) evaluate in full."""
         racing = getattr(self.runner, "race", None)
         if race_s is None or racing is None or self.config.check_only:
             return self.evaluate(kernel, problem, workload)
