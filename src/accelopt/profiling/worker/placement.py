@@ -74,5 +74,4 @@ def pinned(
     try:
         yield where
     finally:
-        if where.startswith("CPU"):
-            bind(pids, allowed)
+        bind(pids, allowed)  # also after a bind that failed part way: no thread left bound
