@@ -22,11 +22,11 @@ Example::
 from __future__ import annotations
 
 import asyncio
+import importlib
 import json
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any
 from urllib.parse import urlsplit
 
 import openai
@@ -87,13 +87,18 @@ def scripted_config(**default: Any) -> Config:
     return Config.model_validate({"llm": {"default": fields, **agents}})
 
 
-@dataclass(frozen=True)
-class _Response:
-    """What an openai status error keeps of the HTTP response it came with."""
+def _http() -> Any:
+    """The HTTP library the installed ``openai`` is built on (``httpx``; ``httpx2`` from openai
+    3.60): its status errors read a real response of that library, history and request included."""
+    base = openai.DefaultAsyncHttpxClient.__mro__[1]
+    return importlib.import_module(base.__module__.partition(".")[0])
 
-    status_code: int
-    headers: dict[str, str]
-    request: Any = None
+
+def _response(status: int, headers: dict[str, str]) -> Any:
+    """The response the openai client would have received: ``status`` and ``headers``."""
+    http = _http()
+    request = http.Request("POST", "http://scripted.invalid/v1/chat/completions")
+    return http.Response(status, headers=headers, request=request)
 
 
 def _status_error(reply: Reply) -> openai.APIStatusError:
@@ -115,8 +120,7 @@ def _status_error(reply: Reply) -> openai.APIStatusError:
     if kind is None:
         kind = openai.InternalServerError if reply.status >= 500 else openai.APIStatusError
     headers = {name.lower(): value for name, value in reply.headers.items()}
-    response = cast(Any, _Response(reply.status, headers))
-    return kind(message, response=response, body=data)
+    return kind(message, response=_response(reply.status, headers), body=data)
 
 
 def _completion(payload: Any) -> Completion:
@@ -191,7 +195,7 @@ class ScriptedChat(Script):
         if reply.delay_s > 0:
             await asyncio.sleep(min(reply.delay_s, endpoint.timeout_s))
             if reply.delay_s > endpoint.timeout_s:
-                raise openai.APITimeoutError(request=cast(Any, None))
+                raise openai.APITimeoutError(request=_response(408, {}).request)
         if reply.status != 200:
             raise _status_error(reply)
         if reply.raw_body is not None:
