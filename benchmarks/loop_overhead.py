@@ -9,7 +9,10 @@ verdict (static checks, the worker's set-up of the kernel's process and buffers,
 correctness, timing, verification) plus the one-session re-timings of unsure children; of that,
 the part the kernel itself took (compile + correctness + timing, as each evaluation reports them);
 and the orchestration: wall minus evaluating (LLM round trips, prompts, parsing, the store,
-profiles for the planner, hand-offs), as a share of the wall time and per candidate. Usage:
+profiles for the planner, hand-offs), as a share of the wall time and per candidate; and the
+verdicts: candidates that passed, were raced (stopped early, clearly slower than their parent),
+and were kept as faster than their parent. Every candidate is the baseline's loop with a tag, so
+"kept" should be 0: each one is a gain the machine's drift made. Usage:
 
     python benchmarks/loop_overhead.py [--iterations 2] [--workers 1]
 """
@@ -110,6 +113,11 @@ def main() -> None:
             .fetchall()
         )
         requests = len(server.requests)
+        bests = [it.best_hash for it in store.iterations(run.id)]
+    # the verdicts: every candidate is the baseline's loop with a tag, as fast as its parent, so
+    # a kept improvement is one the machine's drift made (``selection.compare``)
+    kept = sum(a != b for a, b in itertools.pairwise(bests))
+    passed = sum(e.status == "PASSED" for e in evaluations.values())
     measured = [*evaluations.values(), *raced]
     evaluated = len(measured)
     kernel_s = sum((e.compile_s or 0.0) + (e.check_s or 0.0) + (e.time_s or 0.0) for e in measured)
@@ -117,13 +125,15 @@ def main() -> None:
     eval_s = sum(e.wall_s or 0.0 for e in measured) + session_s
     orchestration = wall - eval_s / args.workers
     table = Table(title=f"loop overhead: B=4 N=4 K=2 T={args.iterations}, matmul small")
-    for col in ("status", "LLM requests", "candidates", "raced", "re-timings", "wall s",
+    for col in ("status", "LLM requests", "candidates", "passed", "raced", "kept", "re-timings",
+                "wall s",
                 "evaluating s",
                 "of which kernel s", "orchestration s", "orchestration %", "per candidate ms",
                 "candidates / min"):  # fmt: skip
         table.add_column(col, justify="right")
     table.add_row(
-        result.status, str(requests), str(evaluated), str(len(raced)), str(len(sessions)),
+        result.status, str(requests), str(evaluated), str(passed), str(len(raced)), str(kept),
+        str(len(sessions)),
         f"{wall:.1f}",
         f"{eval_s:.1f}", f"{kernel_s:.1f}", f"{orchestration:.2f}",
         f"{orchestration / wall:.1%}", f"{orchestration / max(evaluated, 1) * 1e3:.0f}",

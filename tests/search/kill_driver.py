@@ -3,9 +3,9 @@ phase the loop enters to a log, so that the test can SIGKILL it in a chosen phas
 
     python kill_driver.py WORKSPACE CONFIG HARDWARE_JSON PHASE_LOG [--resume RUN]
 
-Every child is made "unsure" against its parent by the evaluations alone (``compare`` patched), so
-that every iteration settles its children in a one-session re-timing; the session's verdict, on
-real measurements, decides.
+Every child is made "unsure" against its parent by the evaluations alone (``compare`` patched, and
+``slower``: no child is slower by them either), so that every iteration settles its children in a
+one-session re-timing; the session's verdict, on real measurements, decides.
 """
 
 from __future__ import annotations
@@ -44,6 +44,7 @@ def main() -> None:
     parser.add_argument("--resume")
     args = parser.parse_args()
     loop.compare = always_unsure  # type: ignore[assignment]
+    loop.slower = lambda child, parent: False  # type: ignore[assignment]
     hardware = HardwareSpec.model_validate_json(args.hardware.read_text())
     llm = load_config(args.config)
     with args.phases.open("a", buffering=1) as log, Store.open(args.workspace) as store:

@@ -13,6 +13,7 @@ from accelopt.search.selection import (
     effective_latency,
     next_beam,
     session_compare,
+    slower,
 )
 from accelopt.store.records import KernelRecord
 
@@ -122,3 +123,24 @@ def test_best_ignores_failures():
     failed = cand("x", None, status=Status.TIMEOUT)
     assert best(failed, [cand("y", 2.0), cand("z", 1.0)]).hash == "z"
     assert best(cand("y", 2.0), [failed]).hash == "y"
+
+
+def test_a_gain_within_the_machines_drift_is_re_timed_before_it_is_believed():
+    """Separate evaluations on a VM with noisy neighbours: each median is known to 1 % within its
+    own timing, but the machine drifts 10 % between evaluations (the reported interval): a 15 %
+    gain is no proof, it is re-timed in one session; a gain beyond twice the drift is believed."""
+
+    def drifting(latency: float, drift: float) -> Evaluation:
+        half = drift * latency
+        return ev(latency, noise=0.05).model_copy(
+            update={"session_ci": 0.01, "ci_low_s": latency - half, "ci_high_s": latency + half}
+        )
+
+    parent = drifting(1.0, 0.10)
+    assert compare(drifting(0.85, 0.10), parent) is Comparison.UNSURE  # was FASTER: 15 % > 2 %
+    assert compare(drifting(0.75, 0.10), parent) is Comparison.FASTER  # 25 % > 2 x 10 %
+    assert compare(drifting(0.99, 0.10), parent) is Comparison.NOT_FASTER  # within the session's
+    quiet = drifting(1.0, 0.01)
+    assert compare(drifting(0.95, 0.01), quiet) is Comparison.FASTER  # a quiet machine: as before
+    # a slowdown (a negative lesson's) is judged on the timings' own noise, as before
+    assert slower(drifting(1.25, 0.10), parent) and not slower(drifting(1.03, 0.10), parent)

@@ -55,6 +55,7 @@ from accelopt.search.selection import (
     next_beam,
     noise_of,
     session_compare,
+    slower,
 )
 from accelopt.store.records import (
     IterationRecord,
@@ -567,7 +568,7 @@ def _outcome(child: Child, kid: Candidate, decided: dict[str, Comparison]) -> Ou
         parent.latency or 0.0,
         kid.latency,
         faster=decide(kid, parent, decided),
-        slower=compare(parent.evaluation, kid.evaluation) is Comparison.FASTER,
+        slower=slower(kid.evaluation, parent.evaluation),
     )
 
 

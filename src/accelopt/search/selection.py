@@ -2,10 +2,14 @@
 
 Correctness is a hard filter (only PASSED kernels compete). A child counts as faster than its
 parent only beyond the measured noise: with ``d = 1 - child / parent`` (the fraction of time
-saved) and ``noise`` the larger uncertainty of the two medians — the relative half-width of a
-median's 95 % confidence interval (IQR/median for evaluations that have none), never below
-MIN_NOISE — ``d > 2 noise`` is a win, ``d <= noise`` is not, and in between the two are re-timed
-in one session before deciding.
+saved), ``d <= noise`` is not a win, with ``noise`` the larger uncertainty of the two medians
+within their own timings (the relative half-width of a median's 95 % confidence interval, IQR/median
+for evaluations that have none, never below MIN_NOISE). A win without a re-timing takes more:
+``d > 2 drift_noise``, where each interval is also widened by the machine's drift between
+evaluations (``Evaluation.ci``): on a VM whose neighbours move every median by 10-20 %, two
+separate evaluations of one kernel differ by that much, and only a session that times both
+interleaved can tell a gain from the drift. In between, the two are re-timed in one session
+before deciding.
 """
 
 from __future__ import annotations
@@ -59,17 +63,32 @@ def noise_of(*evaluations: Evaluation) -> float:
     return max([MIN_NOISE, *(uncertainty(e) for e in evaluations)])
 
 
+def drift_noise(*evaluations: Evaluation) -> float:
+    """The uncertainty of separate evaluations' medians: each one's reported interval, which adds
+    the machine's drift between evaluations to its own timing's (``noise_of`` where none)."""
+    return max([noise_of(*evaluations), *(e.ci or 0.0 for e in evaluations)])
+
+
 def compare(child: Evaluation, parent: Evaluation) -> Comparison:
     """Is the child faster than its parent beyond the measured noise?"""
     if not (child.passed and parent.passed and child.latency_s and parent.latency_s):
         return Comparison.NOT_FASTER
     saved = 1.0 - child.latency_s / parent.latency_s
-    noise = noise_of(child, parent)
-    if saved > 2 * noise:
+    if saved > 2 * drift_noise(child, parent):
         return Comparison.FASTER
-    if saved <= noise:
+    if saved <= noise_of(child, parent):
         return Comparison.NOT_FASTER
     return Comparison.UNSURE
+
+
+def slower(child: Evaluation, parent: Evaluation) -> bool:
+    """Whether the child is slower than its parent beyond their timings' noise (twice
+    ``noise_of``): what a negative lesson needs besides its own 1/1.15 (``search.memory``). A
+    slowdown is never re-timed, and a lesson is a hint to the planner, not a verdict on the best,
+    so the drift between evaluations that a win must clear is not asked of it."""
+    if not (child.passed and parent.passed and child.latency_s and parent.latency_s):
+        return False
+    return 1.0 - parent.latency_s / child.latency_s > 2 * noise_of(child, parent)
 
 
 # Re-timed interleaved in one session, a parent and its child share the machine's state, so the
