@@ -44,8 +44,14 @@ def test_a_resume_goes_on_against_the_ceilings_the_run_started_with(
         assert result.status == "finished"
         kernels = store.kernels(run.id)
         evaluations = store.run_evaluations(run.id)
-        assert set(evaluations) == {k.hash for k in kernels}  # every kernel, one key
+        # every kernel, one key: a final evaluation, or a raced one (stopped early, clearly
+        # slower than its parent: kept apart, under the run's hardware key too)
+        assert set(evaluations) | store.run_raced(run.id) == {k.hash for k in kernels}
         assert {e.hardware for e in evaluations.values()} == {hw.key()}
+        raced = store._connection().execute(
+            "SELECT DISTINCT hardware FROM evaluations WHERE harness_version LIKE '%+raced:%'"
+        )
+        assert {row[0] for row in raced} <= {hw.key()}
         assert result.best.evaluation.hardware == hw.key()
         assert store.get_run(run.id).best_hash in evaluations
 
