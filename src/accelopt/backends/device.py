@@ -42,8 +42,9 @@ class Device(Protocol):
 
     def fill(self, buffer: Buffer, value: float) -> None: ...
 
-    def to_host(self, buffer: Buffer) -> np.ndarray:
-        """The buffer's contents as a host array (no copy where the buffer is on the host)."""
+    def to_host(self, buffer: Buffer, out: np.ndarray | None = None) -> np.ndarray:
+        """The buffer's contents as a host array (no copy where the buffer is on the host), or
+        copied into ``out`` (float32, the buffer's shape), which is returned."""
         ...
 
     def guards(self, buffer: Buffer) -> Guards | None:
@@ -103,8 +104,11 @@ class HostDevice:
     def fill(self, buffer: np.ndarray, value: float) -> None:
         buffer.fill(value)
 
-    def to_host(self, buffer: np.ndarray) -> np.ndarray:
-        return buffer
+    def to_host(self, buffer: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+        if out is None:
+            return buffer
+        np.copyto(out, buffer)
+        return out
 
     def guards(self, buffer: np.ndarray) -> Guards | None:
         return self._guards.get(id(buffer))

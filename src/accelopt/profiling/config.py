@@ -75,6 +75,11 @@ class EvalConfig(BaseModel):
     reference_disk_bytes: int = Field(
         4 << 30, ge=0, description="inputs and references kept on disk (0: none)"
     )
+    host_memory_bytes: int = Field(
+        512 << 20,
+        ge=0,
+        description="arrays a worker keeps to read kernels' buffers back into (0: new each time)",
+    )
     output_cap_bytes: int = Field(
         16 << 10, gt=0, description="kernel stdout/stderr kept in the log"
     )

@@ -413,10 +413,24 @@ class Executor:
         _transfer(self.pid, [(data.ctypes.data, address, data.nbytes)], write=True)
 
     def read(self, address: int, nbytes: int) -> np.ndarray:
+        return self.read_into(address, np.empty(nbytes, dtype=np.uint8))
+
+    def read_into(self, address: int, out: np.ndarray) -> np.ndarray:
+        """Fill ``out`` (C-contiguous, writable) with the bytes at ``address``; returns it."""
+        if not (out.flags.c_contiguous and out.flags.writeable):
+            raise ValueError("read_into needs a C-contiguous, writable array")
         self._flush()
-        out = np.empty(nbytes, dtype=np.uint8)
-        _transfer(self.pid, [(out.ctypes.data, address, nbytes)], write=False)
+        _transfer(self.pid, [(out.ctypes.data, address, out.nbytes)], write=False)
         return out
+
+    def write_repeated(self, address: int, block: np.ndarray, nbytes: int) -> None:
+        """Write ``nbytes`` at ``address`` as copies of ``block`` (C-contiguous; its size divides
+        ``nbytes`` or the last copy is cut short): a fill without a host array of its size."""
+        self._flush()
+        step = block.nbytes
+        pairs = [(block.ctypes.data, address + at, min(step, nbytes - at))
+                 for at in range(0, nbytes, step)]  # fmt: skip
+        _transfer(self.pid, pairs, write=True)
 
     def read_scattered(self, items: Sequence[tuple[int, int]]) -> list[np.ndarray]:
         """Read ``(remote address, bytes)`` pieces, in few system calls."""

@@ -27,6 +27,7 @@ _F32 = 4
 # buffers that all start on a page boundary alias in the L1 (4 KiB aliasing) and slowed a kernel
 # reading several of them with one index (mamba's baseline) by 2x; heap buffers never all do.
 STAGGER_BYTES = 17 * 64
+FILL_FLOATS = 1 << 16  # a fill writes copies of a block this long (256 KiB)
 
 
 @dataclass(frozen=True)
@@ -93,7 +94,7 @@ class ExecutorDevice:
         self._rng = np.random.default_rng(seed)
         self._guards: dict[RemoteBuffer, tuple[np.ndarray, np.ndarray]] = {}
         self._made = 0
-        self._fills: dict[tuple[tuple[int, ...], float], np.ndarray] = {}
+        self._fills: dict[bytes, np.ndarray] = {}  # a small block of each fill value
         self.overhead_s = self.executor.calibrate()
 
     # -- buffers -----------------------------------------------------------------------------
@@ -122,15 +123,22 @@ class ExecutorDevice:
         return into
 
     def fill(self, buffer: RemoteBuffer, value: float) -> None:
-        key = (buffer.shape, float(value))
-        if key not in self._fills:  # the same NaN fill for every set's outputs: made once
-            self._fills = {key: np.full(buffer.shape, value, dtype=np.float32)}
-        self.executor.write(buffer.address, self._fills[key])
+        """Every element set to ``value``: copies of one small block of it (a host array the
+        buffer's size is memory touched for nothing: ``hostmemory.py``)."""
+        key = np.float32(value).tobytes()  # NaN is no dict key: its bits are
+        block = self._fills.get(key)
+        if block is None:
+            block = self._fills[key] = np.full(FILL_FLOATS, value, dtype=np.float32)
+        self.executor.write_repeated(buffer.address, block, buffer.nbytes)
 
-    def to_host(self, buffer: RemoteBuffer) -> np.ndarray:
-        return (
-            self.executor.read(buffer.address, buffer.nbytes).view(np.float32).reshape(buffer.shape)
-        )
+    def to_host(self, buffer: RemoteBuffer, out: np.ndarray | None = None) -> np.ndarray:
+        """The buffer's contents, in a new array or in ``out`` (float32, of its shape)."""
+        if out is None:
+            out = np.empty(buffer.shape, dtype=np.float32)
+        elif out.shape != buffer.shape or out.dtype != np.float32:
+            raise ValueError(f"to_host into an array of {out.shape}: the buffer is {buffer.shape}")
+        self.executor.read_into(buffer.address, out)
+        return out
 
     def poke(self, buffer: RemoteBuffer, flat: np.ndarray, values: np.ndarray) -> None:
         """Write float32 ``values`` at the flat indices ``flat`` (made before the next call or

@@ -90,8 +90,12 @@ class TorchDevice:
     def fill(self, buffer: torch.Tensor, value: float) -> None:
         buffer.fill_(value)
 
-    def to_host(self, buffer: torch.Tensor) -> np.ndarray:
-        return buffer.cpu().numpy()  # waits for the GPU; on the CPU, a view
+    def to_host(self, buffer: torch.Tensor, out: np.ndarray | None = None) -> np.ndarray:
+        host = buffer.cpu().numpy()  # waits for the GPU; on the CPU, a view
+        if out is None:
+            return host
+        np.copyto(out, host)
+        return out
 
     def guards(self, buffer: torch.Tensor) -> None:
         """No guard regions around tensors yet: out-of-bounds writes are not checked here."""

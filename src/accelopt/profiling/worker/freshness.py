@@ -118,11 +118,21 @@ class Freshness:
         """The inputs the set holds now, as the harness made them."""
         return self.rebuild(self._rolls[set_index])
 
-    def rebuild(self, rolls: Sequence[_Roll]) -> list[np.ndarray]:
-        """The inputs a set held when ``state`` gave ``rolls``."""
+    def rebuild(
+        self, rolls: Sequence[_Roll], into: Sequence[np.ndarray] | None = None
+    ) -> list[np.ndarray]:
+        """The inputs a set held when ``state`` gave ``rolls``: new arrays, or written into
+        ``into`` (float32 arrays of the inputs' shapes)."""
         out = []
-        for doubled, shape, roll in zip(self._doubled, self._shapes, rolls, strict=True):
-            x = doubled[roll.offset : roll.offset + doubled.size // 2].copy()
+        for k, (doubled, shape, roll) in enumerate(
+            zip(self._doubled, self._shapes, rolls, strict=True)
+        ):
+            rolled = doubled[roll.offset : roll.offset + doubled.size // 2]
+            if into is None:
+                x = rolled.copy()
+            else:
+                x = into[k].reshape(-1)  # a view: the array is C-contiguous
+                np.copyto(x, rolled)
             if roll.changes:
                 x[np.fromiter(roll.changes, dtype=np.int64)] = np.fromiter(
                     roll.changes.values(), dtype=np.float32
@@ -246,6 +256,11 @@ class Audit:
             self._pending.append(slot)
             chosen.append(index)
         return chosen
+
+    @property
+    def next_slot(self) -> int:
+        """The slot the next ``keep`` fills (a kept call's copies can be made in place)."""
+        return self._pending[0]
 
     def keep(
         self, inputs: list[np.ndarray], outputs: list[np.ndarray], expected: list[np.ndarray]

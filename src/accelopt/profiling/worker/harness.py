@@ -33,10 +33,11 @@ from accelopt.hardware import devicelock
 from accelopt.problems.records import Problem
 from accelopt.problems.shipping import resolve_ref
 from accelopt.profiling.config import HARNESS_VERSION
-from accelopt.profiling.worker import contention, placement, references, sandbox
+from accelopt.profiling.worker import contention, hostmemory, placement, references, sandbox
 from accelopt.profiling.worker.control import Control
 from accelopt.profiling.worker.correctness import check_outputs, modified_input
 from accelopt.profiling.worker.freshness import Audit, Freshness
+from accelopt.profiling.worker.hostmemory import Lease
 from accelopt.profiling.worker.protocol import (
     SEPARATE,
     Channel,
@@ -105,6 +106,8 @@ class EvaluationRun:
         self.control_spec = request.control
         self.race_s = request.race_s
         self.drift = request.drift
+        # arrays the worker keeps for what is read back (hostmemory.py), given back by close
+        self.host = Lease(hostmemory.worker_memory(self.config.host_memory_bytes))
 
     def phase(self, name: str, detail: str = "") -> None:
         self.channel.send(Phase(phase=name, detail=detail))
@@ -178,6 +181,7 @@ class EvaluationRun:
         close = getattr(self.device, "close", None)
         if close is not None:
             close()
+        self.host.close()
         _flush_c_stdio()
 
     # -- build -------------------------------------------------------------------------------
@@ -286,6 +290,13 @@ class EvaluationRun:
         inputs = [device.empty(t.dims(self.sizes), fenced=True) for t in self.problem.inputs]
         return inputs, self._empty_outputs(fenced=True)
 
+    def _read_back(self, buffer: Buffer, name: tuple[str, int]) -> np.ndarray:
+        """A correctness call's buffer on the host: where the device copies anyway, into the
+        array this evaluation keeps for ``name`` (``hostmemory.py``), the same for every seed."""
+        if not getattr(self.device, "copies_to_host", False):
+            return self.device.to_host(buffer)
+        return self.device.to_host(buffer, out=self.host.array(name, tuple(buffer.shape)))
+
     def check(self, inputs: list[Buffer], outputs: list[Buffer]) -> None:
         """Same buffers, fresh contents for every seed: a kernel that caches by address fails."""
         start = time.perf_counter()
@@ -304,10 +315,11 @@ class EvaluationRun:
             # The call is over: checking its outputs is the harness's time, not the kernel's
             # (on a busy machine it may take longer than a call's deadline allows).
             self.phase("check", detail)
-            changed = modified_input(in_names, [device.to_host(b) for b in inputs], fresh)
+            read = [self._read_back(b, ("input", i)) for i, b in enumerate(inputs)]
+            changed = modified_input(in_names, read, fresh)
             if changed:
                 raise Failed(Status.INCORRECT, f"the kernel modified input {changed!r} ({detail})")
-            host_outputs = [device.to_host(o) for o in outputs]
+            host_outputs = [self._read_back(o, ("output", i)) for i, o in enumerate(outputs)]
             verdict = check_outputs(out_names, host_outputs, refs, self.problem.tolerance)
             worst = max(worst, verdict.max_rel_err)
             self.result.max_rel_err = worst
@@ -428,7 +440,11 @@ class EvaluationRun:
         inputs."""
         in_names = [t.name for t in self.problem.inputs]
         out_names = [t.name for t in self.problem.outputs]
-        expected = [fresh.rebuild(rolls) for _, _, rolls in audit.kept]
+        expected = [
+            fresh.rebuild(rolls, [self.host.array(("expected", n, k), x.shape)
+                                  for k, x in enumerate(inputs)])
+            for n, (inputs, _, rolls) in enumerate(audit.kept)
+        ]  # fmt: skip
         for n, (inputs, _, _) in enumerate(audit.kept):
             changed = modified_input(in_names, inputs, expected[n])
             if changed:

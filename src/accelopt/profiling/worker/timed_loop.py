@@ -293,14 +293,21 @@ class TimedLoop:
             )
         for index in self.audit.choose(self.count - k, batch):
             ins, outs = self.sets[index]
+            slot = self.audit.next_slot
             # the inputs the harness wrote are kept as their rolls (rebuilt when verified)
-            self.audit.keep(self._copies(ins), self._copies(outs), self.fresh.state(index))
+            self.audit.keep(
+                self._copies(ins, ("in", slot)),
+                self._copies(outs, ("out", slot)),
+                self.fresh.state(index),
+            )
         run.tick()
         return kind, sample
 
-    def _copies(self, buffers: Sequence[Buffer]) -> list[np.ndarray]:
-        """The buffers' contents as arrays of their own (a device whose ``to_host`` copies
-        already is not copied twice)."""
-        device = self.run.device
-        copied = getattr(device, "copies_to_host", False)
-        return [device.to_host(b) if copied else device.to_host(b).copy() for b in buffers]
+    def _copies(self, buffers: Sequence[Buffer], slot: tuple[str, int]) -> list[np.ndarray]:
+        """The buffers' contents, copied into the arrays of the audit's ``slot`` (a call kept
+        later in the same slot replaces this one: its copies go where this one's were)."""
+        device, host = self.run.device, self.run.host
+        return [
+            device.to_host(b, out=host.array(("audit", id(self), *slot, k), tuple(b.shape)))
+            for k, b in enumerate(buffers)
+        ]
