@@ -265,3 +265,13 @@ def test_a_session_verdict_is_decided_once_more_rounds_cannot_change_it():
     assert decided(0.80, 0.03) and faster(0.80, 0.03)  # clearly faster already
     assert not decided(0.95, 0.03)  # 5 % faster, known to 3 %: more rounds may tell
     assert not decided(0.80, None)  # too few rounds for an interval
+
+
+def test_a_session_never_believes_a_gain_identical_copies_show():
+    from accelopt.profiling.session import faster
+
+    # identical copies of the small matmul loop, each in its own kernel process, in one session
+    # on the Intel VM: gains of 2.1 % and 2.6 %, each beyond twice its interval
+    assert not faster(0.979, 0.009)
+    assert not faster(0.974, 0.013)
+    assert faster(0.96, 0.01)  # 4 %, known to 1 %: a gain

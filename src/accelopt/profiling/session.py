@@ -71,8 +71,11 @@ def round_ratios(reference: RoundSeries, other: RoundSeries) -> list[float]:
 
 
 # A gain is believed beyond twice the session's own interval of the ratio, never below
-# 2 x SESSION_MIN_NOISE (``search.selection.session_compare``).
-SESSION_MIN_NOISE = 0.005
+# 2 x SESSION_MIN_NOISE (``search.selection.session_compare``): each kernel of a session runs in a
+# process of its own, on memory of its own, and identical copies of one kernel read 0.974-1.062 of
+# each other in sessions on this project's Intel VM (48 ratios, 2026-12-04; two at 0.979 +- 0.9 %
+# and 0.974 +- 1.3 %, which a 1 % floor believed); 1.0 % apart on a quiet Zen 4.
+SESSION_MIN_NOISE = 0.015
 
 
 def faster(ratio: float | None, ratio_ci: float | None) -> bool:
@@ -85,7 +88,8 @@ def faster(ratio: float | None, ratio_ci: float | None) -> bool:
 
 # What an early stop may leave unseen: a session stops on a look-alike once its interval shows
 # no gain larger than this; a wider interval times on (to the time cap) whatever its median says.
-MISSABLE_GAIN = 0.02
+# The smallest gain ``faster`` can believe: timing on to rule out a smaller one decides nothing.
+MISSABLE_GAIN = 2 * SESSION_MIN_NOISE
 
 
 def decided(ratio: float | None, ratio_ci: float | None) -> bool:
