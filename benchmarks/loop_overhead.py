@@ -109,14 +109,15 @@ def main() -> None:
         raced = [Evaluation.model_validate_json(data) for digest, data in rows if digest in hashes]
         sessions = (
             store._connection()
-            .execute("SELECT data FROM retimings WHERE run_id = ?", (run.id,))
+            .execute("SELECT data, kernels FROM retimings WHERE run_id = ?", (run.id,))
             .fetchall()
         )
         requests = len(server.requests)
         bests = [it.best_hash for it in store.iterations(run.id)]
     # the verdicts: every candidate is the baseline's loop with a tag, as fast as its parent, so
     # a kept improvement is one the machine's drift made (``selection.compare``)
-    kept = sum(a != b for a, b in itertools.pairwise(bests))
+    kept_pairs = [(a, b) for a, b in itertools.pairwise(bests) if a != b]
+    kept = len(kept_pairs)
     passed = sum(e.status == "PASSED" for e in evaluations.values())
     measured = [*evaluations.values(), *raced]
     evaluated = len(measured)
@@ -140,6 +141,9 @@ def main() -> None:
         f"{evaluated / wall * 60:.0f}",
     )  # fmt: skip
     Console(width=200).print(table)
+    for parent, child in kept_pairs:  # which rule believed each kept look-alike
+        evidence = verdict(parent, child, sessions, evaluations)
+        print(f"kept {child[:8]} over {parent[:8]}: {evidence}")
     n = max(evaluated, 1)
     parts = {name: sum(getattr(e, f"{name}_s") or 0.0 for e in measured) / n
              for name in ("compile", "check", "time", "wall")}  # fmt: skip
@@ -147,6 +151,21 @@ def main() -> None:
           f"timing {parts['time']:.2f} s, evaluation wall {parts['wall']:.2f} s")  # fmt: skip
     print(f"evaluation workers: {args.workers}; per evaluation: {eval_config.seeds} seeds, "
           f">= {eval_config.min_calls} calls and {eval_config.min_time_s} s of timing")  # fmt: skip
+
+
+def verdict(parent: str, child: str, sessions: list, evaluations: dict) -> str:
+    """A kept child's evidence: the session that re-timed it beside that parent, or the two
+    separate evaluations (latency and reported interval)."""
+    for data, kernels in sessions:
+        hashes, found = json.loads(kernels), json.loads(data)
+        if hashes[0] == parent and child in hashes:
+            i = hashes.index(child)
+            return f"session ratio {found['ratios'][i]:.3f} +- {found['ratio_ci'][i]:.1%}"
+    a, b = evaluations.get(parent), evaluations.get(child)
+    if a is None or b is None or not a.latency_s or not b.latency_s:
+        return "separate evaluations (not both in this run)"
+    return (f"separate evaluations {b.latency_s * 1e6:.1f} us (+- {b.ci or 0:.1%}) against "
+            f"{a.latency_s * 1e6:.1f} us (+- {a.ci or 0:.1%})")  # fmt: skip
 
 
 if __name__ == "__main__":
