@@ -275,3 +275,50 @@ def test_a_session_never_believes_a_gain_identical_copies_show():
     assert not faster(0.979, 0.009)
     assert not faster(0.974, 0.013)
     assert faster(0.96, 0.01)  # 4 %, known to 1 %: a gain
+
+
+class _DriftingMachine:
+    """Every slice of timing lasts one tick, and the machine is 1 % slower each tick (a
+    neighbour's load growing): what the round's order has to cancel."""
+
+    def __init__(self) -> None:
+        self.tick = 0
+
+    def run_slice(self, seconds: float) -> list[float]:
+        self.tick += 1
+        return [1e-3 * (1 + 0.01 * self.tick)]
+
+
+class _FakeRun:
+    failed = False
+
+    def recording(self) -> Any:
+        from contextlib import nullcontext
+
+        return nullcontext()
+
+
+def _identical_kernels_on_a_drifting_machine(count: int) -> list[tuple[float, float]]:
+    """Rounds of a worker's session (``RetimeRun._round``) over ``count`` identical kernels,
+    each slice a tick later than the last: every kernel's median ratio to the first and its
+    interval."""
+    from accelopt.profiling.worker.retime import RetimeRun
+
+    machine = _DriftingMachine()
+    run = object.__new__(RetimeRun)  # the rounds alone: no worker, no kernels to build
+    run.runs = [_FakeRun() for _ in range(count)]
+    run.loops = dict.fromkeys(range(count), machine)
+    run.series, run.rounds, run.slice_s, run._carried = [[] for _ in range(count)], 0, 0.01, None
+    for _ in range(12):
+        run._round()
+    found = [ratio_estimate(round_ratios(run.series[0], run.series[i])) for i in range(1, count)]
+    return [(ratio or 0.0, ci or 0.0) for ratio, ci in found]
+
+
+def test_each_kernel_is_timed_between_two_slices_of_the_reference():
+    # A B A C A: each ratio is to the reference's slices either side, so an even drift cancels
+    # in every round (in A B C / C B A rounds it cancels only over pairs of rounds, and C's
+    # ratio swung 2 % a round: the interval stayed wide, and sessions timed on to their cap)
+    for ratio, ci in _identical_kernels_on_a_drifting_machine(3):
+        assert ratio == pytest.approx(1.0, abs=1e-9)
+        assert ci < 0.001

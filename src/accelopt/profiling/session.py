@@ -3,10 +3,17 @@
 Two evaluations of two kernels made apart (other worker processes, other moments, maybe other
 machines) differ by more than the kernels do when the kernels are close: the noise between
 processes does not average out. A re-timing session builds, loads and checks every kernel as an
-evaluation does, then times them in rounds (round r times kernel 0 for a slice, then kernel 1, ...,
-the order reversed every other round: A B B A, so drift cancels), and compares each kernel with the
-first, the reference, round by round: in each round, the fastest batch of a kernel's slice (its
-seconds per call) over the reference's. The fastest, not the median: a slice in which another
+evaluation does, then times them in rounds, and compares each kernel with the first, the
+reference, round by round. A round times the reference for a slice before and after every other
+kernel's slice (A B A C A, the children's order reversed every other round, the last slice of the
+reference carried into the next round: ``flanked``), and a kernel's ratio in that round is the
+fastest batch of its slice (its seconds per call) over the mean of the reference's slices either
+side of it, so the machine's drift across three neighbouring slices cancels. In rounds of one
+slice each (A B C, then C B A) drift cancelled only over pairs of rounds: identical copies of a
+loop read 0.974-1.062 of the reference on this project's Intel VM, and sessions of three timed on
+to their cap (55-80 rounds, 5-7 s); flanked, 0.995-1.016 in 11-16 rounds (1.7-2.3 s). Without a
+reference (it failed), rounds go A B C / C B A (``round_order``). The fastest, not the median: a
+slice in which another
 process takes a core stalls most of a parallel kernel's calls by a scheduler time slice
 (milliseconds, measured here on 2 cores), and stalls only ever add time, so the fastest batch of a
 slice is the one the machine left alone. The ratio reported is the median of those per-round
@@ -59,6 +66,13 @@ def round_order(round_index: int, count: int) -> list[int]:
     return forward if round_index % 2 == 0 else forward[::-1]
 
 
+def flanked(child_s: float, before_s: float, after_s: float) -> float:
+    """A kernel's round figure relative to the reference's slices just before and after its own:
+    its fastest batch over their mean, so a drift of the machine's speed across the three
+    slices, if even, cancels."""
+    return child_s / ((before_s + after_s) / 2)
+
+
 def slice_seconds(min_time_s: float, min_rounds: int) -> float:
     """How long each kernel is timed per round: ``min_time_s`` spread over the first rounds."""
     return max(MIN_SLICE_S, min_time_s / max(1, min_rounds))
@@ -71,10 +85,10 @@ def round_ratios(reference: RoundSeries, other: RoundSeries) -> list[float]:
 
 
 # A gain is believed beyond twice the session's own interval of the ratio, never below
-# 2 x SESSION_MIN_NOISE (``search.selection.session_compare``): each kernel of a session runs in a
-# process of its own, on memory of its own, and identical copies of one kernel read 0.974-1.062 of
-# each other in sessions on this project's Intel VM (48 ratios, 2026-12-04; two at 0.979 +- 0.9 %
-# and 0.974 +- 1.3 %, which a 1 % floor believed); 1.0 % apart on a quiet Zen 4.
+# 2 x SESSION_MIN_NOISE (``search.selection.session_compare``): identical copies of one loop, each
+# in a kernel process of its own, read 0.974-1.062 of each other in sessions on this project's
+# Intel VM before rounds were flanked (two at 0.979 +- 0.9 % and 0.974 +- 1.3 %, which a 1 % floor
+# believed), 0.986-1.045 after (sessions of four, 2026-12-04); 1.0 % apart on a quiet Zen 4.
 SESSION_MIN_NOISE = 0.015
 
 

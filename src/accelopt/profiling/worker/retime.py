@@ -26,7 +26,8 @@ class RetimeRun:
     Every kernel is built, loaded and checked by its own ``EvaluationRun``, on its own device
     (the cpu backend: its own executor process) and its own rotation sets (each spanning the cold
     span: a session holds a set per kernel). Then, under one exclusive device lock, their
-    ``TimedLoop``s run in rounds of slices, in ``session.round_order``, until every kernel has
+    ``TimedLoop``s run in rounds of slices, each kernel's flanked by the reference's
+    (``_flanked_round``; ``session.round_order`` once the reference is gone), until every kernel has
     min_calls and min_time_s and each ratio to the first kernel is known to ci_target (or each
     kernel has been timed ci_time_cap_s), after ``min_rounds`` rounds at least; max_time_s of any
     kernel ends it. Each kernel is then summarized and verified as an evaluation is. A kernel that
@@ -46,6 +47,7 @@ class RetimeRun:
         self.loops: dict[int, TimedLoop] = {}  # the kernels still in the session, by position
         self.series: list[list[float | None]] = [[] for _ in self.runs]  # round medians
         self.rounds = 0
+        self._carried: float | None = None  # the reference's last slice, flanking the next one
 
     def execute(self) -> SessionAnswer:
         with ExitStack() as closing:
@@ -129,20 +131,55 @@ class RetimeRun:
             executor.overhead_s = min(known)
 
     def _round(self) -> None:
-        medians: dict[int, float] = {}
-        for i in session.round_order(self.rounds, len(self.runs)):
-            loop = self.loops.get(i)
-            if loop is None:
-                continue
-            run = self.runs[i]
-            with run.recording():
-                medians[i] = float(np.min(loop.run_slice(self.slice_s)))  # session.py
-            if run.failed:
-                del self.loops[i]
-                medians.pop(i, None)
+        flanked = 0 in self.loops and len(self.loops) > 1
+        figures = self._flanked_round() if flanked else self._plain_round()
         for i, series in enumerate(self.series):
-            series.append(medians.get(i))
+            series.append(figures.get(i))
         self.rounds += 1
+
+    def _slice_figure(self, i: int) -> float | None:
+        """Kernel ``i``'s fastest batch in one slice (``session.py``); None where it is out of
+        the session, or failed in this slice (it then leaves it)."""
+        loop, run = self.loops.get(i), self.runs[i]
+        if loop is None:
+            return None
+        figure = None
+        with run.recording():
+            figure = float(np.min(loop.run_slice(self.slice_s)))
+        if run.failed:
+            del self.loops[i]
+            return None
+        return figure
+
+    def _plain_round(self) -> dict[int, float]:
+        """Every kernel's slice in ``session.round_order`` (no reference left to flank with)."""
+        order = session.round_order(self.rounds, len(self.runs))
+        figures = {i: self._slice_figure(i) for i in order}
+        return {i: f for i, f in figures.items() if f is not None}
+
+    def _flanked_round(self) -> dict[int, float]:
+        """A B A C A: the reference (kernel 0) timed before and after every other kernel's slice,
+        its last slice carried into the next round; each kernel's figure is ``session.flanked``
+        by the reference's slices either side of it, on the scale of the reference's median
+        slice (the round's figure for kernel 0)."""
+        before = self._carried if self._carried is not None else self._slice_figure(0)
+        references, ratios = [before], {}
+        children = [i for i in range(1, len(self.runs)) if i in self.loops]
+        for i in children[:: -1 if self.rounds % 2 else 1]:
+            if before is None:
+                break
+            child = self._slice_figure(i)
+            after = self._slice_figure(0)
+            if child is not None and after is not None:
+                ratios[i] = session.flanked(child, before, after)
+            references.append(after)
+            before = after
+        self._carried = before
+        known = [r for r in references if r is not None]
+        if before is None or not known:  # the reference failed: no figure is relative to it
+            return {}
+        reference = float(np.median(known))
+        return {0: reference} | {i: ratio * reference for i, ratio in ratios.items()}
 
     def _confirm(self) -> None:
         """Each kernel that looked faster on sparse batches is measured again (TimedLoop.confirm)
