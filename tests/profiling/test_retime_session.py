@@ -322,3 +322,20 @@ def test_each_kernel_is_timed_between_two_slices_of_the_reference():
     for ratio, ci in _identical_kernels_on_a_drifting_machine(3):
         assert ratio == pytest.approx(1.0, abs=1e-9)
         assert ci < 0.001
+
+
+def test_a_session_ends_at_the_time_cap_of_all_its_kernels_together():
+    from types import SimpleNamespace
+
+    from accelopt.profiling.worker.retime import RetimeRun
+
+    run = object.__new__(RetimeRun)
+    run.config = EvalConfig(min_calls=5, min_time_s=0.02, ci_time_cap_s=1.0)
+    run.min_rounds, run.rounds = 8, 20
+    run.series = [[1e-3] * 20, [None] * 20, [None] * 20]  # no verdict: undecided
+    # the reference flanks both others: twice their time, and the three together at the cap
+    timed = {0: 1.5, 1: 0.75, 2: 0.75}
+    run.loops = {i: SimpleNamespace(elapsed_s=s, count=100) for i, s in timed.items()}
+    assert run._done()
+    run.loops[0].elapsed_s = 1.4  # under 3 s together: on
+    assert not run._done()

@@ -196,7 +196,10 @@ class RetimeRun:
             return False
         if any(loop.count < cfg.min_calls or loop.elapsed_s < cfg.min_time_s for loop in loops):
             return False
-        if min(loop.elapsed_s for loop in loops) >= max(cfg.ci_time_cap_s, cfg.min_time_s):
+        # the time cap, as a budget for the whole session: the reference's slices flank every
+        # other kernel's, so it is timed longest, and a session ends when it would have
+        cap_s = max(cfg.ci_time_cap_s, cfg.min_time_s) * len(loops)
+        if sum(loop.elapsed_s for loop in loops) >= cap_s:
             return True
         return self._all_decided() or all(ci <= cfg.ci_target for ci in self._intervals())
 
