@@ -156,11 +156,13 @@ def main() -> None:
 def verdict(parent: str, child: str, sessions: list, evaluations: dict) -> str:
     """A kept child's evidence: the session that re-timed it beside that parent, or the two
     separate evaluations (latency and reported interval)."""
-    for data, kernels in sessions:
+    twins_first = sorted(sessions, key=lambda row: not json.loads(row[0]).get("twin"))
+    for data, kernels in twins_first:  # the session that decided: beside the parent's twin
         hashes, found = json.loads(kernels), json.loads(data)
         if hashes[0] == parent and child in hashes:
             i = hashes.index(child)
-            return f"session ratio {found['ratios'][i]:.3f} +- {found['ratio_ci'][i]:.1%}"
+            twin = f", the parent's twin {found['ratios'][1]:.3f}" if found.get("twin") else ""
+            return f"session ratio {found['ratios'][i]:.3f} +- {found['ratio_ci'][i]:.1%}{twin}"
     a, b = evaluations.get(parent), evaluations.get(child)
     if a is None or b is None or not a.latency_s or not b.latency_s:
         return "separate evaluations (not both in this run)"

@@ -41,6 +41,7 @@ from accelopt.profiling.composite import combine, combine_ratios
 from accelopt.profiling.evaluation import Evaluation
 from accelopt.profiling.profile import Profile, build_profile
 from accelopt.profiling.profiler import Profiler
+from accelopt.profiling.session import against_twin
 from accelopt.search import samples
 from accelopt.search.config import SearchConfig
 from accelopt.search.history import plans_tried
@@ -75,8 +76,9 @@ PHASES = (
     "drafting", "planning", "writing", "evaluating", "fixing", "settling", "learning",
     "committing", "holding out",
 )  # fmt: skip
-# Children re-timed beside their parent in one session, at most: each kernel of a session holds
-# its own rotation buffers (hundreds of MiB), so more are split into several sessions.
+# Children re-timed beside their parent in one session, at most (beside the parent and its twin,
+# one fewer: ``retime``): each kernel of a session holds its own rotation buffers (hundreds of
+# MiB), so more are split into several sessions.
 SESSION_CHILDREN = 3
 
 PhaseHook = Callable[[str, int], None]
@@ -398,29 +400,42 @@ class Optimizer:
     async def retime(
         self, t: int, parent: Candidate, kids: list[Candidate]
     ) -> dict[str, Comparison]:
-        """One session: the parent and ``kids`` timed interleaved; kept in the store (a resumed
-        iteration reuses it), never in the evaluation cache."""
-        group = [parent, *kids]
+        """One session: the parent and ``kids`` timed interleaved. A child it finds faster is
+        timed again beside the parent and its twin (the parent again, in a kernel process of its
+        own: ``session.against_twin``), and that session's verdict is the one kept. Sessions
+        are kept in the store (a resumed iteration reuses them), never in the evaluation cache."""
+        first = await self._session(t, [parent, *kids])
+        verdicts = {kid.hash: session_compare(*found)
+                    for kid, found in zip(kids, _verdicts(first), strict=True)}  # fmt: skip
+        claimed = [kid for kid in kids if verdicts[kid.hash] is Comparison.FASTER]
+        for group in _chunks(claimed, SESSION_CHILDREN - 1):
+            again = await self._session(t, [parent, parent, *group])
+            verdicts |= {kid.hash: session_compare(*found)
+                         for kid, found in zip(group, _verdicts(again), strict=True)}  # fmt: skip
+        return verdicts
+
+    async def _session(self, t: int, group: list[Candidate]) -> dict[str, Any]:
+        """``group`` timed in one session per tuned workload (the first is the reference; a
+        second that is the first again is its twin), or as the store kept it."""
         hashes = [c.hash for c in group]
         data = self.store.get_retiming(self.run.id, t, hashes)
-        if data is None:
-            kernels = [Kernel(c.kernel.source, self.backend.name, f"retime-{t}") for c in group]
-            sessions = [
-                await self._off_loop(self.profiler.retime, kernels, self.problem, w)
-                for w in self.tuned
-            ]  # one workload after another: each session has the device to itself
-            combined = [
-                combine_ratios([s.ratios[i] for s in sessions], [s.ratio_ci[i] for s in sessions])
-                for i in range(len(group))
-            ]
-            data = self.store.put_retiming(self.run.id, t, hashes, {
-                "ratios": [r for r, _ in combined],
-                "ratio_ci": [c for _, c in combined],
-                "rounds": min(s.rounds for s in sessions),
-                "evaluations": [e.model_dump() for s in sessions for e in s.evaluations],
-            })  # fmt: skip
-        pairs = zip(hashes[1:], data["ratios"][1:], data["ratio_ci"][1:], strict=True)
-        return {h: session_compare(ratio, ci) for h, ratio, ci in pairs}
+        if data is not None:
+            return data
+        kernels = [Kernel(c.kernel.source, self.backend.name, f"retime-{t}") for c in group]
+        sessions = [
+            await self._off_loop(self.profiler.retime, kernels, self.problem, w) for w in self.tuned
+        ]  # one workload after another: each session has the device to itself
+        combined = [
+            combine_ratios([s.ratios[i] for s in sessions], [s.ratio_ci[i] for s in sessions])
+            for i in range(len(group))
+        ]
+        return self.store.put_retiming(self.run.id, t, hashes, {
+            "ratios": [r for r, _ in combined],
+            "ratio_ci": [c for _, c in combined],
+            "twin": len(hashes) > 1 and hashes[1] == hashes[0],
+            "rounds": min(s.rounds for s in sessions),
+            "evaluations": [e.model_dump() for s in sessions for e in s.evaluations],
+        })  # fmt: skip
 
     async def learn(
         self, t: int, children: Sequence[Child], decided: dict[str, Comparison]
@@ -570,6 +585,16 @@ def _outcome(child: Child, kid: Candidate, decided: dict[str, Comparison]) -> Ou
         faster=decide(kid, parent, decided),
         slower=slower(kid.evaluation, parent.evaluation),
     )
+
+
+def _verdicts(data: dict[str, Any]) -> list[tuple[float | None, float | None]]:
+    """Each child's ratio and interval from a stored session, against the faster of the parent's
+    two processes where the session timed a twin (a session stored before twins: against the
+    parent's only one)."""
+    ratios, cis = data["ratios"], data["ratio_ci"]
+    if not data.get("twin"):
+        return list(zip(ratios[1:], cis[1:], strict=True))
+    return [against_twin(r, c, ratios[1], cis[1]) for r, c in zip(ratios[2:], cis[2:], strict=True)]
 
 
 def race_s(parent: Candidate | None) -> float | None:
