@@ -23,6 +23,8 @@ from accelopt.problems.loader import load_problem
 from accelopt.problems.records import Problem
 from accelopt.profiling.evaluation import Evaluation
 from accelopt.reports.run_report import lineage
+from accelopt.search.tuning import VariantTable
+from accelopt.search.tuning import variant_tables as tuned_tables
 from accelopt.search.workloads import generalization, run_workloads
 from accelopt.store.records import RunRecord
 from accelopt.store.store import Store
@@ -108,6 +110,14 @@ def run_row(store: Store, run: RunRecord) -> dict[str, Any]:
     }
 
 
+def variant_tables(store: Store, run: RunRecord) -> list[VariantTable]:
+    """The variant table of every kernel of the run that was tuned (``search.tuning``)."""
+    raced = frozenset(store.run_raced(run.id))
+    best = frozenset([run.best_hash] if run.best_hash else [])
+    found = store.kernels(run.id)
+    return tuned_tables(found, store.run_evaluations(run.id), raced, best, run.backend)
+
+
 def run_show_json(store: Store, run: RunRecord) -> dict[str, Any]:
     """What `runs show --json` prints (and the HTTP API's /v1/runs/ID gives)."""
     kernels = {k.hash: k for k in store.kernels(run.id)}
@@ -121,6 +131,7 @@ def run_show_json(store: Store, run: RunRecord) -> dict[str, Any]:
         "iterations": [vars(i) | {"beam": list(i.beam)} for i in store.iterations(run.id)],
         "lineage": [asdict(s) for s in lineage(kernels, evaluations, run.best_hash, base)],
         "usage": store.usage(run.id),
+        "variants": [asdict(t) for t in variant_tables(store, run)],
     }
     found = generalization(store, run)
     if found.workloads.several:

@@ -135,3 +135,27 @@ def test_several_problems_share_memory_and_end_with_a_results_table(run_cli, tmp
         data = json.loads(run_cli(*args, "--json", "-").stdout)
     assert [d["problem"] for d in data] == ["matmul", "silu"]
     assert all(d["status"] == "finished" for d in data)
+
+
+def test_autotune_needs_no_endpoint_and_shows_its_variants(run_cli, tmp_path):
+    ws, unset = tmp_path / "ws", {"ACCELOPT_LLM_BASE_URL": "", "ACCELOPT_LLM_MODEL": ""}
+    out = run_cli("optimize", "matmul", "--strategy", "autotune", "--kernel", "expert",
+                  "--iterations", "1", "--variants", "2", "--workload", "small",
+                  "--workspace", ws, env=unset)  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    for text in ("variants of kernel", "(as written)", "KCMAX=", "best kernel written"):
+        assert text in out.stdout
+    assert "LLM usage" not in out.stdout  # nothing was asked of a model
+    run = json.loads(run_cli("runs", "list", "--workspace", ws, "--json", "-").stdout)[0]
+    assert run["strategy"] == "autotune" and run["cost_usd"] == 0
+    shown = json.loads(run_cli("runs", "show", run["run"], "--workspace", ws, "--json", "-").stdout)
+    assert len(shown["variants"][0]["rows"]) == 3  # the expert as written and its 2 variants
+    report = run_cli("report", run["run"], "--workspace", ws)
+    assert report.returncode == 0, report.stderr
+    page = next((ws / "reports").glob("*.html")).read_text()
+    assert "Tuned variants" in page and "KCMAX=" in page
+    untunable = run_cli("optimize", "matmul", "--strategy", "autotune", "--workload", "small",
+                        "--workspace", ws, env=unset)  # fmt: skip
+    assert untunable.returncode == 2 and "Traceback" not in untunable.stderr
+    assert "declares no tunables" in untunable.stderr
+    assert "matmul --kernel expert" in untunable.stderr

@@ -31,6 +31,8 @@ class PlannerInput:
     tried: Sequence[TriedPlan] = ()
     # titles earlier planner calls drafted for this same kernel in this iteration
     drafted: Sequence[str] = ()
+    # the kernel's tuned variants measured before this iteration: "values: figures", fastest first
+    variants: Sequence[str] = ()
 
 
 @dataclass(frozen=True)
@@ -187,6 +189,7 @@ def planner_messages(given: PlannerInput) -> list[Message]:
         lessons=list(given.lessons),
         tried=list(given.tried),
         drafted=[title.strip() for title in given.drafted],
+        variants=list(given.variants),
     )
 
 

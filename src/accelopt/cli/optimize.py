@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -14,6 +14,7 @@ from rich.table import Table
 from accelopt import views
 from accelopt.backends.kernel import source_suffix
 from accelopt.cli import common
+from accelopt.cli import variants as variants_cli
 from accelopt.cli.output import (
     JsonOption,
     console,
@@ -118,7 +119,20 @@ def optimize_command(
     per_plan: Annotated[
         int, typer.Option(help="children of one (parent, plan) the beam may keep")
     ] = 1,
-    strategy: Annotated[str, typer.Option(help="beam or sampling")] = "beam",
+    strategy: Annotated[
+        str,
+        typer.Option(
+            help="beam, sampling, or autotune: no LLM (and no config), the starting kernel's "
+            "declared tunables measured and the fastest kept"
+        ),
+    ] = "beam",
+    variants: Annotated[
+        int,
+        typer.Option(
+            help="variants tried per kernel that declares tunables (autotune: per iteration; "
+            "0: no tuning)"
+        ),
+    ] = 8,
     memory: Annotated[str, typer.Option(help="lessons from: off, run or workspace")] = "workspace",
     budget_usd: Annotated[
         float | None,
@@ -135,8 +149,9 @@ def optimize_command(
     kernel: Annotated[
         Path | None,
         typer.Option(
-            help="start from this kernel instead of the problem's baseline (a problem without "
-            "one starts from a kernel the executor writes from its reference)"
+            help="start from this kernel file, or the problem's shipped baseline or expert, "
+            "instead of its baseline (a problem without one starts from a kernel the executor "
+            "writes from its reference)"
         ),
     ] = None,
     out: Annotated[
@@ -175,13 +190,17 @@ def optimize_command(
             search = _search_config(
                 strategy=strategy, beam=beam, plans=plans, samples=samples,
                 iterations=iterations, fixer=fixer, memory=memory, per_plan=per_plan,
+                variants=variants,
             )  # fmt: skip
             tuned = list(workload or ["cpu"])
             chosen = [views.problem_and_workload(n, tuned[0], workspace) for n in names]
             workloads = [choose_workloads(p, tuned, held_out or ()) for p in chosen]
-            start = common.read_kernel_file(kernel) if kernel else None
-            if start is not None and len(names) != 1:
+            if kernel is not None and len(names) != 1:
                 raise UserError("--kernel starts one problem from a file: name exactly one")
+            start = variants_cli.start_source(chosen[0], kernel, backend or "cpu")
+            if search.strategy == "autotune":
+                for problem in chosen:
+                    variants_cli.require_tunables(problem, start, backend or "cpu")
             inputs = _inputs(llm, backend or "cpu", eval_config, show, profiler, ray_address)
             # one budget for the whole invocation: with --suite, --budget-usd is the total
             shared = Budget(llm.budget.max_usd, llm.budget.max_tokens)
@@ -261,7 +280,10 @@ def _finish(store: Store, result: OptimizeResult, out: Path | None, show: bool) 
         console.print(result_table(summary))
         if found.workloads.several:
             console.print(generalization_table(found))
-        console.print(usage_table(summary.usage))
+        for tuned in views.variant_tables(store, result.run):
+            console.print(variants_cli.variant_table(asdict(tuned)))
+        if summary.usage:
+            console.print(usage_table(summary.usage))
         console.print(f"best kernel written to {target}", highlight=False)
     return summary
 

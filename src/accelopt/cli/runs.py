@@ -15,6 +15,7 @@ from accelopt.cli.output import (
     shows_table,
     write_json,
 )
+from accelopt.cli.variants import variant_table
 from accelopt.errors import UserError
 from accelopt.formatting import milliseconds, percent, speedup_x, usd_plain
 from accelopt.search.workloads import generalization
@@ -100,3 +101,5 @@ def _print_show(p: dict[str, Any]) -> None:
             milliseconds(s["latency_s"]), speedup_x(speed),
         )  # fmt: skip
     console.print(table)
+    for tuned in p.get("variants", []):
+        console.print(variant_table(tuned))

@@ -110,7 +110,9 @@ class Config(BaseModel):
             if not merged.get(field):
                 raise UserError(
                     f"no LLM {field} for the {agent}: set llm.default.{field} (or llm.{agent}."
-                    f"{field}) in {DEFAULT_CONFIG_FILE}, or ACCELOPT_LLM_{field.upper()}"
+                    f"{field}) in {DEFAULT_CONFIG_FILE}, or ACCELOPT_LLM_{field.upper()} (or "
+                    "tune a kernel's declared parameters with no LLM: accelopt optimize PROBLEM "
+                    "--strategy autotune --kernel expert)"
                 )
         merged["api_key"] = _api_key(own.api_key_env, overrides.get("api_key"), default)
         merged.setdefault("api_key_env", None)

@@ -20,6 +20,7 @@ from accelopt.profiling.evaluation import Evaluation
 from accelopt.reports import plots
 from accelopt.reports.hardware import Ceiling, ceilings
 from accelopt.reports.html import DiffLine, render, svg, unified_diff, write_page
+from accelopt.search.tuning import VariantTable, variant_tables
 from accelopt.search.workloads import Generalization, generalization
 from accelopt.store.records import IterationRecord, KernelOrigin, KernelRecord, RunRecord
 from accelopt.store.store import Store
@@ -38,6 +39,7 @@ class RunData:
     experiences: tuple[Experience, ...]
     usage: Mapping[str, Usage]  # Store.usage_by_agent
     generalization: Generalization | None = None  # per workload, when the run has several
+    raced: frozenset[str] = frozenset()  # kernels whose timing stopped early (Store.run_raced)
 
 
 def load_run(store: Store, run: RunRecord) -> RunData:
@@ -49,6 +51,7 @@ def load_run(store: Store, run: RunRecord) -> RunData:
         experiences=tuple(store.experiences(run_id=run.id)),
         usage=store.usage_by_agent(run.id),
         generalization=found if (found := generalization(store, run)).workloads.several else None,
+        raced=frozenset(store.run_raced(run.id)),
     )
 
 
@@ -129,6 +132,7 @@ class RunReport:
     usage: tuple[AgentUsage, ...]
     cost: CostSummary
     generalization: Generalization | None = None
+    variants: tuple[VariantTable, ...] = ()  # each tuned kernel's variants (search/tuning.py)
 
 
 # -- the data model (pure) --------------------------------------------------------------------
@@ -161,7 +165,13 @@ def run_report(data: RunData, hardware: HardwareSpec | None) -> RunReport:
         usage=tuple(agent_usage(data.usage, run.config.get("models", {}))),
         cost=cost_summary(data.usage, baseline, best),
         generalization=data.generalization,
+        variants=tuple(_variants(data)),
     )
+
+
+def _variants(data: RunData) -> list[VariantTable]:
+    best = frozenset([data.run.best_hash])
+    return variant_tables(data.kernels, data.evaluations, data.raced, best, data.run.backend)
 
 
 def _latency(evaluation: Evaluation | None) -> float | None:

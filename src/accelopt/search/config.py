@@ -10,7 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field
 class SearchConfig(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    strategy: Literal["beam", "sampling"] = "beam"
+    strategy: Literal["beam", "sampling", "autotune"] = "beam"
     beam: int = Field(4, ge=1, description="B: kernels kept after each iteration")
     plans: int = Field(4, ge=1, description="N: plans per kernel in the beam")
     samples: int = Field(2, ge=1, description="K: kernels written per plan")
@@ -19,6 +19,12 @@ class SearchConfig(BaseModel):
     memory: Literal["off", "run", "workspace"] = "workspace"
     lessons: int = Field(16, ge=0, description="top-k lessons given to the planner")
     experience_slots: int = Field(8, ge=0, description="new experiences per iteration, at most")
+    variants: int = Field(
+        8,
+        ge=0,
+        description="variants tried per kernel that declares tunables, per tuning (0: "
+        "no tuning); autotune: per iteration",
+    )
     per_plan: int = Field(
         1, ge=1, description="children of one (parent, plan) the beam may keep (published: 1)"
     )

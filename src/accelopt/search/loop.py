@@ -42,7 +42,7 @@ from accelopt.profiling.evaluation import Evaluation
 from accelopt.profiling.profile import Profile, build_profile
 from accelopt.profiling.profiler import Profiler
 from accelopt.profiling.session import against_twin
-from accelopt.search import samples
+from accelopt.search import samples, tuning
 from accelopt.search.config import SearchConfig
 from accelopt.search.history import plans_tried
 from accelopt.search.progress import Progress
@@ -73,7 +73,7 @@ FIXABLE = {
 }  # fmt: skip
 # What the loop reports through ``on_phase`` (and the progress line) as it enters each step.
 PHASES = (
-    "drafting", "planning", "writing", "evaluating", "fixing", "settling", "learning",
+    "drafting", "planning", "writing", "evaluating", "fixing", "tuning", "settling", "learning",
     "committing", "holding out",
 )  # fmt: skip
 # Children re-timed beside their parent in one session, at most (beside the parent and its twin,
@@ -203,8 +203,10 @@ class Optimizer:
         plan: Plan | None,
         t: int,
         origin: KernelOrigin,
+        race: Candidate | None = None,
     ) -> Candidate:
-        """Record a new kernel in the run, then evaluate it (or reuse its evaluation)."""
+        """Record a new kernel in the run, then evaluate it (or reuse its evaluation), racing
+        ``race`` (default: its parent)."""
         kernel = Kernel(source, self.backend.name, f"{origin}-{t}")
         record = KernelRecord(
             hash=kernel.hash,
@@ -217,7 +219,7 @@ class Optimizer:
             plan_steps=plan.steps if plan else (),
         )
         self.store.add_kernel(self.run.id, record)
-        return Candidate(record, await self.measure(kernel, t, parent))
+        return Candidate(record, await self.measure(kernel, t, race or parent))
 
     # -- agents --------------------------------------------------------------------------------
     async def profile(self, cand: Candidate) -> Profile:
@@ -279,11 +281,16 @@ class Optimizer:
         already drafted in this chain (so that they differ; replay keeps the chain
         deterministic); each plan's kernels are written as soon as it arrives."""
         profile = await self.profile(parent)
+        variants = tuning.variant_lines(
+            self.store.kernels(self.run.id), self.store.run_evaluations(self.run.id),
+            parent.kernel, self.backend.name, t,
+        )  # fmt: skip
         drafted: list[str] = []
         writing: list[asyncio.Future[Child]] = []
         for n in range(first, first + count):
             given = PlannerInput(self.view, parent.kernel.source, profile, self.facts, lessons,
-                                 tried=tuple(tried), drafted=tuple(drafted))  # fmt: skip
+                                 tried=tuple(tried), drafted=tuple(drafted),
+                                 variants=tuple(variants))  # fmt: skip
             self.phase("planning", t)
             planned = await propose(self.client, given, sample_index=samples.planner(t, n))
             if planned.plan is None:
@@ -305,7 +312,10 @@ class Optimizer:
                 for r, slot in zip(written, slots, strict=True)
             )
         )
-        return Child(parent, plan, tuple(k for k in kernels if k is not None))
+        tuned = await asyncio.gather(
+            *(tuning.tune(self, t, k, parent, plan) for k in kernels if k is not None)
+        )  # a kernel that declares tunables competes as its fastest variant (no LLM call)
+        return Child(parent, plan, tuple(tuned))
 
     async def write_one(self, job: ExecutorInput, t: int, slot: int) -> KernelResult:
         """Kernel ``slot`` of iteration ``t``; a reply without a usable kernel is asked once
@@ -496,6 +506,9 @@ class Optimizer:
         self, t: int, beam: list[Candidate], baseline: Candidate, overall: Candidate
     ) -> tuple[list[Candidate], Candidate]:
         """One iteration from ``beam``: the next beam and the run's best after it."""
+        if self.config.strategy == "autotune":  # the best so far, tuned further: no LLM call
+            top = await tuning.tune(self, t, overall, overall, tuning.AUTOTUNE_PLAN)
+            return [top], top
         sampling = self.config.strategy == "sampling"
         # sampling: the same planner and executor calls as beam search, all from the starting
         # kernel, in B chains of N planner calls (as many at once as beam search makes)

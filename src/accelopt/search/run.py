@@ -18,6 +18,7 @@ from accelopt.hardware.spec import HardwareSpec
 from accelopt.llm.budget import Budget
 from accelopt.llm.client import LLMClient, Usage
 from accelopt.llm.config import AGENTS, Config
+from accelopt.llm.offline import NoLLM
 from accelopt.llm.preflight import check_endpoints
 from accelopt.problems.loader import load_problem
 from accelopt.problems.records import Problem
@@ -75,7 +76,8 @@ def new_run(
         if found is None:
             raise UserError(f"no run {other!r} to replay from: see `accelopt runs list`")
         sources.append(found.id)
-    models = {agent: llm.endpoint(agent).model for agent in AGENTS}
+    # an autotune run asks no model: it needs no endpoint, and records none
+    models = {} if search.strategy == "autotune" else {a: llm.endpoint(a).model for a in AGENTS}
     config: dict[str, Any] = {
         "search": search.model_dump(),
         "models": models,
@@ -255,14 +257,7 @@ def execute_run(store: Store, run: RunRecord, inputs: RunInputs, resume: bool) -
     problem = run_problem(store, run)
     backend = get_backend(run.backend)
     hardware = run_hardware(run, inputs.hardware)
-    if resume:
-        check_models(run, inputs.llm)
-    budget = inputs.budget or run_budget(store, run, fallback=inputs.llm)
-    replay_from = tuple(run.config.get("replay_from", ()))
-    recorder = store.recorder(run.id, replay_from)
-    client = LLMClient(inputs.llm, recorder=recorder, replay=True, budget=budget)
-    if inputs.check_llm:
-        asyncio.run(check_endpoints(list(client.endpoints.values())))
+    client = _client(store, run, search, inputs, resume)
     progress = Progress(run.problem, search.iterations, console=inputs.console)
     store.update_run(run.id, status=RunStatus.RUNNING)
     status = RunStatus.FAILED
@@ -356,6 +351,23 @@ def _rescored(store: Store, run: RunRecord, candidate: Candidate) -> Candidate:
     if evaluation is None or evaluation.hardware == candidate.evaluation.hardware:
         return candidate
     return Candidate(candidate.kernel, evaluation)
+
+
+def _client(
+    store: Store, run: RunRecord, search: SearchConfig, inputs: RunInputs, resume: bool
+) -> LLMClient | NoLLM:
+    """The run's LLM client, its endpoints probed (``check_llm``); none for an autotune run."""
+    if search.strategy == "autotune":
+        return NoLLM()
+    if resume:
+        check_models(run, inputs.llm)
+    budget = inputs.budget or run_budget(store, run, fallback=inputs.llm)
+    replay_from = tuple(run.config.get("replay_from", ()))
+    recorder = store.recorder(run.id, replay_from)
+    client = LLMClient(inputs.llm, recorder=recorder, replay=True, budget=budget)
+    if inputs.check_llm:
+        asyncio.run(check_endpoints(list(client.endpoints.values())))
+    return client
 
 
 async def _run_and_close(

@@ -24,6 +24,7 @@ class KernelOrigin(StrEnum):
     EXECUTOR = "executor"  # written by the executor for a plan (or drafted from the reference)
     FIXER = "fixer"  # a repair of a failed kernel
     AGENT = "agent"  # written by an agent through ``accelopt mcp`` (its runs' strategy)
+    TUNED = "tuned"  # a variant of another kernel's declared tunables (search/tuning.py)
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,9 @@ Version history (``SCHEMA_VERSION``): 1, the first schema; 2, an iteration is on
 experiences carry the (iteration, parent, plan) that learned them, unique per run, and stay
 invisible until their iteration is committed; the lessons each parent was shown (``retrievals``)
 and the one-session re-timings (``retimings``) are kept per iteration, so that a resumed iteration
-is built from exactly what the killed one saw. A later version adds a function to ``MIGRATIONS``
+is built from exactly what the killed one saw; 3, a kernel's origin may be ``tuned`` (a variant of
+another kernel's tunables, ``search/tuning.py``), which an accelopt of version 2 could not read
+(the tables are unchanged). A later version adds a function to ``MIGRATIONS``
 that upgrades the previous one in place; opening a database whose version is newer than this code
 knows raises ``SchemaVersionError`` rather than guessing.
 """
@@ -17,7 +19,7 @@ from pathlib import Path
 
 from accelopt.store.errors import SchemaVersionError, StoreError
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 BUSY_TIMEOUT_MS = 10_000
 
 _SCHEMA_V1 = """
@@ -186,8 +188,12 @@ def _to_v2(conn: sqlite3.Connection) -> None:
     _run_script(conn, _SCHEMA_V2)
 
 
+def _to_v3(conn: sqlite3.Connection) -> None:
+    """Nothing to change: version 3 only tells an older accelopt it cannot read the origins."""
+
+
 # MIGRATIONS[v] upgrades a database at version v - 1 to version v, inside the open transaction.
-MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {2: _to_v2}
+MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {2: _to_v2, 3: _to_v3}
 
 
 def connect(path: Path) -> sqlite3.Connection:

@@ -32,8 +32,14 @@
 #include <string.h>
 
 #define TOTAL ((size_t)(M) * (size_t)(N))
-#define USE_NT (TOTAL * 20 >= (size_t)16 << 20)
-#define PARALLEL (TOTAL >= 4096) /* below that the fork costs more than it saves */
+#ifndef NT_MIN_MIB
+#define NT_MIN_MIB 16 /* tune: 0 16 128 4096 */ /* stream the output from this many MiB touched */
+#endif
+#define USE_NT (TOTAL * 20 >= ((size_t)NT_MIN_MIB << 20))
+#ifndef PAR_MIN
+#define PAR_MIN 4096 /* tune: 1024 4096 65536 */ /* elements: below, the fork costs more than it saves */
+#endif
+#define PARALLEL (TOTAL >= PAR_MIN)
 
 #if defined(__AVX512F__)
 

@@ -37,20 +37,20 @@
 #define MR 8
 #define NR 48
 #ifndef KCMAX
-#define KCMAX 640
+#define KCMAX 640 /* tune: 256 384 512 640 768 1024 */
 #endif
 #ifndef NCB
-#define NCB 192 /* columns of B packed per block (multiple of NR) */
+#define NCB 192 /* tune: 96 192 288 384 */ /* columns of B packed per block (multiple of NR) */
 #endif
 
 #ifndef PFHINT
 #define PFHINT _MM_HINT_T2
 #endif
 #ifndef PFFRAC
-#define PFFRAC 4
+#define PFFRAC 4 /* tune: 2 4 8 */
 #endif
 #ifndef KSTEP
-#define KSTEP 32
+#define KSTEP 32 /* tune: 16 32 64 */ /* a power of two */
 #endif
 #define PQMAX 1024
 #define DIVUP(a, b) (((a) + (b)-1) / (b))
@@ -185,20 +185,20 @@ static inline __attribute__((always_inline)) void ukr(int kc, const float *restr
 #endif
 #define NR (8 * NV)
 #ifndef KCMAX
-#define KCMAX 640
+#define KCMAX 640 /* tune: 256 384 512 640 768 1024 */
 #endif
 #ifndef NCB
-#define NCB 192 /* columns of B packed per block (multiple of NR) */
+#define NCB 192 /* tune: 96 192 288 384 */ /* columns of B packed per block (multiple of NR) */
 #endif
 
 #ifndef PFHINT
 #define PFHINT _MM_HINT_T2
 #endif
 #ifndef PFFRAC
-#define PFFRAC 4
+#define PFFRAC 4 /* tune: 2 4 8 */
 #endif
 #ifndef KSTEP
-#define KSTEP 32
+#define KSTEP 32 /* tune: 16 32 64 */ /* a power of two */
 #endif
 #define PQMAX 1024
 #define DIVUP(a, b) (((a) + (b)-1) / (b))
@@ -321,16 +321,16 @@ typedef float v4 __attribute__((vector_size(16)));
 #endif
 #define NR (4 * NV)
 #ifndef KCMAX
-#define KCMAX 640
+#define KCMAX 640 /* tune: 256 384 512 640 768 1024 */
 #endif
 #ifndef NCB
-#define NCB 192 /* columns of B packed per block (multiple of NR) */
+#define NCB 192 /* tune: 96 192 288 384 */ /* columns of B packed per block (multiple of NR) */
 #endif
 #ifndef PFFRAC
-#define PFFRAC 4
+#define PFFRAC 4 /* tune: 2 4 8 */
 #endif
 #ifndef KSTEP
-#define KSTEP 32
+#define KSTEP 32 /* tune: 16 32 64 */ /* a power of two */
 #endif
 #define PQMAX 1024
 #define DIVUP(a, b) (((a) + (b)-1) / (b))

@@ -35,8 +35,14 @@
 
 #define TOTAL ((size_t)(M) * (size_t)(N))
 /* Stream the output when x and y together exceed the last-level cache share. */
-#define USE_NT (TOTAL * 8 >= (size_t)8 << 20)
-#define PARALLEL (TOTAL >= 4096) /* below that the fork costs more than it saves */
+#ifndef NT_MIN_MIB
+#define NT_MIN_MIB 8 /* tune: 0 8 128 4096 */ /* stream the output from this many MiB touched */
+#endif
+#define USE_NT (TOTAL * 8 >= ((size_t)NT_MIN_MIB << 20))
+#ifndef PAR_MIN
+#define PAR_MIN 4096 /* tune: 1024 4096 65536 */ /* elements: below, the fork costs more than it saves */
+#endif
+#define PARALLEL (TOTAL >= PAR_MIN)
 
 #if defined(__AVX512F__)
 

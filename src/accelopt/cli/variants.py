@@ -1,0 +1,79 @@
+"""The command line's side of tunables: which kernel a run starts from (a file, or a shipped
+``baseline``/``expert``), whether an autotune run has anything to tune, and variant tables."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from rich.table import Table
+
+from accelopt.cli import common
+from accelopt.errors import UserError
+from accelopt.formatting import milliseconds, percent
+from accelopt.problems.loader import load_problem, suite_names
+from accelopt.problems.records import Problem
+from accelopt.search.tuning import declared
+
+SHIPPED = ("baseline", "expert")
+
+
+def start_source(problem: Problem, kernel: Path | None, backend: str) -> str | None:
+    """The source ``--kernel`` names: a file, or (where no such file exists) the problem's
+    shipped ``baseline`` or ``expert``; None without ``--kernel``."""
+    if kernel is None:
+        return None
+    if str(kernel) in SHIPPED and not kernel.exists():
+        path = problem.kernel_path(str(kernel), backend)
+        if not path.is_file():
+            raise UserError(
+                f"{problem.name} ships no {kernel} kernel for the {backend} backend: give a "
+                "kernel file with --kernel FILE"
+            )
+        return path.read_text()
+    return common.read_kernel_file(kernel)
+
+
+def shipped_with_tunables(backend: str) -> list[str]:
+    """The suite's shipped kernels that declare tunables, as ``problem kind``."""
+    found = []
+    for name in suite_names():
+        problem = load_problem(name)
+        for kind in SHIPPED:
+            path = problem.kernel_path(kind, backend)
+            if path.is_file() and declared(path.read_text(), backend):
+                found.append(f"{name} --kernel {kind}")
+    return found
+
+
+def require_tunables(problem: Problem, source: str | None, backend: str) -> None:
+    """An autotune run needs a starting kernel that declares tunables: else one sentence
+    saying which shipped kernels do."""
+    if source is None:
+        path = problem.kernel_path("baseline", backend)
+        source = path.read_text() if path.is_file() else ""
+    if declared(source, backend):
+        return
+    have = shipped_with_tunables(backend)
+    listed = "; ".join(have) if have else "none of the suite's"
+    raise UserError(
+        f"the starting kernel of {problem.name} declares no tunables, so --strategy autotune has "
+        f"nothing to tune (declare some: `#ifndef BM` / `#define BM 64 /* tune: 32 64 128 */` / "
+        f"`#endif`, see the README); shipped kernels that declare some: {listed}"
+    )
+
+
+def variant_table(found: Mapping[str, Any]) -> Table:
+    """One kernel's variants (a ``VariantTable`` as JSON): its own row first, then the fastest
+    first; ``*`` marks the run's best kernel."""
+    title = f"variants of kernel {found['kernel_hash'][:12]} (iteration {found['iteration']})"
+    table = Table(title=title, title_justify="left")
+    for col in ("values", "status", "ms", "% of peak", "best"):
+        table.add_column(col, justify="left" if col in {"values", "status"} else "right")
+    for row in found["rows"]:
+        table.add_row(
+            row["values"], row["status"], milliseconds(row["latency_s"]),
+            percent(row["pct_of_peak"]), "*" if row["kept"] else "",
+        )  # fmt: skip
+    return table

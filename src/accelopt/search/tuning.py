@@ -1,0 +1,213 @@
+"""Tuning a kernel's declared parameters by measuring, with no LLM call (``backends/tunables.py``).
+
+A kernel that PASSED and declares tunables gets up to ``SearchConfig.variants`` variants
+(``tunables.sweep``: the whole product when it fits, else single-parameter moves first, then a
+seeded random draw). Each is admitted to the run like any kernel, as the same plan's child of the
+same parent (origin ``tuned``), and evaluated racing the kernel it varies: one clearly slower
+stops timing early. A variant that does not build, fails its checks or crashes is recorded with
+its status and left out. The fastest few that could be faster (``compare``: not NOT_FASTER) are
+then re-timed beside that kernel in one session on one device, with the search's own rules
+(``Optimizer.retime``: its noise floor, and a gain confirmed against the kernel's twin); the
+fastest variant found faster there is kept, else the kernel itself.
+
+The variants of one kernel are the run's kernels of origin ``tuned`` with the same source once the
+tuned values are taken out (``tunables.base``): ``variant_rows`` makes their table.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from accelopt.agents.planner import Plan
+from accelopt.backends.status import Status
+from accelopt.backends.tunables import (
+    Tunable,
+    TunableError,
+    base,
+    find_tunables,
+    label,
+    language_of,
+    render,
+    sweep,
+    values_of,
+)
+from accelopt.profiling.evaluation import Evaluation
+from accelopt.search.selection import Candidate, Comparison, compare
+from accelopt.store.records import KernelOrigin, KernelRecord
+
+if TYPE_CHECKING:
+    from accelopt.search.loop import Optimizer
+
+AUTOTUNE_PLAN = Plan(title="autotune", steps=())
+RACED_IN_SESSION = 3  # the fastest variants re-timed beside the kernel they vary, at most
+
+
+def declared(source: str, backend: str) -> list[Tunable]:
+    """The tunables of a kernel; none where a declaration cannot be used (told nowhere else:
+    the kernel is then simply not tuned)."""
+    try:
+        return find_tunables(source, language_of(backend))
+    except TunableError:
+        return []
+
+
+def _seed(kernel_hash: str, t: int) -> int:
+    return int(hashlib.sha256(f"{kernel_hash}:{t}".encode()).hexdigest()[:8], 16)
+
+
+def tried_labels(
+    kernels: Sequence[KernelRecord], source: str, backend: str, before: int
+) -> frozenset[str]:
+    """The values already tried on ``source`` (itself or a variant of it) in iterations before
+    ``before``."""
+    language = language_of(backend)
+    tunables = declared(source, backend)
+    mine = base(source, language)
+    return frozenset(
+        label(values_of(k.source, tunables, language))
+        for k in kernels
+        if k.iteration < before and base(k.source, language) == mine
+    )  # fmt: skip
+
+
+async def tune(
+    opt: Optimizer, t: int, cand: Candidate, parent: Candidate | None, plan: Plan
+) -> Candidate:
+    """``cand`` (written for ``plan`` on ``parent``) or its fastest variant, as the module's
+    docstring says; ``cand`` itself where it did not pass or declares nothing."""
+    backend = opt.backend.name
+    tunables = declared(cand.kernel.source, backend)
+    limit = opt.config.variants
+    if not tunables or not cand.evaluation.passed or limit == 0:
+        return cand
+    language = language_of(backend)
+    current = values_of(cand.kernel.source, tunables, language)
+    tried = tried_labels(opt.store.kernels(opt.run.id), cand.kernel.source, backend, t)
+    chosen = sweep(tunables, current, limit, _seed(cand.hash, t), tried)
+    if not chosen:
+        return cand
+    opt.phase("tuning", t)
+    sources = [render(cand.kernel.source, values, language) for values in chosen]
+    variants = await asyncio.gather(
+        *(opt.admit(s, parent, plan, t, KernelOrigin.TUNED, race=cand) for s in sources)
+    )
+    return await _race(opt, t, cand, list(variants))
+
+
+async def _race(opt: Optimizer, t: int, cand: Candidate, variants: list[Candidate]) -> Candidate:
+    out = Comparison.NOT_FASTER
+    hopeful = [
+        v for v in variants if v.hash != cand.hash and compare(v.evaluation, cand.evaluation) != out
+    ]
+    contenders = sorted(hopeful, key=lambda v: v.latency or float("inf"))[:RACED_IN_SESSION]
+    if not contenders:
+        return cand
+    verdicts = await opt.retime(t, cand, contenders)
+    faster = [v for v in contenders if verdicts.get(v.hash) is Comparison.FASTER]
+    return faster[0] if faster else cand
+
+
+MAX_VARIANT_LINES = 12  # the planner is shown this many of a kernel's variants, at most
+
+
+def variant_lines(
+    kernels: Sequence[KernelRecord], evaluations: Mapping[str, Evaluation], kernel: KernelRecord,
+    backend: str, before: int,
+) -> list[str]:  # fmt: skip
+    """What the planner is told of ``kernel``'s variants measured in iterations before
+    ``before`` (so a resumed iteration is shown the same): one line each, fastest first, with
+    the time over ``kernel``'s ("values: 1.08x faster"), or its status."""
+    language = language_of(backend)
+    tunables = declared(kernel.source, backend)
+    if not tunables:
+        return []
+    mine, own = base(kernel.source, language), evaluations.get(kernel.hash)
+    found = [
+        (label(values_of(k.source, tunables, language)), evaluations.get(k.hash))
+        for k in kernels
+        if k.hash != kernel.hash and k.iteration < before and base(k.source, language) == mine
+    ]
+    found.sort(key=lambda f: (f[1] is None or not f[1].latency_s, f[1].latency_s if f[1] else 0))
+    lines = []
+    for values, e in found[:MAX_VARIANT_LINES]:
+        if e is None or e.status is not Status.PASSED or not e.latency_s:
+            lines.append(f"{values}: {e.status.value if e else 'stopped early: slower'}")
+        elif own is not None and own.latency_s:
+            lines.append(f"{values}: {own.latency_s / e.latency_s:.2f}x as fast as this kernel")
+        else:
+            lines.append(f"{values}: {e.latency_s * 1e3:.3f} ms")
+    return lines
+
+
+@dataclass(frozen=True)
+class VariantRow:
+    """One row of a kernel's variant table: the values, and how the variant fared."""
+
+    kernel_hash: str
+    values: str  # ``label``: "BM=32 BN=64"; "(as written)" for the kernel tuned
+    status: str
+    latency_s: float | None
+    pct_of_peak: float | None
+    raced: bool
+    kept: bool  # the run kept it (its best, or a beam member)
+
+
+@dataclass(frozen=True)
+class VariantTable:
+    """The variants of one kernel of a run."""
+
+    kernel_hash: str  # the kernel they vary (as written or as started)
+    iteration: int
+    rows: tuple[VariantRow, ...]
+
+
+def variant_tables(
+    kernels: Sequence[KernelRecord],
+    evaluations: Mapping[str, Evaluation],
+    raced: frozenset[str],
+    kept: frozenset[str],
+    backend: str,
+) -> list[VariantTable]:
+    """Every tuned kernel's variant table, in the order the kernels were recorded: its own row
+    first, then the variants fastest first (those that failed last)."""
+    language = language_of(backend)
+    groups: dict[str, list[KernelRecord]] = {}
+    for k in kernels:
+        if k.origin == KernelOrigin.TUNED:
+            groups.setdefault(base(k.source, language), []).append(k)
+    tables = []
+    for k in kernels:
+        if k.origin == KernelOrigin.TUNED:
+            continue
+        variants = groups.pop(base(k.source, language), None)
+        if not variants:
+            continue
+        tunables = declared(k.source, backend)
+        rows = [_row(v, tunables, language, evaluations, raced, kept) for v in variants]
+        rows.sort(key=lambda r: (r.latency_s is None, r.latency_s or 0.0))
+        own = _row(k, tunables, language, evaluations, raced, kept, "(as written)")
+        tables.append(VariantTable(k.hash, k.iteration, (own, *rows)))
+    return tables
+
+
+def _row(
+    k: KernelRecord, tunables: Sequence[Tunable], language: str,
+    evaluations: Mapping[str, Evaluation], raced: frozenset[str], kept: frozenset[str],
+    values: str = "",
+) -> VariantRow:  # fmt: skip
+    """A raced variant (its timing stopped early: clearly slower than the kernel it varies) has
+    no final figure."""
+    e = evaluations.get(k.hash)
+    shown = values or label(values_of(k.source, tunables, language))
+    if e is None:
+        status = "raced: slower" if k.hash in raced else "not evaluated"
+        return VariantRow(k.hash, shown, status, None, None, k.hash in raced, k.hash in kept)
+    latency = e.latency_s if e.status is Status.PASSED else None
+    return VariantRow(
+        k.hash, shown, e.status.value, latency, e.pct_of_peak if latency else None, False,
+        k.hash in kept,
+    )  # fmt: skip
