@@ -22,6 +22,7 @@ from accelopt.hardware.spec import HardwareSpec
 from accelopt.problems.loader import load_problem
 from accelopt.problems.records import Problem
 from accelopt.profiling.evaluation import Evaluation
+from accelopt.reports.costs import ResultCost, result_cost
 from accelopt.reports.run_report import lineage
 from accelopt.search.tuning import VariantTable
 from accelopt.search.tuning import variant_tables as tuned_tables
@@ -118,6 +119,21 @@ def variant_tables(store: Store, run: RunRecord) -> list[VariantTable]:
     return tuned_tables(found, store.run_evaluations(run.id), raced, best, run.backend)
 
 
+def _result_cost(store: Store, run: RunRecord, evaluations: dict[str, Evaluation]) -> ResultCost:
+    base, best = evaluations.get(run.baseline_hash), evaluations.get(run.best_hash)
+    return result_cost(
+        store.usage_by_agent(run.id), base.pct_of_peak if base else None,
+        best.pct_of_peak if best else None, store.iterations(run.id), store.kernels(run.id),
+    )  # fmt: skip
+
+
+def _cut_off(store: Store, run: RunRecord) -> dict[str, Any]:
+    """Paid calls a kill cut off before they were recorded: how many, and the most they cost
+    (counted as spent: ``Store.hold_call``)."""
+    spent = store.spent([run.id])
+    return {"calls": spent.held_calls, "usd": spent.held_usd}
+
+
 def run_show_json(store: Store, run: RunRecord) -> dict[str, Any]:
     """What `runs show --json` prints (and the HTTP API's /v1/runs/ID gives)."""
     kernels = {k.hash: k for k in store.kernels(run.id)}
@@ -132,6 +148,8 @@ def run_show_json(store: Store, run: RunRecord) -> dict[str, Any]:
         "lineage": [asdict(s) for s in lineage(kernels, evaluations, run.best_hash, base)],
         "usage": store.usage(run.id),
         "variants": [asdict(t) for t in variant_tables(store, run)],
+        "cost": asdict(_result_cost(store, run, evaluations)),
+        "cut_off": _cut_off(store, run),
     }
     found = generalization(store, run)
     if found.workloads.several:

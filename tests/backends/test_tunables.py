@@ -121,3 +121,14 @@ def test_the_shipped_matmul_expert_declares_its_blocking():
     source = load_problem("matmul").kernel_path("expert").read_text()
     names = {t.name for t in find_tunables(source)}
     assert {"KCMAX", "NCB", "KSTEP"} <= names
+
+
+def test_a_triton_variant_is_a_kernel_the_triton_backend_accepts():
+    from accelopt.backends.base import get_backend
+
+    source = load_problem("silu").kernel_path("baseline", "triton").read_text()
+    (block,) = find_tunables(source, "python")
+    assert block.name == "BLOCK_SIZE" and "256" in block.values
+    variant = render(source, {"BLOCK_SIZE": "256"}, "python")
+    assert "BLOCK_SIZE = 256  # tune:" in variant
+    assert get_backend("triton").check(variant) is None  # its static checks pass

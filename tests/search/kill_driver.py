@@ -1,7 +1,10 @@
 """One session of a run for test_kill_resume.py: starts (or resumes) a matmul run and writes each
 phase the loop enters to a log, so that the test can SIGKILL it in a chosen phase.
 
-    python kill_driver.py WORKSPACE CONFIG HARDWARE_JSON PHASE_LOG [--resume RUN]
+    python kill_driver.py WORKSPACE CONFIG HARDWARE_JSON PHASE_LOG [--resume RUN] [--search JSON]
+
+``--search``: the SearchConfig fields of a new run, as JSON (default: ``SEARCH``);
+``--fake``: evaluations from ``fake_runner.py`` (no kernel is compiled or run).
 
 Every child is made "unsure" against its parent by the evaluations alone (``compare`` patched, and
 ``slower``: no child is slower by them either), so that every iteration settles its children in a
@@ -11,18 +14,21 @@ one-session re-timing; the session's verdict, on real measurements, decides.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 
 from agents_pool import variant
+from fake_runner import fake_profiler
 
 from accelopt.hardware.spec import HardwareSpec
 from accelopt.llm.config import load_config
 from accelopt.profiling.config import EvalConfig
 from accelopt.profiling.evaluation import Evaluation
 from accelopt.search import loop
+from accelopt.search import run as run_module
 from accelopt.search.config import SearchConfig
 from accelopt.search.run import RunInputs, execute_run, new_run
 from accelopt.search.selection import Comparison
@@ -42,7 +48,12 @@ def main() -> None:
     for name in ("workspace", "config", "hardware", "phases"):
         parser.add_argument(name, type=Path)
     parser.add_argument("--resume")
+    parser.add_argument("--search", type=json.loads, default=None)
+    parser.add_argument("--fake", action="store_true")
     args = parser.parse_args()
+    if args.fake:
+        run_module.make_profiler = fake_profiler  # type: ignore[assignment]
+    search = SearchConfig(**args.search) if args.search else SEARCH
     loop.compare = always_unsure  # type: ignore[assignment]
     loop.slower = lambda child, parent: False  # type: ignore[assignment]
     hardware = HardwareSpec.model_validate_json(args.hardware.read_text())
@@ -54,7 +65,7 @@ def main() -> None:
 
         run = store.get_run(args.resume) if args.resume else None
         if run is None:
-            run = new_run(store, "matmul", "small", "cpu", hardware, SEARCH, llm, variant("slow"))
+            run = new_run(store, "matmul", "small", "cpu", hardware, search, llm, variant("slow"))
         log.write(f"run {run.id}\n")
         inputs = RunInputs(llm, hardware, EVAL, check_llm=False, on_phase=on_phase)
         execute_run(store, run, inputs, resume=args.resume is not None)

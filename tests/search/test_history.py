@@ -68,3 +68,28 @@ def test_only_earlier_iterations_count():
     assert [t.title for t in plans_tried(KERNELS, EVALS, "c1", before=2)] == ["tile", "unroll"]
     assert plans_tried(KERNELS, EVALS, "base", before=1) == []
     assert [t.on for t in plans_tried(KERNELS, EVALS, "base", before=2)] == ["this kernel"] * 2
+
+
+def test_a_plan_tried_again_is_told_again_even_when_it_wrote_the_same_kernel():
+    """The store keeps one record per kernel, at its first write; every write is told, so a
+    planner asked again after the same plan failed twice sees both (its prompt is not the
+    previous iteration's, byte for byte)."""
+    writes = [kernel("base", iteration=0), kernel("b1", "base", "unroll", 1),
+              kernel("b1", "base", "unroll", 2)]  # fmt: skip
+    tried = plans_tried(writes, EVALS, "base", before=3)
+    assert [(t.title, t.iteration, t.outcome) for t in tried] == [
+        ("unroll", 1, "failed: COMPILE_ERROR"), ("unroll", 2, "failed: COMPILE_ERROR"),
+    ]  # fmt: skip
+
+
+def test_the_store_keeps_every_write_of_a_kernel(tmp_path):
+    from accelopt.store.records import RunRecord
+    from accelopt.store.store import Store
+
+    with Store.open(tmp_path) as store:
+        store.create_run(RunRecord("r", "matmul", "small", "cpu", "hw", "beam", {}))
+        again = kernel("b1", "base", "unroll", 2)
+        for k in (kernel("base", iteration=0), kernel("b1", "base", "unroll", 1), again, again):
+            store.add_kernel("r", k)
+        assert [k.iteration for k in store.kernels("r")] == [0, 1]
+        assert [k.iteration for k in store.kernels("r", every_write=True)] == [0, 1, 2]

@@ -9,55 +9,18 @@ uninterrupted run and a killed-and-resumed one ask the same questions and get th
 
 from __future__ import annotations
 
-import os
-import re
 import signal
-import subprocess
-import sys
-import time
 from collections import Counter
-from pathlib import Path
 
 import pytest
-from agents_pool import VARIANTS, variant
+from kill_support import agents, run_id, session, write_config
 
-from accelopt.llm.scripted import RecordedRequest, Reply, ScriptedServer
+from accelopt.llm.scripted import ScriptedServer
 from accelopt.store.store import Store
 
 pytestmark = [pytest.mark.timeout(600), pytest.mark.slow]
 
-DRIVER = Path(__file__).parent / "kill_driver.py"
-# the plan asked for, by the variant the planner is shown: from the slow start a compile error,
-# which the fixer repairs into a much faster kernel; from that one a much slower one. Every
-# verdict is far beyond the noise, so that two runs decide alike.
-NEXT = {"slow": "broken", "fixed": "slower"}
 BUDGET_USD = 1.0
-DELAY_S = 0.15  # every reply takes this long: a kill lands while calls are in flight
-
-
-def shown_variant(prompt: str) -> str:
-    """Which variant's source is the "current kernel" of a planner prompt."""
-    current = prompt.split("# Current kernel", 1)[1]
-    for path in sorted(VARIANTS.glob("matmul_*.c")):
-        first = path.read_text().splitlines()[0]
-        if first in current.split("# Its profile")[0]:
-            return path.stem.removeprefix("matmul_")
-    raise AssertionError("the planner was shown no known variant")
-
-
-def agents(request: RecordedRequest) -> Reply:
-    prompt = request.messages[-1]["content"]
-    if request.model == "planner":
-        name = NEXT.get(shown_variant(prompt), "good")
-        plan = f"TITLE: variant {name}\nSTEPS:\n1. Rewrite as variant {name}.\n"
-        return Reply(plan, delay_s=DELAY_S)
-    if request.model == "executor":
-        name = re.search(r"Plan to carry out: variant (\w+)", prompt).group(1)  # type: ignore[union-attr]
-        return Reply(f"```c\n{variant(name)}```\n", delay_s=DELAY_S)
-    if request.model == "fixer":
-        return Reply(f"```c\n{variant('fixed')}```\n", delay_s=DELAY_S)
-    speedup = re.search(r"measured ([\d.]+)x", prompt).group(1)  # type: ignore[union-attr]
-    return Reply(f"TITLE: loop order {speedup}\nLESSON: i-k-j streams rows.\n", delay_s=DELAY_S)
 
 
 @pytest.fixture(scope="module")
@@ -69,45 +32,11 @@ def server():
 @pytest.fixture(scope="module")
 def setup(tmp_path_factory, server, hw):
     root = tmp_path_factory.mktemp("kill")
-    config = root / "accelopt.yaml"
-    models = "".join(
-        f"  {a}: {{model: {a}}}\n" for a in ("planner", "executor", "fixer", "summarizer")
-    )
-    config.write_text(
-        f"budget: {{max_usd: {BUDGET_USD}}}\nllm:\n"
-        f"  default: {{base_url: '{server.base_url}', model: m, max_retries: 0,"
-        " price_in: 1.0, price_out: 2.0}\n" + models
-    )
+    config = write_config(root / "accelopt.yaml", server.base_url, BUDGET_USD)
     hardware = root / "hardware.json"
     hardware.write_text(hw.model_dump_json())
     cache = root / "cache"  # shared: compiled kernels and references made once
     return root, config, hardware, cache
-
-
-def session(setup, workspace: Path, phases: Path, resume: str | None = None, kill_at: str = ""):
-    """One driver process; with ``kill_at`` ("learning 1"), SIGKILLed when it enters that phase.
-    Returns its exit status."""
-    _root, config, hardware, cache = setup
-    env = {**os.environ, "ACCELOPT_CACHE_DIR": str(cache)}
-    argv = [sys.executable, str(DRIVER), str(workspace), str(config), str(hardware), str(phases)]
-    argv += ["--resume", resume] if resume else []
-    proc = subprocess.Popen(argv, env=env, start_new_session=True)
-    try:
-        while kill_at and proc.poll() is None:
-            if phases.exists() and kill_at in phases.read_text().splitlines():
-                os.killpg(proc.pid, signal.SIGKILL)
-                break
-            time.sleep(0.01)
-        return proc.wait(timeout=300)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-
-
-def run_id(phases: Path) -> str:
-    return next(
-        line.split()[1] for line in phases.read_text().splitlines() if line.startswith("run ")
-    )
 
 
 def calls_by_session(store: Store, run: str, boundary: int) -> tuple[list, list]:

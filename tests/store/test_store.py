@@ -445,3 +445,19 @@ def test_run_evaluations_of_a_run_tuned_on_several_workloads(
     assert got["k1"].status is Status.INCORRECT and got["k1"].error.startswith("on workload cpu")
     tiny = store.run_evaluations("run-0001", workload="tiny")
     assert list(tiny) == ["k0"] and tiny["k0"].latency_s == 5e-4
+
+
+def test_a_version_2_store_keeps_its_kernels_as_their_first_writes(tmp_path, make_run, make_kernel):
+    path = tmp_path / "ws"
+    with Store.open(path) as store:
+        store.create_run(make_run())
+        store.add_kernel("run-0001", make_kernel("k0"))
+        db = store.path
+    raw = sqlite3.connect(db)  # what version 2 had: neither table
+    raw.executescript(
+        "DROP TABLE run_kernel_writes; DROP TABLE llm_holds; UPDATE schema_version SET version = 2;"
+    )
+    raw.close()
+    with Store.open(path) as store:
+        assert [k.hash for k in store.kernels("run-0001", every_write=True)] == ["k0"]
+        assert store.spent(["run-0001"]).held_calls == 0

@@ -98,16 +98,23 @@ def compare_command(
 def compare_table(comparisons: list[RunComparison]) -> Table:
     table = Table(title="runs compared", title_justify="left")
     for col in ("run", "problem", "strategy", "models", "iterations", "baseline %", "best %",
-                "$", "tokens"):  # fmt: skip
-        table.add_column(col, justify="right" if col in _NUMERIC else "left")
+                "$", "tokens", "$ / point", "calls / kept", "free variants"):  # fmt: skip
+        table.add_column(col, justify="right" if col in _NUMERIC else "left",
+                         no_wrap=col == "run")  # fmt: skip
     for c in comparisons:
         unknown = f" (+{c.unknown_cost_calls} unpriced)" if c.unknown_cost_calls else ""
         table.add_row(
             c.run, c.problem, c.strategy, models_text(c.models), str(c.iterations),
             percent(c.baseline_pct), percent(c.best_pct), usd_plain(c.cost_usd) + unknown,
-            f"{c.tokens:,}",
+            f"{c.tokens:,}", _or_dash(c.cost.usd_per_point, "{:.4f}"),
+            _or_dash(c.cost.calls_per_improvement, "{:.1f}"), str(c.cost.variants),
         )  # fmt: skip
     return table
 
 
-_NUMERIC = {"iterations", "baseline %", "best %", "$", "tokens"}
+_NUMERIC = {"iterations", "baseline %", "best %", "$", "tokens", "$ / point", "calls / kept",
+            "free variants"}  # fmt: skip
+
+
+def _or_dash(value: float | None, form: str) -> str:
+    return "—" if value is None else form.format(value)

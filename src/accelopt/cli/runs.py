@@ -18,6 +18,7 @@ from accelopt.cli.output import (
 from accelopt.cli.variants import variant_table
 from accelopt.errors import UserError
 from accelopt.formatting import milliseconds, percent, speedup_x, usd_plain
+from accelopt.reports.costs import ResultCost
 from accelopt.search.workloads import generalization
 from accelopt.views import run_row, run_show_json
 
@@ -103,3 +104,11 @@ def _print_show(p: dict[str, Any]) -> None:
     console.print(table)
     for tuned in p.get("variants", []):
         console.print(variant_table(tuned))
+    if "cost" in p:
+        console.print(f"cost: {ResultCost(**p['cost']).text}", highlight=False)
+    cut = p.get("cut_off", {})
+    if cut.get("calls"):
+        console.print(
+            f"{cut['calls']} paid calls were cut off by a kill before they were recorded: "
+            f"counted as spent, at most ${cut['usd']:.4f}", highlight=False,
+        )  # fmt: skip

@@ -19,14 +19,14 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import openai
 
 from accelopt.llm.budget import Budget
 from accelopt.llm.config import AGENTS, Config, Endpoint
 from accelopt.llm.pricing import price_for
-from accelopt.llm.recorder import MemoryRecorder, Recorder
+from accelopt.llm.recorder import HoldingRecorder, MemoryRecorder, Recorder
 from accelopt.llm.records import LLMCall, Message, replay_key
 from accelopt.llm.retry import (
     MalformedReplyError,
@@ -198,28 +198,41 @@ class LLMClient:
         endpoint = self.endpoints[agent]
         base = call_fields(agent, endpoint, messages, sample_index)
         recorded = self.recorder.find(base["key"]) if self.replay else None
+        hold = ""
         if recorded is not None:  # already paid for: no request, no charge
             call = recorded.model_copy(update={**base, "replayed": True, "cost_usd": 0.0})
         else:
-            call = await self._paid(endpoint, messages, base)
-        self._account(call)
+            call, hold = await self._paid(endpoint, messages, base)
+        self._account(call, hold)
         return call
 
-    async def _paid(self, endpoint: Endpoint, messages: list[Message], base: dict) -> LLMCall:
-        """A request under the budget: an estimate is reserved while it runs."""
-        if self.budget is None:
-            return await self._call(endpoint, messages, base)
+    async def _paid(
+        self, endpoint: Endpoint, messages: list[Message], base: dict
+    ) -> tuple[LLMCall, str]:
+        """A request under the budget: an estimate is reserved while it runs, and held in the
+        recorder (where it holds: the store) from before it is sent until it is recorded; the
+        call and its hold."""
         usd, tokens = estimate(endpoint, messages)
-        refusal = self.budget.reserve(usd, tokens)
-        if refusal:
-            return LLMCall(**base, error=refusal)
+        if self.budget is not None:
+            refusal = self.budget.reserve(usd, tokens)
+            if refusal:
+                return LLMCall(**base, error=refusal, cost_usd=0.0), ""  # never sent
         try:
-            return await self._call(endpoint, messages, base)
+            hold = self._hold(base["key"], usd, tokens)
+            return await self._call(endpoint, messages, base), hold
         finally:
-            self.budget.release(usd, tokens)
+            if self.budget is not None:
+                self.budget.release(usd, tokens)
 
-    def _account(self, call: LLMCall) -> None:
-        self.recorder.record(call)
+    def _hold(self, key: str, usd: float, tokens: int) -> str:
+        hold = getattr(self.recorder, "hold", None)
+        return str(hold(key, usd, tokens)) if hold is not None else ""
+
+    def _account(self, call: LLMCall, hold: str = "") -> None:
+        if hold:
+            cast(HoldingRecorder, self.recorder).record(call, hold)
+        else:
+            self.recorder.record(call)
         self.usage.setdefault(call.agent, Usage()).add(call)
         if self.budget is not None and not call.replayed:
             self.budget.charge(call.cost_usd, call.tokens_in + call.tokens_out)

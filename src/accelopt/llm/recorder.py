@@ -23,6 +23,15 @@ class Recorder(Protocol):
         ...
 
 
+class HoldingRecorder(Recorder, Protocol):
+    """A recorder that also holds a paid call from before its request is sent until it is
+    recorded (the store's): a call a kill cut off still counts against the budget."""
+
+    def hold(self, key: str, usd: float, tokens: int) -> str: ...
+
+    def record(self, call: LLMCall, hold: str = "") -> None: ...
+
+
 class MemoryRecorder:
     """Keeps calls in memory (tests, one-off commands)."""
 

@@ -16,6 +16,7 @@ from accelopt.llm.client import Usage
 from accelopt.llm.records import LLMCall
 from accelopt.profiling.evaluation import Evaluation
 from accelopt.reports import plots
+from accelopt.reports.costs import ResultCost, result_cost
 from accelopt.reports.html import render, svg, write_page
 from accelopt.search import samples
 from accelopt.store.records import (
@@ -53,6 +54,7 @@ class RunComparison:
     unknown_cost_calls: int
     tokens: int
     curve: tuple[CurvePoint, ...]
+    cost: ResultCost  # $ per point gained, LLM calls per kept improvement, free variants
 
     @property
     def label(self) -> str:
@@ -128,7 +130,12 @@ def compare_run(
         unknown_cost_calls=sum(u.unknown_cost for u in usage.values()),
         tokens=sum(u.tokens_in + u.tokens_out for u in usage.values()),
         curve=tuple(curve(iterations, calls)),
+        cost=result_cost(usage, _pct(base_eval), best_pct, iterations, kernels),
     )
+
+
+def _pct(evaluation: Evaluation | None) -> float | None:
+    return evaluation.pct_of_peak if evaluation is not None else None
 
 
 def load_comparison(store: Store, run: RunRecord) -> RunComparison:
@@ -143,7 +150,7 @@ def load_comparison(store: Store, run: RunRecord) -> RunComparison:
 
 
 def comparison_json(c: RunComparison) -> dict[str, Any]:
-    return asdict(c) | {"curve": [asdict(p) for p in c.curve]}
+    return asdict(c) | {"curve": [asdict(p) for p in c.curve], "cost": asdict(c.cost)}
 
 
 def _curves(comparisons: Sequence[RunComparison], x: str) -> list[plots.Curve]:

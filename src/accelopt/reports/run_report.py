@@ -18,6 +18,7 @@ from accelopt.llm.client import Usage
 from accelopt.memory.records import Experience
 from accelopt.profiling.evaluation import Evaluation
 from accelopt.reports import plots
+from accelopt.reports.costs import ResultCost, result_cost
 from accelopt.reports.hardware import Ceiling, ceilings
 from accelopt.reports.html import DiffLine, render, svg, unified_diff, write_page
 from accelopt.search.tuning import VariantTable, variant_tables
@@ -132,6 +133,7 @@ class RunReport:
     usage: tuple[AgentUsage, ...]
     cost: CostSummary
     generalization: Generalization | None = None
+    result_cost: ResultCost | None = None  # LLM calls per kept improvement, free variants
     variants: tuple[VariantTable, ...] = ()  # each tuned kernel's variants (search/tuning.py)
 
 
@@ -166,7 +168,16 @@ def run_report(data: RunData, hardware: HardwareSpec | None) -> RunReport:
         cost=cost_summary(data.usage, baseline, best),
         generalization=data.generalization,
         variants=tuple(_variants(data)),
+        result_cost=_result_cost(data, baseline, best),
     )
+
+
+def _result_cost(
+    data: RunData, baseline: KernelFigures | None, best: KernelFigures | None
+) -> ResultCost:
+    base_pct = baseline.pct if baseline else None
+    best_pct = best.pct if best else None
+    return result_cost(data.usage, base_pct, best_pct, data.iterations, data.kernels)
 
 
 def _variants(data: RunData) -> list[VariantTable]:

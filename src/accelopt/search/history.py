@@ -55,8 +55,12 @@ def plans_tried(
     before: int,
 ) -> list[TriedPlan]:
     """The plans tried on ``start``'s lineage in iterations before ``before``, oldest first
-    (the most recent MAX_TRIED)."""
-    by_hash = {k.hash: k for k in kernels}
+    (the most recent MAX_TRIED). ``kernels``: a record for every time a kernel was written
+    (``Store.kernels(every_write=True)``), so that a plan tried again is reported again even
+    when it wrote the same kernel; the lineage follows each kernel's first record."""
+    by_hash: dict[str, KernelRecord] = {}
+    for k in kernels:
+        by_hash.setdefault(k.hash, k)
     chain = lineage(by_hash, start)
     groups: dict[tuple[int, int, str], list[Evaluation | None]] = {}
     for k in kernels:

@@ -514,7 +514,7 @@ class Optimizer:
         # kernel, in B chains of N planner calls (as many at once as beam search makes)
         parents = [baseline] * self.config.beam if sampling else beam
         self.waste = Counter()
-        kernels = [k for k in self.store.kernels(self.run.id) if k.iteration < t]
+        kernels = [k for k in self.store.kernels(self.run.id, every_write=True) if k.iteration < t]
         evaluations = self.store.run_evaluations(self.run.id)
         jobs = []
         n = self.config.plans

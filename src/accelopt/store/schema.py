@@ -5,10 +5,14 @@ experiences carry the (iteration, parent, plan) that learned them, unique per ru
 invisible until their iteration is committed; the lessons each parent was shown (``retrievals``)
 and the one-session re-timings (``retimings``) are kept per iteration, so that a resumed iteration
 is built from exactly what the killed one saw; 3, a kernel's origin may be ``tuned`` (a variant of
-another kernel's tunables, ``search/tuning.py``), which an accelopt of version 2 could not read
-(the tables are unchanged). A later version adds a function to ``MIGRATIONS``
-that upgrades the previous one in place; opening a database whose version is newer than this code
-knows raises ``SchemaVersionError`` rather than guessing.
+another kernel's tunables, ``search/tuning.py``), which an accelopt of version 2 could not read,
+and every paid call is *held* (``llm_holds``: its reservation) from before its request is sent
+until its record is written, so that a call a kill cut off counts against the budget, and every
+time a run's kernel is written is kept (``run_kernel_writes``: a plan tried again that wrote the
+same kernel is one the planner is told of). A later
+version adds a function to ``MIGRATIONS`` that upgrades the previous one in place; opening a
+database whose version is newer than this code knows raises ``SchemaVersionError`` rather than
+guessing.
 """
 
 from __future__ import annotations
@@ -188,8 +192,41 @@ def _to_v2(conn: sqlite3.Connection) -> None:
     _run_script(conn, _SCHEMA_V2)
 
 
+_SCHEMA_V3 = """
+CREATE TABLE llm_holds (          -- a paid call on its way: deleted with the call's record
+    hold       TEXT PRIMARY KEY,
+    run_id     TEXT NOT NULL REFERENCES runs(id),
+    key        TEXT NOT NULL,
+    usd        REAL NOT NULL,     -- the most it may cost (the budget's reservation)
+    tokens     INTEGER NOT NULL,
+    started_at TEXT NOT NULL
+);
+CREATE INDEX llm_holds_run ON llm_holds (run_id);
+
+CREATE TABLE run_kernel_writes (  -- every time a kernel was written (run_kernels: the first)
+    seq         INTEGER PRIMARY KEY AUTOINCREMENT,
+    run_id      TEXT NOT NULL REFERENCES runs (id),
+    hash        TEXT NOT NULL REFERENCES kernel_sources (hash),
+    iteration   INTEGER NOT NULL,
+    origin      TEXT NOT NULL,
+    parent_hash TEXT NOT NULL DEFAULT '',
+    plan_title  TEXT NOT NULL DEFAULT '',
+    plan_steps  TEXT NOT NULL DEFAULT '[]',
+    UNIQUE (run_id, hash, iteration, parent_hash, plan_title)
+);
+"""
+_WRITES_FROM_KERNELS = """
+INSERT INTO run_kernel_writes (run_id, hash, iteration, origin, parent_hash, plan_title, plan_steps)
+    SELECT run_id, hash, iteration, origin, parent_hash, plan_title, plan_steps
+    FROM run_kernels ORDER BY seq;
+"""
+
+
 def _to_v3(conn: sqlite3.Connection) -> None:
-    """Nothing to change: version 3 only tells an older accelopt it cannot read the origins."""
+    _run_script(conn, _SCHEMA_V3)
+    known = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'run_kernels'"
+    if conn.execute(known).fetchone() is not None:  # the first writes are the kernels' records
+        _run_script(conn, _WRITES_FROM_KERNELS)
 
 
 # MIGRATIONS[v] upgrades a database at version v - 1 to version v, inside the open transaction.
@@ -227,6 +264,7 @@ def _ensure_schema(conn: sqlite3.Connection, path: Path) -> None:
         if version is None:
             _run_script(conn, _SCHEMA_V1)
             _run_script(conn, _SCHEMA_V2)
+            _run_script(conn, _SCHEMA_V3)
             conn.execute("INSERT INTO schema_version (version) VALUES (?)", (SCHEMA_VERSION,))
         elif version > SCHEMA_VERSION:
             raise SchemaVersionError(

@@ -24,6 +24,7 @@ import datetime
 import json
 import sqlite3
 import threading
+import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -227,27 +228,29 @@ class Store:
                 "INSERT OR IGNORE INTO kernel_sources (hash, backend, source) VALUES (?, ?, ?)",
                 (kernel.hash, kernel.backend, kernel.source),
             )
+            row = (
+                run_id, kernel.hash, kernel.iteration, kernel.origin, kernel.parent_hash,
+                kernel.plan_title, json.dumps(list(kernel.plan_steps)),
+            )  # fmt: skip
+            columns = "run_id, hash, iteration, origin, parent_hash, plan_title, plan_steps"
+            conn.execute(
+                f"INSERT OR IGNORE INTO run_kernel_writes ({columns}) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                row,
+            )
             cur = conn.execute(
-                "INSERT OR IGNORE INTO run_kernels (run_id, hash, iteration, origin, parent_hash,"
-                " plan_title, plan_steps) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (
-                    run_id,
-                    kernel.hash,
-                    kernel.iteration,
-                    kernel.origin,
-                    kernel.parent_hash,
-                    kernel.plan_title,
-                    json.dumps(list(kernel.plan_steps)),
-                ),
+                f"INSERT OR IGNORE INTO run_kernels ({columns}) VALUES (?, ?, ?, ?, ?, ?, ?)", row
             )
             return cur.rowcount == 1
 
-    def kernels(self, run_id: str) -> list[KernelRecord]:
-        """The run's kernels in the order they were added."""
+    def kernels(self, run_id: str, every_write: bool = False) -> list[KernelRecord]:
+        """The run's kernels in the order they were added, each as first written; with
+        ``every_write``, a record for every time one was written (a later iteration, another
+        parent or plan that wrote the same source)."""
+        table = "run_kernel_writes" if every_write else "run_kernels"
         with self._read() as conn:
             rows = conn.execute(
                 "SELECT k.hash, s.source, s.backend, k.iteration, k.origin, k.parent_hash,"
-                " k.plan_title, k.plan_steps FROM run_kernels k"
+                f" k.plan_title, k.plan_steps FROM {table} k"
                 " JOIN kernel_sources s ON s.hash = k.hash WHERE k.run_id = ? ORDER BY k.seq",
                 (run_id,),
             ).fetchall()
@@ -421,10 +424,27 @@ class Store:
                 self._require_run(conn, run)
         return StoreRecorder(self, run_id, tuple(replay_from))
 
-    def record_call(self, run_id: str, call: LLMCall) -> None:
-        """Append ``call`` to the run's calls (every call is kept, even with a repeated id)."""
+    def hold_call(self, run_id: str, key: str, usd: float, tokens: int) -> str:
+        """Hold what a paid call may cost before its request is sent; its id. ``record_call``
+        with that id drops the hold with the record: a hold left behind is a call a kill cut
+        off, which the server may have answered and charged (``spent`` counts it)."""
+        hold = uuid.uuid4().hex
         with self._write() as conn:
             self._require_run(conn, run_id)
+            conn.execute(
+                "INSERT INTO llm_holds (hold, run_id, key, usd, tokens, started_at)"
+                " VALUES (?, ?, ?, ?, ?, ?)",
+                (hold, run_id, key, usd, tokens, now_iso()),
+            )
+        return hold
+
+    def record_call(self, run_id: str, call: LLMCall, hold: str = "") -> None:
+        """Append ``call`` to the run's calls (every call is kept, even with a repeated id), and
+        drop its ``hold`` in the same transaction."""
+        with self._write() as conn:
+            self._require_run(conn, run_id)
+            if hold:
+                conn.execute("DELETE FROM llm_holds WHERE hold = ?", (hold,))
             conn.execute(
                 "INSERT INTO llm_calls (run_id, id, key, agent, model, ok, replayed, tokens_in,"
                 " tokens_out, cost_usd, started_at, data)"
@@ -460,7 +480,9 @@ class Store:
 
     def spent(self, run_ids: Sequence[str]) -> Spent:
         """What the runs' calls cost, over every session of each: dollars of the priced calls,
-        tokens, and how many calls had no price. Replayed calls cost nothing."""
+        tokens, and how many calls had no price; replayed calls cost nothing. Calls held and
+        never recorded (``hold_call``: cut off by a kill, or on their way now) count at what
+        they may have cost."""
         if not run_ids:
             return Spent(0.0, 0, 0)
         marks = ", ".join("?" for _ in run_ids)
@@ -471,7 +493,15 @@ class Store:
                 f" WHERE replayed = 0 AND run_id IN ({marks})",
                 tuple(run_ids),
             ).fetchone()
-        return Spent(float(row["usd"]), int(row["tokens"]), int(row["unknown"]))
+            held = conn.execute(
+                "SELECT total(usd) AS usd, total(tokens) AS tokens, count(*) AS calls"
+                f" FROM llm_holds WHERE run_id IN ({marks})",
+                tuple(run_ids),
+            ).fetchone()
+        return Spent(
+            float(row["usd"]) + float(held["usd"]), int(row["tokens"]) + int(held["tokens"]),
+            int(row["unknown"]), int(held["calls"]), float(held["usd"]),
+        )  # fmt: skip
 
     def llm_calls(self, run_id: str) -> list[LLMCall]:
         """The run's calls in the order they were recorded."""
@@ -750,8 +780,11 @@ class StoreRecorder:
         self.run_id = run_id
         self.replay_from = replay_from
 
-    def record(self, call: LLMCall) -> None:
-        self.store.record_call(self.run_id, call)
+    def hold(self, key: str, usd: float, tokens: int) -> str:
+        return self.store.hold_call(self.run_id, key, usd, tokens)
+
+    def record(self, call: LLMCall, hold: str = "") -> None:
+        self.store.record_call(self.run_id, call, hold)
 
     def find(self, key: str) -> LLMCall | None:
         return self.store.find_call(key, (self.run_id, *self.replay_from))
@@ -764,6 +797,8 @@ class Spent:
     usd: float
     tokens: int
     unknown_cost_calls: int
+    held_calls: int = 0  # of which, calls held and never recorded (a kill cut them off) ...
+    held_usd: float = 0.0  # ... at what they may have cost (counted in ``usd``)
 
 
 def usage_json(usage: Usage) -> dict[str, float | int]:

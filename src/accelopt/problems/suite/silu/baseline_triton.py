@@ -4,6 +4,8 @@ import torch
 import triton
 import triton.language as tl
 
+BLOCK_SIZE = 1024  # tune: 256 512 1024 2048 4096
+
 
 @triton.jit
 def _silu(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
@@ -15,5 +17,4 @@ def _silu(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
 
 def kernel(x: torch.Tensor, y: torch.Tensor) -> None:
     n = x.numel()
-    block = 1024
-    _silu[(triton.cdiv(n, block),)](x, y, n, BLOCK=block)
+    _silu[(triton.cdiv(n, BLOCK_SIZE),)](x, y, n, BLOCK=BLOCK_SIZE)

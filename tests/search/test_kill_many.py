@@ -1,0 +1,68 @@
+"""One run killed with SIGKILL again and again, at five points of its iterations, and resumed
+after each kill: it never asks again for an answer that had arrived, and its budget holds across
+all the kills, the calls cut off in flight included (they are held in the store before they are
+sent: ``Store.hold_call``). Evaluations come from fake_runner.py (no kernel is compiled), so the
+sessions take a second each; the real pool's kill and resume are test_kill_resume.py's."""
+
+from __future__ import annotations
+
+import signal
+
+import pytest
+from kill_support import agents, run_id, session, write_config
+
+from accelopt.llm.pricing import Price
+from accelopt.llm.scripted import ScriptedServer
+from accelopt.llm.scripting import usage
+from accelopt.store.records import RunStatus
+from accelopt.store.store import Store
+from accelopt.views import run_show_json
+
+pytestmark = [pytest.mark.timeout(300)]
+
+SEARCH = {"beam": 2, "plans": 1, "samples": 1, "iterations": 3, "fixer": 1}
+KILLS = ("writing 1", "fixing 1", "learning 1", "planning 2", "evaluating 2")
+BUDGET_USD = 0.004
+PRICE = Price(0.3, 0.6)  # $ per million tokens: the budget runs out in the second iteration
+
+
+def charged(request) -> float:
+    """What the server charged for a request it received (answered or not: a real endpoint
+    bills what it processed)."""
+    used = usage(request, agents(request))
+    return PRICE.cost(used["prompt_tokens"], used["completion_tokens"])
+
+
+def test_a_run_killed_five_times_pays_each_answer_once_and_keeps_its_budget(tmp_path, hw):
+    with ScriptedServer(default=agents) as server:
+        config = write_config(tmp_path / "accelopt.yaml", server.base_url, BUDGET_USD,
+                              PRICE.input_per_m, PRICE.output_per_m, 200)  # fmt: skip
+        hardware = tmp_path / "hardware.json"
+        hardware.write_text(hw.model_dump_json())
+        setup = (tmp_path, config, hardware, tmp_path / "cache")
+        workspace, run, boundaries, killed = tmp_path / "ws", None, [], 0
+        for n, point in enumerate((*KILLS, "")):
+            phases = tmp_path / f"session-{n}.phases"
+            status = session(setup, workspace, phases, resume=run, kill_at=point,
+                             search=SEARCH, fake=True)  # fmt: skip
+            run = run or run_id(phases)
+            with Store.open(workspace) as store:
+                boundaries.append(len(store.llm_calls(run)))
+            if status == 0:
+                break
+            assert status == -signal.SIGKILL and point
+            killed += 1
+        requests = server.requests
+    assert killed == len(KILLS)  # every kill landed before the budget stopped the run
+    with Store.open(workspace) as store:
+        calls = store.llm_calls(run)
+        for boundary in boundaries:  # no answer that arrived before a kill was asked again
+            before = {c.key for c in calls[:boundary] if c.ok and not c.replayed}
+            assert [c.agent for c in calls[boundary:] if not c.replayed and c.key in before] == []
+        spent = store.spent([run])
+        assert store.get_run(run).status == RunStatus.BUDGET
+        shown = run_show_json(store, store.get_run(run))
+        assert shown["cut_off"]["calls"] == spent.held_calls  # runs show says what kills cut off
+    bills = [charged(r) for r in requests]
+    assert sum(bills) <= BUDGET_USD + max(bills)  # the budget, plus one call at most
+    assert sum(bills) <= spent.usd + 1e-12  # what the store counts is never less than was billed
