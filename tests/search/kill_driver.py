@@ -4,7 +4,8 @@ phase the loop enters to a log, so that the test can SIGKILL it in a chosen phas
     python kill_driver.py WORKSPACE CONFIG HARDWARE_JSON PHASE_LOG [--resume RUN] [--search JSON]
 
 ``--search``: the SearchConfig fields of a new run, as JSON (default: ``SEARCH``);
-``--fake``: evaluations from ``fake_runner.py`` (no kernel is compiled or run).
+``--fake``: evaluations from ``fake_runner.py`` (no kernel is compiled or run); ``--workloads``:
+the tuned workloads of a new run, comma-separated (default: small).
 
 Every child is made "unsure" against its parent by the evaluations alone (``compare`` patched, and
 ``slower``: no child is slower by them either), so that every iteration settles its children in a
@@ -25,6 +26,7 @@ from fake_runner import fake_profiler
 
 from accelopt.hardware.spec import HardwareSpec
 from accelopt.llm.config import load_config
+from accelopt.problems.loader import load_problem
 from accelopt.profiling.config import EvalConfig
 from accelopt.profiling.evaluation import Evaluation
 from accelopt.search import loop
@@ -32,6 +34,7 @@ from accelopt.search import run as run_module
 from accelopt.search.config import SearchConfig
 from accelopt.search.run import RunInputs, execute_run, new_run
 from accelopt.search.selection import Comparison
+from accelopt.search.workloads import choose_workloads
 from accelopt.store.store import Store
 
 SEARCH = SearchConfig(beam=2, plans=2, samples=1, iterations=2, fixer=1)
@@ -50,6 +53,7 @@ def main() -> None:
     parser.add_argument("--resume")
     parser.add_argument("--search", type=json.loads, default=None)
     parser.add_argument("--fake", action="store_true")
+    parser.add_argument("--workloads", default="small")
     args = parser.parse_args()
     if args.fake:
         run_module.make_profiler = fake_profiler  # type: ignore[assignment]
@@ -65,7 +69,11 @@ def main() -> None:
 
         run = store.get_run(args.resume) if args.resume else None
         if run is None:
-            run = new_run(store, "matmul", "small", "cpu", hardware, search, llm, variant("slow"))
+            problem = load_problem("matmul")
+            chosen = choose_workloads(problem, args.workloads.split(","))
+            sizes = {w: problem.workload(w).sizes for w in chosen.all}
+            run = new_run(store, "matmul", chosen.primary, "cpu", hardware, search, llm,
+                          variant("slow"), workloads=chosen, sizes=sizes)  # fmt: skip
         log.write(f"run {run.id}\n")
         inputs = RunInputs(llm, hardware, EVAL, check_llm=False, on_phase=on_phase)
         execute_run(store, run, inputs, resume=args.resume is not None)

@@ -65,17 +65,19 @@ def write_config(path: Path, base_url: str, max_usd: float, price_in: float = 1.
 
 def session(
     setup, workspace: Path, phases: Path, resume: str | None = None, kill_at: str = "",
-    search: dict | None = None, fake: bool = False,
+    search: dict | None = None, fake: bool = False, workloads: str = "",
 ) -> int:  # fmt: skip
     """One driver process; with ``kill_at`` ("learning 1"), SIGKILLed when it enters that phase;
     ``search``: SearchConfig fields (default: the driver's); ``fake``: evaluations from
-    fake_runner.py. Returns its exit status."""
+    fake_runner.py; ``workloads``: a new run's tuned workloads ("small,tiny"). Returns its exit
+    status."""
     _root, config, hardware, cache = setup
     env = {**os.environ, "ACCELOPT_CACHE_DIR": str(cache)}
     argv = [sys.executable, str(DRIVER), str(workspace), str(config), str(hardware), str(phases)]
     argv += ["--resume", resume] if resume else []
     argv += ["--search", json.dumps(search)] if search else []
     argv += ["--fake"] if fake else []
+    argv += ["--workloads", workloads] if workloads else []
     proc = subprocess.Popen(argv, env=env, start_new_session=True)
     try:
         while kill_at and proc.poll() is None:

@@ -33,7 +33,10 @@ def charged(request) -> float:
     return PRICE.cost(used["prompt_tokens"], used["completion_tokens"])
 
 
-def test_a_run_killed_five_times_pays_each_answer_once_and_keeps_its_budget(tmp_path, hw):
+@pytest.mark.parametrize("workloads", ["small", "small,tiny"])
+def test_a_run_killed_five_times_pays_each_answer_once_and_keeps_its_budget(
+    tmp_path, hw, workloads
+):
     with ScriptedServer(default=agents) as server:
         config = write_config(tmp_path / "accelopt.yaml", server.base_url, BUDGET_USD,
                               PRICE.input_per_m, PRICE.output_per_m, 200)  # fmt: skip
@@ -44,7 +47,7 @@ def test_a_run_killed_five_times_pays_each_answer_once_and_keeps_its_budget(tmp_
         for n, point in enumerate((*KILLS, "")):
             phases = tmp_path / f"session-{n}.phases"
             status = session(setup, workspace, phases, resume=run, kill_at=point,
-                             search=SEARCH, fake=True)  # fmt: skip
+                             search=SEARCH, fake=True, workloads=workloads)  # fmt: skip
             run = run or run_id(phases)
             with Store.open(workspace) as store:
                 boundaries.append(len(store.llm_calls(run)))
@@ -55,6 +58,7 @@ def test_a_run_killed_five_times_pays_each_answer_once_and_keeps_its_budget(tmp_
         requests = server.requests
     assert killed == len(KILLS)  # every kill landed before the budget stopped the run
     with Store.open(workspace) as store:
+        assert store.get_run(run).config.get("workloads", ["small"]) == workloads.split(",")
         calls = store.llm_calls(run)
         for boundary in boundaries:  # no answer that arrived before a kill was asked again
             before = {c.key for c in calls[:boundary] if c.ok and not c.replayed}

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import math
 
+import pytest
 from agents_pool import write_config
 
 from accelopt.backends.base import get_backend
@@ -22,6 +23,7 @@ from accelopt.profiling.evaluation import Evaluation
 from accelopt.profiling.session import Retiming
 from accelopt.search.config import SearchConfig
 from accelopt.search.loop import Optimizer
+from accelopt.search.run import _drive
 from accelopt.search.tuning import variant_lines, variant_tables
 from accelopt.store.records import KernelOrigin, RunRecord
 from accelopt.store.store import Store
@@ -52,10 +54,12 @@ class TuningProfiler:
     capacity = 4
     threads = 1
 
-    def __init__(self, store: Store, hardware) -> None:
+    def __init__(self, store: Store, hardware, cache=None, kill_after: int = 0) -> None:
         self.store, self.hardware = store, hardware
-        self.evaluated: list[str] = []
+        self.evaluated: list[str] = []  # measured (not from the cache)
         self.sessions: list[list[str]] = []
+        self.cache = {} if cache is None else cache  # the evaluation cache, across sessions
+        self.kill_after = kill_after  # the session dies at this measurement (0: never)
 
     def _latency(self, kernel: Kernel) -> float | None:
         return cost(values_of(kernel.source, find_tunables(KERNEL)))
@@ -71,8 +75,12 @@ class TuningProfiler:
         )  # fmt: skip
 
     def race(self, kernel, problem, workload, race_s) -> Evaluation:
+        if kernel.hash in self.cache:
+            return self.cache[kernel.hash]
+        if len(self.evaluated) + 1 == self.kill_after:
+            raise Killed
         self.evaluated.append(kernel.hash)
-        evaluation = self._evaluation(kernel)
+        evaluation = self.cache[kernel.hash] = self._evaluation(kernel)
         self.store.put_evaluation(evaluation)
         return evaluation
 
@@ -87,11 +95,21 @@ class TuningProfiler:
         return Retiming(found, ratios, tuple(0.003 for _ in kernels), rounds=8)
 
 
-def optimizer(tmp_path, hw, client, search: SearchConfig) -> tuple[Optimizer, TuningProfiler]:
+class Killed(Exception):
+    """The session dies here (as a SIGKILL would end it)."""
+
+
+def optimizer(
+    tmp_path, hw, client, search: SearchConfig, cache=None, kill_after: int = 0
+) -> tuple[Optimizer, TuningProfiler]:
+    """An optimizer on the workspace in ``tmp_path`` (its run made the first time)."""
     store = Store.open(tmp_path / "ws")
-    run = RunRecord("r1", "matmul", "small", "cpu", hw.key(), search.strategy, {})
-    store.create_run(run)
-    profiler = TuningProfiler(store, hw)
+    run = store.get_run("r1")
+    if run is None:
+        run = RunRecord("r1", "matmul", "small", "cpu", hw.key(), search.strategy,
+                        {"start_source": KERNEL})  # fmt: skip
+        store.create_run(run)
+    profiler = TuningProfiler(store, hw, cache, kill_after)
     opt = Optimizer(store, client, profiler, get_backend("cpu"), hw, load_problem("matmul"),
                     "small", search, run)  # fmt: skip
     return opt, profiler
@@ -187,3 +205,20 @@ def test_a_written_kernel_that_declares_tunables_is_tuned_with_no_llm_request(tm
     best = opt.store.get_run("r1").best_hash
     assert best in {k.hash for k in tuned}
     assert "tune:" in requests[1].messages[-1]["content"]  # the executor was told it may declare
+
+
+def test_an_autotune_run_killed_while_it_tunes_resumes_and_measures_nothing_twice(tmp_path, hw):
+    search = SearchConfig(strategy="autotune", iterations=3, variants=4, memory="off")
+    cache: dict = {}
+    killed, first = optimizer(tmp_path, hw, NoLLM(), search, cache, kill_after=7)
+    with pytest.raises(Killed):  # inside iteration 2's tuning: 1 start + 4 variants + 2
+        asyncio.run(_drive(killed, resume=False))
+    assert [i.iteration for i in killed.store.iterations("r1")] == [0, 1]
+    resumed, second = optimizer(tmp_path, hw, NoLLM(), search, cache)
+    _, _, best = asyncio.run(_drive(resumed, resume=True))
+    assert set(first.evaluated).isdisjoint(second.evaluated)  # the cache answered the rest
+    whole, _ = optimizer(tmp_path / "whole", hw, NoLLM(), search)
+    _, _, reference = asyncio.run(_drive(whole, resume=False))
+    assert best.hash == reference.hash  # where a run that was never killed ends
+    tunables = find_tunables(KERNEL)
+    assert values_of(best.kernel.source, tunables) == {"BM": "32", "UNROLL": "4"}

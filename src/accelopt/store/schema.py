@@ -204,21 +204,15 @@ CREATE TABLE llm_holds (          -- a paid call on its way: deleted with the ca
 CREATE INDEX llm_holds_run ON llm_holds (run_id);
 
 CREATE TABLE run_kernel_writes (  -- every time a kernel was written (run_kernels: the first)
-    seq         INTEGER PRIMARY KEY AUTOINCREMENT,
-    run_id      TEXT NOT NULL REFERENCES runs (id),
-    hash        TEXT NOT NULL REFERENCES kernel_sources (hash),
-    iteration   INTEGER NOT NULL,
-    origin      TEXT NOT NULL,
-    parent_hash TEXT NOT NULL DEFAULT '',
-    plan_title  TEXT NOT NULL DEFAULT '',
-    plan_steps  TEXT NOT NULL DEFAULT '[]',
+    seq INTEGER PRIMARY KEY AUTOINCREMENT, run_id TEXT NOT NULL, hash TEXT NOT NULL,
+    iteration INTEGER NOT NULL, parent_hash TEXT NOT NULL, plan_title TEXT NOT NULL,
+    FOREIGN KEY (run_id, hash) REFERENCES run_kernels (run_id, hash),
     UNIQUE (run_id, hash, iteration, parent_hash, plan_title)
 );
 """
 _WRITES_FROM_KERNELS = """
-INSERT INTO run_kernel_writes (run_id, hash, iteration, origin, parent_hash, plan_title, plan_steps)
-    SELECT run_id, hash, iteration, origin, parent_hash, plan_title, plan_steps
-    FROM run_kernels ORDER BY seq;
+INSERT INTO run_kernel_writes (run_id, hash, iteration, parent_hash, plan_title)
+    SELECT run_id, hash, iteration, parent_hash, plan_title FROM run_kernels ORDER BY seq;
 """
 
 

@@ -228,17 +228,23 @@ class Store:
                 "INSERT OR IGNORE INTO kernel_sources (hash, backend, source) VALUES (?, ?, ?)",
                 (kernel.hash, kernel.backend, kernel.source),
             )
-            row = (
-                run_id, kernel.hash, kernel.iteration, kernel.origin, kernel.parent_hash,
-                kernel.plan_title, json.dumps(list(kernel.plan_steps)),
-            )  # fmt: skip
-            columns = "run_id, hash, iteration, origin, parent_hash, plan_title, plan_steps"
-            conn.execute(
-                f"INSERT OR IGNORE INTO run_kernel_writes ({columns}) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                row,
-            )
             cur = conn.execute(
-                f"INSERT OR IGNORE INTO run_kernels ({columns}) VALUES (?, ?, ?, ?, ?, ?, ?)", row
+                "INSERT OR IGNORE INTO run_kernels (run_id, hash, iteration, origin, parent_hash,"
+                " plan_title, plan_steps) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (
+                    run_id,
+                    kernel.hash,
+                    kernel.iteration,
+                    kernel.origin,
+                    kernel.parent_hash,
+                    kernel.plan_title,
+                    json.dumps(list(kernel.plan_steps)),
+                ),
+            )
+            conn.execute(
+                "INSERT OR IGNORE INTO run_kernel_writes (run_id, hash, iteration, parent_hash,"
+                " plan_title) VALUES (?, ?, ?, ?, ?)",
+                (run_id, kernel.hash, kernel.iteration, kernel.parent_hash, kernel.plan_title),
             )
             return cur.rowcount == 1
 
@@ -246,12 +252,19 @@ class Store:
         """The run's kernels in the order they were added, each as first written; with
         ``every_write``, a record for every time one was written (a later iteration, another
         parent or plan that wrote the same source)."""
-        table = "run_kernel_writes" if every_write else "run_kernels"
+        # a write's own iteration, parent and plan; the kernel's origin and plan steps
+        write = "w" if every_write else "k"
+        writes = (
+            " JOIN run_kernel_writes w ON w.run_id = k.run_id AND w.hash = k.hash"
+            if every_write
+            else ""
+        )
         with self._read() as conn:
             rows = conn.execute(
-                "SELECT k.hash, s.source, s.backend, k.iteration, k.origin, k.parent_hash,"
-                f" k.plan_title, k.plan_steps FROM {table} k"
-                " JOIN kernel_sources s ON s.hash = k.hash WHERE k.run_id = ? ORDER BY k.seq",
+                f"SELECT k.hash, s.source, s.backend, {write}.iteration, k.origin,"
+                f" {write}.parent_hash, {write}.plan_title, k.plan_steps FROM run_kernels k"
+                f"{writes} JOIN kernel_sources s ON s.hash = k.hash WHERE k.run_id = ?"
+                f" ORDER BY {write}.seq",
                 (run_id,),
             ).fetchall()
         return [
