@@ -280,8 +280,13 @@ def _finish(store: Store, result: OptimizeResult, out: Path | None, show: bool) 
         console.print(result_table(summary))
         if found.workloads.several:
             console.print(generalization_table(found))
-        for tuned in views.variant_tables(store, result.run):
+        tables = views.variant_tables(store, result.run)
+        for tuned in tables:
             console.print(variants_cli.variant_table(asdict(tuned)))
+        if result.run.strategy == "autotune":
+            found = variants_cli.verdict(tables, result.baseline.hash, result.best.hash,
+                                         summary.speedup)  # fmt: skip
+            console.print(found, highlight=False)
         if summary.usage:
             console.print(usage_table(summary.usage))
         console.print(f"best kernel written to {target}", highlight=False)

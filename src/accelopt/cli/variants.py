@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +14,7 @@ from accelopt.errors import UserError
 from accelopt.formatting import milliseconds, percent
 from accelopt.problems.loader import load_problem, suite_names
 from accelopt.problems.records import Problem
-from accelopt.search.tuning import declared
+from accelopt.search.tuning import VariantTable, declared
 
 SHIPPED = ("baseline", "expert")
 
@@ -62,6 +62,18 @@ def require_tunables(problem: Problem, source: str | None, backend: str) -> None
         f"nothing to tune (declare some: `#ifndef BM` / `#define BM 64 /* tune: 32 64 128 */` / "
         f"`#endif`, see the README); shipped kernels that declare some: {listed}"
     )
+
+
+def verdict(tables: Sequence[VariantTable], start: str, best: str, speedup: float | None) -> str:
+    """What an autotune run found, in one sentence."""
+    measured = sum(len(t.rows) - 1 for t in tables)
+    if best == start:
+        return (
+            f"the kernel as written is already the fastest: none of the {measured} variants "
+            "measured beat it beyond the noise on this machine"
+        )
+    faster = f", {speedup:.2f}x as fast" if speedup else ""
+    return f"a variant beat the kernel as written beyond the noise{faster} ({measured} measured)"
 
 
 def variant_table(found: Mapping[str, Any]) -> Table:

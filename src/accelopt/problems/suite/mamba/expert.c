@@ -77,7 +77,9 @@
 
 #define CG 16 /* channels per group: the lanes of one zmm */
 #define GROUPS ((C + CG - 1) / CG)
-#define IL 4 /* states whose exponentials are computed stage by stage together */
+#ifndef IL
+#define IL 4 /* tune: 2 4 8 */ /* states whose exponentials are computed stage by stage together */
+#endif
 
 /* In-place transpose of 16 vectors (rows) of 16 floats. */
 static inline void transpose16(__m512 r[16]) {
