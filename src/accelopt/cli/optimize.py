@@ -195,18 +195,28 @@ def optimize_command(
             tuned = list(workload or ["cpu"])
             chosen = [views.problem_and_workload(n, tuned[0], workspace) for n in names]
             workloads = [choose_workloads(p, tuned, held_out or ()) for p in chosen]
-            if kernel is not None and len(names) != 1:
-                raise UserError("--kernel starts one problem from a file: name exactly one")
-            start = variants_cli.start_source(chosen[0], kernel, backend or "cpu")
-            if search.strategy == "autotune":
-                for problem in chosen:
-                    variants_cli.require_tunables(problem, start, backend or "cpu")
+            starts = variants_cli.start_sources(chosen, kernel, backend or "cpu")
+            plain = [p.name for p, s in zip(chosen, starts, strict=True) if kernel and s is None]
+            if plain and show:
+                err_console.print(
+                    f"[yellow]note:[/yellow] no shipped {kernel} kernel for {', '.join(plain)}: "
+                    "starting from the baseline", highlight=False,
+                )  # fmt: skip
+            if search.strategy == "autotune":  # only what declares tunables (--suite: a note)
+                keep, skipped = variants_cli.tunable_problems(chosen, starts, backend or "cpu")
+                chosen, workloads = [chosen[i] for i in keep], [workloads[i] for i in keep]
+                starts = [starts[i] for i in keep]
+                if skipped and show:
+                    err_console.print(
+                        f"[yellow]note:[/yellow] autotune skips {', '.join(skipped)}: no "
+                        "tunables declared in the kernel it would start from", highlight=False,
+                    )  # fmt: skip
             inputs = _inputs(llm, backend or "cpu", eval_config, show, profiler, ray_address)
             # one budget for the whole invocation: with --suite, --budget-usd is the total
             shared = Budget(llm.budget.max_usd, llm.budget.max_tokens)
             inputs = replace(inputs, budget=shared)
             results = []
-            for problem, on in zip(chosen, workloads, strict=True):
+            for problem, on, start in zip(chosen, workloads, starts, strict=True):
                 sizes = {w: problem.workload(w).sizes for w in on.all}
                 run = new_run(store, problem.name, on.primary, backend or "cpu", inputs.hardware,
                               search, llm, start, replay_from or (),

@@ -35,6 +35,21 @@ def start_source(problem: Problem, kernel: Path | None, backend: str) -> str | N
     return common.read_kernel_file(kernel)
 
 
+def start_sources(
+    problems: Sequence[Problem], kernel: Path | None, backend: str
+) -> list[str | None]:
+    """Each problem's starting source: ``start_source`` for one problem; for several, only a
+    shipped kind (``--kernel expert``), None (the baseline) where a problem ships none."""
+    if kernel is None:
+        return [None] * len(problems)
+    if len(problems) == 1:
+        return [start_source(problems[0], kernel, backend)]
+    if str(kernel) not in SHIPPED or kernel.exists():
+        raise UserError("--kernel starts one problem from a file: name exactly one")
+    paths = [p.kernel_path(str(kernel), backend) for p in problems]
+    return [path.read_text() if path.is_file() else None for path in paths]
+
+
 def shipped_with_tunables(backend: str) -> list[str]:
     """The suite's shipped kernels that declare tunables, as ``problem kind``."""
     found = []
@@ -47,13 +62,31 @@ def shipped_with_tunables(backend: str) -> list[str]:
     return found
 
 
-def require_tunables(problem: Problem, source: str | None, backend: str) -> None:
-    """An autotune run needs a starting kernel that declares tunables: else one sentence
-    saying which shipped kernels do."""
+def has_tunables(problem: Problem, source: str | None, backend: str) -> bool:
+    """Whether the kernel a run of ``problem`` starts from (``source``, else the baseline)
+    declares tunables."""
     if source is None:
         path = problem.kernel_path("baseline", backend)
         source = path.read_text() if path.is_file() else ""
-    if declared(source, backend):
+    return bool(declared(source, backend))
+
+
+def tunable_problems(
+    problems: Sequence[Problem], sources: Sequence[str | None], backend: str
+) -> tuple[list[int], list[str]]:
+    """Which of ``problems`` (starting from ``sources``) an autotune run can tune (their
+    indices) and the names of the others; one sentence (``require_tunables``) when none."""
+    pairs = list(zip(problems, sources, strict=True))
+    keep = [i for i, (p, s) in enumerate(pairs) if has_tunables(p, s, backend)]
+    if not keep:
+        require_tunables(problems[0], sources[0], backend)
+    return keep, [p.name for i, p in enumerate(problems) if i not in keep]
+
+
+def require_tunables(problem: Problem, source: str | None, backend: str) -> None:
+    """An autotune run needs a starting kernel that declares tunables: else one sentence
+    saying which shipped kernels do."""
+    if has_tunables(problem, source, backend):
         return
     have = shipped_with_tunables(backend)
     listed = "; ".join(have) if have else "none of the suite's"
