@@ -10,7 +10,10 @@ the final verification) and the overhead ratio
 
 where kernel calls = correctness seeds + warm-up + timed calls: 1.0 would mean the harness adds
 nothing beyond compiling and running the kernel (``other`` now includes the kernel's process, the
-fresh inputs of every timed call and the float64 references of the audited timed calls). Usage:
+fresh inputs of every timed call and the float64 references of the audited timed calls), and
+``beyond s``, the same difference in seconds (wall minus that denominator): what a verdict costs
+beyond the kernel's own work, which does not grow as the timing ends sooner, where the ratio
+does. Usage:
 
     python benchmarks/harness_overhead.py [--workload cpu] [--problem NAME]...
 """
@@ -51,7 +54,7 @@ def main() -> None:
     config = EvalConfig(workers=1)
     table = Table(title=f"harness overhead, {args.workload} workload, one cold evaluation each")
     for col in ["problem", "run", "status", "wall s", "other s", "compile s", "check s", "time s",
-                "kernel ms", "calls", "overhead"]:  # fmt: skip
+                "kernel ms", "calls", "beyond s", "overhead"]:  # fmt: skip
         table.add_column(col, justify="left" if col in {"problem", "status"} else "right")
     for name in args.problem or list_problems():
         problem = load_problem(name)
@@ -74,7 +77,8 @@ def add_row(table: Table, name: str, run: str, e: Evaluation, config: EvalConfig
     table.add_row(
         name, run, e.status.value, f"{e.wall_s:.2f}", f"{(e.wall_s or 0) - parts:.2f}",
         f"{e.compile_s or 0:.2f}", f"{e.check_s or 0:.2f}", f"{e.time_s or 0:.2f}",
-        f"{(e.latency_s or 0) * 1e3:.2f}", str(calls), f"{(e.wall_s or 0) / useful:.2f}",
+        f"{(e.latency_s or 0) * 1e3:.2f}", str(calls), f"{(e.wall_s or 0) - useful:.2f}",
+        f"{(e.wall_s or 0) / useful:.2f}",
     )  # fmt: skip
 
 

@@ -11,7 +11,7 @@ then re-timed beside that kernel in one session on one device, with the search's
 fastest variant found faster there is kept, else the kernel itself.
 
 The variants of one kernel are the run's kernels of origin ``tuned`` with the same source once the
-tuned values are taken out (``tunables.base``): ``variant_rows`` makes their table.
+tuned values are taken out (``tunables.base``): ``variant_tables`` makes their tables.
 """
 
 from __future__ import annotations
