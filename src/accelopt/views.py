@@ -115,8 +115,8 @@ def variant_tables(store: Store, run: RunRecord) -> list[VariantTable]:
     """The variant table of every kernel of the run that was tuned (``search.tuning``)."""
     raced = frozenset(store.run_raced(run.id))
     best = frozenset([run.best_hash] if run.best_hash else [])
-    found = store.kernels(run.id)
-    return tuned_tables(found, store.run_evaluations(run.id), raced, best, run.backend)
+    found, sessions = store.kernels(run.id), store.retimings(run.id)
+    return tuned_tables(found, store.run_evaluations(run.id), raced, best, run.backend, sessions)
 
 
 def _result_cost(store: Store, run: RunRecord, evaluations: dict[str, Evaluation]) -> ResultCost:

@@ -138,6 +138,13 @@ def test_autotune_keeps_the_fastest_variant_and_never_tries_one_twice(tmp_path, 
     assert all(k.origin == KernelOrigin.TUNED for k in kernels.values() if k.iteration)
     # every gain was confirmed in a session beside the kernel it varies, then beside its twin
     assert any(len(s) >= 3 and s[0] == s[1] for s in profiler.sessions)
+    # the table carries each re-timed variant's ratio from its last session (the twin's)
+    (table,) = variant_tables(list(kernels.values()), opt.store.run_evaluations("r1"),
+                              frozenset(), frozenset([best]), "cpu",
+                              opt.store.retimings("r1"))  # fmt: skip
+    (kept,) = [r for r in table.rows if r.kept]
+    assert kept.session_ratio is not None and kept.session_ratio < 0.97
+    assert kept.session_reference != best  # against the kernel it varied
 
 
 def test_a_variant_that_does_not_build_is_recorded_and_skipped(tmp_path, hw):

@@ -111,14 +111,28 @@ def verdict(tables: Sequence[VariantTable], start: str, best: str, speedup: floa
 
 def variant_table(found: Mapping[str, Any]) -> Table:
     """One kernel's variants (a ``VariantTable`` as JSON): its own row first, then the fastest
-    first; ``*`` marks the run's best kernel."""
+    first; ``re-timed``: the time over the kernel's in a session side by side; ``*`` marks the
+    run's best kernel."""
     title = f"variants of kernel {found['kernel_hash'][:12]} (iteration {found['iteration']})"
     table = Table(title=title, title_justify="left")
-    for col in ("values", "status", "ms", "% of peak", "best"):
+    for col in ("values", "status", "ms", "% of peak", "re-timed", "best"):
         table.add_column(col, justify="left" if col in {"values", "status"} else "right")
     for row in found["rows"]:
         table.add_row(
             row["values"], row["status"], milliseconds(row["latency_s"]),
-            percent(row["pct_of_peak"]), "*" if row["kept"] else "",
+            percent(row["pct_of_peak"]), session_text(row, found["kernel_hash"]),
+            "*" if row["kept"] else "",
         )  # fmt: skip
     return table
+
+
+def session_text(row: Mapping[str, Any], kernel_hash: str) -> str:
+    """A variant's time over the kernel's, re-timed side by side (the verdict that counts: the
+    ms beside it are separate evaluations, which carry the machine's drift); '' if never."""
+    ratio, ci = row.get("session_ratio"), row.get("session_ci")
+    if ratio is None:
+        return ""
+    spread = f" ± {ci * 100:.1f}%" if ci is not None else ""
+    other = row.get("session_reference", "")
+    against = f" of {other[:8]}" if other and other != kernel_hash else ""
+    return f"{ratio:.3f}x{spread}{against}"

@@ -41,6 +41,7 @@ class RunData:
     usage: Mapping[str, Usage]  # Store.usage_by_agent
     generalization: Generalization | None = None  # per workload, when the run has several
     raced: frozenset[str] = frozenset()  # kernels whose timing stopped early (Store.run_raced)
+    retimings: tuple[tuple[list[str], dict[str, Any]], ...] = ()  # Store.retimings
 
 
 def load_run(store: Store, run: RunRecord) -> RunData:
@@ -53,6 +54,7 @@ def load_run(store: Store, run: RunRecord) -> RunData:
         usage=store.usage_by_agent(run.id),
         generalization=found if (found := generalization(store, run)).workloads.several else None,
         raced=frozenset(store.run_raced(run.id)),
+        retimings=tuple(store.retimings(run.id)),
     )
 
 
@@ -182,7 +184,9 @@ def _result_cost(
 
 def _variants(data: RunData) -> list[VariantTable]:
     best = frozenset([data.run.best_hash])
-    return variant_tables(data.kernels, data.evaluations, data.raced, best, data.run.backend)
+    return variant_tables(
+        data.kernels, data.evaluations, data.raced, best, data.run.backend, data.retimings
+    )
 
 
 def _latency(evaluation: Evaluation | None) -> float | None:

@@ -41,7 +41,6 @@ from accelopt.profiling.composite import combine, combine_ratios
 from accelopt.profiling.evaluation import Evaluation
 from accelopt.profiling.profile import Profile, build_profile
 from accelopt.profiling.profiler import Profiler
-from accelopt.profiling.session import against_twin
 from accelopt.search import samples, tuning
 from accelopt.search.config import SearchConfig
 from accelopt.search.history import plans_tried
@@ -56,6 +55,7 @@ from accelopt.search.selection import (
     next_beam,
     noise_of,
     session_compare,
+    session_verdicts,
     slower,
 )
 from accelopt.store.records import (
@@ -416,12 +416,12 @@ class Optimizer:
         are kept in the store (a resumed iteration reuses them), never in the evaluation cache."""
         first = await self._session(t, [parent, *kids])
         verdicts = {kid.hash: session_compare(*found)
-                    for kid, found in zip(kids, _verdicts(first), strict=True)}  # fmt: skip
+                    for kid, found in zip(kids, session_verdicts(first), strict=True)}  # fmt: skip
         claimed = [kid for kid in kids if verdicts[kid.hash] is Comparison.FASTER]
         for group in _chunks(claimed, SESSION_CHILDREN - 1):
             again = await self._session(t, [parent, parent, *group])
-            verdicts |= {kid.hash: session_compare(*found)
-                         for kid, found in zip(group, _verdicts(again), strict=True)}  # fmt: skip
+            found = zip(group, session_verdicts(again), strict=True)
+            verdicts |= {kid.hash: session_compare(*ratio) for kid, ratio in found}
         return verdicts
 
     async def _session(self, t: int, group: list[Candidate]) -> dict[str, Any]:
@@ -598,16 +598,6 @@ def _outcome(child: Child, kid: Candidate, decided: dict[str, Comparison]) -> Ou
         faster=decide(kid, parent, decided),
         slower=slower(kid.evaluation, parent.evaluation),
     )
-
-
-def _verdicts(data: dict[str, Any]) -> list[tuple[float | None, float | None]]:
-    """Each child's ratio and interval from a stored session, against the faster of the parent's
-    two processes where the session timed a twin (a session stored before twins: against the
-    parent's only one)."""
-    ratios, cis = data["ratios"], data["ratio_ci"]
-    if not data.get("twin"):
-        return list(zip(ratios[1:], cis[1:], strict=True))
-    return [against_twin(r, c, ratios[1], cis[1]) for r, c in zip(ratios[2:], cis[2:], strict=True)]
 
 
 def race_s(parent: Candidate | None) -> float | None:

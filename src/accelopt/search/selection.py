@@ -17,9 +17,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import Any
 
 from accelopt.profiling.evaluation import Evaluation
-from accelopt.profiling.session import faster
+from accelopt.profiling.session import against_twin, faster
 from accelopt.store.records import KernelRecord
 
 # Medians of separate evaluations of one kernel differ by up to ~2 % on a quiet machine (thread
@@ -188,3 +189,13 @@ def best(
         if cand.hash != current.hash and decide(cand, current, decided or {}):
             current = cand
     return current
+
+
+def session_verdicts(data: Mapping[str, Any]) -> list[tuple[float | None, float | None]]:
+    """Each child's ratio and interval from a stored session (``Optimizer.retime``), against
+    the faster of the parent's two processes where the session timed a twin (a session stored
+    before twins: against the parent's only one)."""
+    ratios, cis = data["ratios"], data["ratio_ci"]
+    if not data.get("twin"):
+        return list(zip(ratios[1:], cis[1:], strict=True))
+    return [against_twin(r, c, ratios[1], cis[1]) for r, c in zip(ratios[2:], cis[2:], strict=True)]

@@ -17,10 +17,11 @@ tuned values are taken out (``tunables.base``): ``variant_tables`` makes their t
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from accelopt.agents.planner import Plan
 from accelopt.backends.status import Status
@@ -36,7 +37,7 @@ from accelopt.backends.tunables import (
     values_of,
 )
 from accelopt.profiling.evaluation import Evaluation
-from accelopt.search.selection import Candidate, Comparison, compare
+from accelopt.search.selection import Candidate, Comparison, compare, session_verdicts
 from accelopt.store.records import KernelOrigin, KernelRecord
 
 if TYPE_CHECKING:
@@ -154,6 +155,11 @@ class VariantRow:
     pct_of_peak: float | None
     raced: bool
     kept: bool  # the run kept it (its best, or a beam member)
+    # re-timed beside the kernel tuned (its last session): its time over that kernel's, the
+    # interval's half-width, and that kernel's hash (None: never re-timed)
+    session_ratio: float | None = None
+    session_ci: float | None = None
+    session_reference: str = ""
 
 
 @dataclass(frozen=True)
@@ -165,15 +171,33 @@ class VariantTable:
     rows: tuple[VariantRow, ...]
 
 
+Session = tuple[Sequence[str], Mapping[str, Any]]  # a stored re-timing: its kernels, its data
+Ratio = tuple[float | None, float | None, str]  # a child's ratio, its interval, the reference
+
+
+def session_ratios(sessions: Sequence[Session]) -> dict[str, Ratio]:
+    """Each child's ratio, interval and reference in the last session that timed it (a twin
+    session, which confirms a gain, comes after the one that found it)."""
+    found: dict[str, Ratio] = {}
+    for kernels, data in sessions:
+        children = kernels[2:] if data.get("twin") else kernels[1:]
+        for child, (ratio, ci) in zip(children, session_verdicts(data), strict=True):
+            found[child] = (ratio, ci, kernels[0])
+    return found
+
+
 def variant_tables(
     kernels: Sequence[KernelRecord],
     evaluations: Mapping[str, Evaluation],
     raced: frozenset[str],
     kept: frozenset[str],
     backend: str,
+    sessions: Sequence[Session] = (),
 ) -> list[VariantTable]:
     """Every tuned kernel's variant table, in the order the kernels were recorded: its own row
-    first, then the variants fastest first (those that failed last)."""
+    first, then the variants fastest first (those that failed last). ``sessions``: the run's
+    re-timings (``Store.retimings``), whose ratios the rows carry."""
+    ratios = session_ratios(sessions)
     language = language_of(backend)
     groups: dict[str, list[KernelRecord]] = {}
     for k in kernels:
@@ -187,11 +211,21 @@ def variant_tables(
         if not variants:
             continue
         tunables = declared(k.source, backend)
-        rows = [_row(v, tunables, language, evaluations, raced, kept) for v in variants]
+        rows = [
+            _with_session(_row(v, tunables, language, evaluations, raced, kept), ratios)
+            for v in variants
+        ]
         rows.sort(key=lambda r: (r.latency_s is None, r.latency_s or 0.0))
         own = _row(k, tunables, language, evaluations, raced, kept, "(as written)")
         tables.append(VariantTable(k.hash, k.iteration, (own, *rows)))
     return tables
+
+
+def _with_session(row: VariantRow, ratios: Mapping[str, Ratio]) -> VariantRow:
+    if row.kernel_hash not in ratios:
+        return row
+    ratio, ci, reference = ratios[row.kernel_hash]
+    return dataclasses.replace(row, session_ratio=ratio, session_ci=ci, session_reference=reference)
 
 
 def _row(

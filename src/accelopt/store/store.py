@@ -738,6 +738,14 @@ class Store:
             ).fetchone()
         return None if row is None else dict(json.loads(row["data"]))
 
+    def retimings(self, run_id: str) -> list[tuple[list[str], dict[str, Any]]]:
+        """Every re-timing session of the run, in the order kept: (its kernels, its data)."""
+        with self._read() as conn:
+            rows = conn.execute(
+                "SELECT kernels, data FROM retimings WHERE run_id = ? ORDER BY rowid", (run_id,)
+            ).fetchall()
+        return [(list(json.loads(r["kernels"])), dict(json.loads(r["data"]))) for r in rows]
+
     def get_experience(self, experience_id: int) -> Experience | None:
         with self._read() as conn:
             row = conn.execute("SELECT * FROM experiences WHERE id = ?", (experience_id,))

@@ -156,7 +156,7 @@
 #endif
 
 #ifndef MB_BYTES
-#define MB_BYTES (448 * 1024)
+#define MB_BYTES 458752 /* tune: 229376 458752 917504 1835008 */ /* 448 KiB: the L2 */
 #endif
 /* rows per block: x block (MB x K) and y block (MB x N) together about MB_BYTES */
 #define MB0 (MB_BYTES / (4 * (K + N)) / MR * MR)
@@ -624,7 +624,7 @@ static void gemm_block(const float *restrict x, const float *restrict w, const f
  * blocks of KCB rows whose KCB x NR slice of the w panel (at most WL1 bytes) stays in L1 while all
  * the strips of the row block pass; the partial tiles are accumulated in Y (L2). */
 #ifndef WL1
-#define WL1 (16 * 1024)
+#define WL1 16384 /* tune: 8192 16384 32768 */ /* bytes: the L1 share of a w slice */
 #endif
 #define KCW (WL1 / (4 * NR) > 8 ? WL1 / (4 * NR) : 8)
 #define NKB ((K + KCW - 1) / KCW)                       /* K blocks */
