@@ -2,7 +2,7 @@
 after each kill: it never asks again for an answer that had arrived, and its budget holds across
 all the kills, the calls cut off in flight included (they are held in the store before they are
 sent: ``Store.hold_call``). Evaluations come from fake_runner.py (no kernel is compiled), so the
-sessions take a second each; the real pool's kill and resume are test_kill_resume.py's."""
+sessions take a second each; the real pool's kill and resume are test_optimize_cli.py's."""
 
 from __future__ import annotations
 

@@ -5,6 +5,9 @@ was never killed ends.
 Each session is a separate process (kill_driver.py) against one scripted server. The agents answer
 as a function of the prompt alone (the plan is named after the kernel it is asked about), so an
 uninterrupted run and a killed-and-resumed one ask the same questions and get the same answers.
+Evaluations come from fake_runner.py behind the real evaluation cache (no kernel is compiled, so
+the eight sessions take 30 s instead of 76 s); a run of real kernels in the real pool is killed
+and resumed by test_optimize_cli.py.
 """
 
 from __future__ import annotations
@@ -48,7 +51,7 @@ def calls_by_session(store: Store, run: str, boundary: int) -> tuple[list, list]
 def uninterrupted(setup, server):
     root = setup[0]
     phases = root / "whole.phases"
-    assert session(setup, root / "whole", phases) == 0
+    assert session(setup, root / "whole", phases, fake=True) == 0
     with Store.open(root / "whole") as store:
         run = run_id(phases)
         return {
@@ -68,13 +71,13 @@ def test_a_run_killed_in_any_phase_resumes_without_paying_twice(setup, uninterru
     assert f"{phase} 1" in uninterrupted["phases"]  # the script reaches every phase
     root = setup[0]
     workspace, phases = root / f"killed-{phase}", root / f"killed-{phase}.phases"
-    status = session(setup, workspace, phases, kill_at=f"{phase} 1")
+    status = session(setup, workspace, phases, kill_at=f"{phase} 1", fake=True)
     assert status == -signal.SIGKILL
     run = run_id(phases)
     with Store.open(workspace) as store:
         boundary = len(store.llm_calls(run))
         assert len(store.iterations(run)) <= 2  # killed before iteration 2 was committed
-    assert session(setup, workspace, phases, resume=run) == 0
+    assert session(setup, workspace, phases, resume=run, fake=True) == 0
     with Store.open(workspace) as store:
         first, second = calls_by_session(store, run, boundary)
         paid_before = {c.key for c in first if c.ok and not c.replayed}
