@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import importlib.util
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -19,6 +19,7 @@ from accelopt.errors import UserError
 from accelopt.hardware.cache import BOUND_CEILINGS, ensure_cpu_spec, load_cpu_spec
 from accelopt.hardware.roofline import roofline
 from accelopt.hardware.spec import HardwareSpec
+from accelopt.llm.client import Usage
 from accelopt.problems.loader import load_problem
 from accelopt.problems.records import Problem
 from accelopt.profiling.evaluation import Evaluation
@@ -27,7 +28,7 @@ from accelopt.reports.run_report import lineage
 from accelopt.search.tuning import VariantTable
 from accelopt.search.tuning import variant_tables as tuned_tables
 from accelopt.search.workloads import generalization, run_workloads
-from accelopt.store.records import RunRecord
+from accelopt.store.records import IterationRecord, KernelOrigin, KernelRecord, RunRecord
 from accelopt.store.store import Store
 
 # --- problems -------------------------------------------------------------------------------------
@@ -111,20 +112,30 @@ def run_row(store: Store, run: RunRecord) -> dict[str, Any]:
     }
 
 
-def variant_tables(store: Store, run: RunRecord) -> list[VariantTable]:
-    """The variant table of every kernel of the run that was tuned (``search.tuning``)."""
+def variant_tables(
+    store: Store, run: RunRecord, kernels: Sequence[KernelRecord] | None = None,
+    evaluations: Mapping[str, Evaluation] | None = None,
+) -> list[VariantTable]:  # fmt: skip
+    """The variant table of every kernel of the run that was tuned (``search.tuning``);
+    ``kernels`` and ``evaluations``: the run's, where the caller read them already. Its raced
+    kernels and re-timings are read only where a kernel was tuned."""
+    found = store.kernels(run.id) if kernels is None else kernels
+    if not any(k.origin == KernelOrigin.TUNED for k in found):
+        return []
+    evaluations = store.run_evaluations(run.id) if evaluations is None else evaluations
     raced = frozenset(store.run_raced(run.id))
     best = frozenset([run.best_hash] if run.best_hash else [])
-    found, sessions = store.kernels(run.id), store.retimings(run.id)
-    return tuned_tables(found, store.run_evaluations(run.id), raced, best, run.backend, sessions)
+    sessions = store.retimings(run.id)
+    return tuned_tables(found, evaluations, raced, best, run.backend, sessions)
 
 
-def _result_cost(store: Store, run: RunRecord, evaluations: dict[str, Evaluation]) -> ResultCost:
+def _result_cost(
+    run: RunRecord, usage: Mapping[str, Usage], evaluations: Mapping[str, Evaluation],
+    iterations: Sequence[IterationRecord], kernels: Sequence[KernelRecord],
+) -> ResultCost:  # fmt: skip
     base, best = evaluations.get(run.baseline_hash), evaluations.get(run.best_hash)
-    return result_cost(
-        store.usage_by_agent(run.id), base.pct_of_peak if base else None,
-        best.pct_of_peak if best else None, store.iterations(run.id), store.kernels(run.id),
-    )  # fmt: skip
+    base_pct, best_pct = (e.pct_of_peak if e else None for e in (base, best))
+    return result_cost(usage, base_pct, best_pct, iterations, kernels)
 
 
 def _cut_off(store: Store, run: RunRecord) -> dict[str, Any]:
@@ -136,19 +147,23 @@ def _cut_off(store: Store, run: RunRecord) -> dict[str, Any]:
 
 def run_show_json(store: Store, run: RunRecord) -> dict[str, Any]:
     """What `runs show --json` prints (and the HTTP API's /v1/runs/ID gives)."""
-    kernels = {k.hash: k for k in store.kernels(run.id)}
+    records = store.kernels(run.id)
+    kernels = {k.hash: k for k in records}
     evaluations = store.run_evaluations(run.id)
+    iterations = store.iterations(run.id)
     base = _latency(evaluations, run.baseline_hash)
     payload = {
         **run_row(store, run),
         "backend": run.backend,
         "hardware": run.hardware,
         "config": run.config,
-        "iterations": [vars(i) | {"beam": list(i.beam)} for i in store.iterations(run.id)],
+        "iterations": [vars(i) | {"beam": list(i.beam)} for i in iterations],
         "lineage": [asdict(s) for s in lineage(kernels, evaluations, run.best_hash, base)],
         "usage": store.usage(run.id),
-        "variants": [asdict(t) for t in variant_tables(store, run)],
-        "cost": asdict(_result_cost(store, run, evaluations)),
+        "variants": [asdict(t) for t in variant_tables(store, run, records, evaluations)],
+        "cost": asdict(
+            _result_cost(run, store.usage_by_agent(run.id), evaluations, iterations, records)
+        ),
         "cut_off": _cut_off(store, run),
     }
     found = generalization(store, run)

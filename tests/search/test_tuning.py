@@ -229,3 +229,22 @@ def test_an_autotune_run_killed_while_it_tunes_resumes_and_measures_nothing_twic
     assert best.hash == reference.hash  # where a run that was never killed ends
     tunables = find_tunables(KERNEL)
     assert values_of(best.kernel.source, tunables) == {"BM": "32", "UNROLL": "4"}
+
+
+def test_a_tunable_named_as_a_size_of_the_problem_is_never_varied(tmp_path, hw):
+    """The sizes are the harness's (``-D`` flags): a variant redefining M would compute another
+    problem. A model that declares one gets its other tunables tuned, that one left alone."""
+    sized = "#ifndef M\n#define M 64 /* tune: 1 2 4 */\n#endif\n" + KERNEL
+    search = SearchConfig(strategy="autotune", iterations=1, variants=8, memory="off")
+    opt, _ = optimizer(tmp_path, hw, NoLLM(), search)
+
+    async def go():
+        start = await opt.admit(sized, None, None, 0, KernelOrigin.BASELINE)
+        opt.commit(0, [start], start)
+        await opt.optimize(start, [start], start, 1)
+
+    asyncio.run(go())
+    kernels = opt.store.kernels("r1")
+    (m,) = [t for t in find_tunables(sized) if t.name == "M"]
+    assert len(kernels) > 1  # BM and UNROLL were tuned ...
+    assert {values_of(k.source, [m])["M"] for k in kernels} == {"64"}  # ... M never

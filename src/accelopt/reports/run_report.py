@@ -45,16 +45,18 @@ class RunData:
 
 
 def load_run(store: Store, run: RunRecord) -> RunData:
+    kernels = tuple(store.kernels(run.id))
+    tuned = any(k.origin == KernelOrigin.TUNED for k in kernels)  # else no variant table to draw
     return RunData(
         run=run,
-        kernels=tuple(store.kernels(run.id)),
+        kernels=kernels,
         evaluations=store.run_evaluations(run.id),
         iterations=tuple(store.iterations(run.id)),
         experiences=tuple(store.experiences(run_id=run.id)),
         usage=store.usage_by_agent(run.id),
         generalization=found if (found := generalization(store, run)).workloads.several else None,
-        raced=frozenset(store.run_raced(run.id)),
-        retimings=tuple(store.retimings(run.id)),
+        raced=frozenset(store.run_raced(run.id)) if tuned else frozenset(),
+        retimings=tuple(store.retimings(run.id)) if tuned else (),
     )
 
 

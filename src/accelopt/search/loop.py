@@ -281,10 +281,12 @@ class Optimizer:
         already drafted in this chain (so that they differ; replay keeps the chain
         deterministic); each plan's kernels are written as soon as it arrives."""
         profile = await self.profile(parent)
-        variants = tuning.variant_lines(
-            self.store.kernels(self.run.id), self.store.run_evaluations(self.run.id),
-            parent.kernel, self.backend.name, t,
-        )  # fmt: skip
+        variants = []  # what its tuning measured before, where it declares tunables
+        if tuning.declared(parent.kernel.source, self.backend.name):
+            variants = tuning.variant_lines(
+                self.store.kernels(self.run.id), self.store.run_evaluations(self.run.id),
+                parent.kernel, self.backend.name, t,
+            )  # fmt: skip
         drafted: list[str] = []
         writing: list[asyncio.Future[Child]] = []
         for n in range(first, first + count):

@@ -81,7 +81,10 @@ async def tune(
     """``cand`` (written for ``plan`` on ``parent``) or its fastest variant, as the module's
     docstring says; ``cand`` itself where it did not pass or declares nothing."""
     backend = opt.backend.name
-    tunables = declared(cand.kernel.source, backend)
+    # a name the harness defines (a size of the problem) is not the kernel's to vary: a variant
+    # redefining it would compute another problem, and only fail its checks
+    sizes = set(opt.problem.params)
+    tunables = [t for t in declared(cand.kernel.source, backend) if t.name not in sizes]
     limit = opt.config.variants
     if not tunables or not cand.evaluation.passed or limit == 0:
         return cand
