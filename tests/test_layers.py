@@ -45,6 +45,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("profiling",),
     ("store",),
     ("interop",),  # other tools' formats for problems, kernels and evaluations (FlashInfer Trace)
+    ("export",),  # a kernel that passed as a library (its runtime.py imports nothing of accelopt)
     ("agents",),
     ("search",),
     ("reports",),

@@ -12,6 +12,7 @@ import time
 
 import pytest
 from agents_pool import AgentPool, write_config
+from exported_calls import call_export
 
 from accelopt.llm.scripted import ScriptedServer
 from accelopt.store.store import Store
@@ -141,8 +142,10 @@ def test_autotune_needs_no_endpoint_and_shows_its_variants(run_cli, tmp_path):
     ws, unset = tmp_path / "ws", {"ACCELOPT_LLM_BASE_URL": "", "ACCELOPT_LLM_MODEL": ""}
     out = run_cli("optimize", "matmul", "--strategy", "autotune", "--kernel", "expert",
                   "--iterations", "1", "--variants", "2", "--workload", "small",
-                  "--workspace", ws, env=unset)  # fmt: skip
+                  "--workspace", ws, "--export", tmp_path / "best", env=unset)  # fmt: skip
     assert out.returncode == 0, out.stderr
+    assert f"exported to {tmp_path / 'best'}" in out.stdout
+    call_export(tmp_path / "best", (64, 192, 80))  # the run's best, from a fresh interpreter
     for text in ("variants of kernel", "(as written)", "KCMAX=", "re-timed", "best kernel written"):
         assert text in out.stdout
     assert "already the fastest" in out.stdout or "a variant beat the kernel" in out.stdout

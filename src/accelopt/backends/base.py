@@ -7,7 +7,7 @@ import signal
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from accelopt.backends.device import Buffer, Device
 from accelopt.backends.kernel import Kernel
@@ -98,6 +98,12 @@ class Backend(Protocol):
 
     def check(self, source: str) -> str | None:
         """Static checks before building: the reason to reject, or None."""
+        ...
+
+    def export_recipe(self) -> dict[str, Any]:
+        """How an exported kernel is built again where it is used (``accelopt export``): the
+        compiler's name, its flags without the target flag, and the libraries; {} where the
+        kernel needs no build (a Triton module compiles at its first launch)."""
         ...
 
     def build(

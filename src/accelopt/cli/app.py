@@ -19,6 +19,7 @@ from accelopt.cli import (
     agent_server,
     bench,
     common,
+    export,
     llm,
     memory,
     optimize,
@@ -56,6 +57,7 @@ app.add_typer(runs.app, name="runs")
 app.add_typer(memory.app, name="memory")
 app.add_typer(problem_cli.app, name="problem")
 app.command("optimize")(optimize.optimize_command)
+app.command("export")(export.export_command)
 app.command("report")(report.report_command)
 runs.app.command("compare")(report.compare_command)
 app.command("worker")(worker.worker_command)

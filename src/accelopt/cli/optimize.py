@@ -14,6 +14,7 @@ from rich.table import Table
 from accelopt import views
 from accelopt.backends.kernel import source_suffix
 from accelopt.cli import common
+from accelopt.cli import export as export_cli
 from accelopt.cli import variants as variants_cli
 from accelopt.cli.output import (
     JsonOption,
@@ -158,6 +159,13 @@ def optimize_command(
         Path | None,
         typer.Option(help="write the best kernel here", callback=writable_option("--out")),
     ] = None,
+    export: Annotated[
+        Path | None,
+        typer.Option(
+            help="export the best kernel as a library into this folder at the end (one folder "
+            "per problem inside it when there are several): see `accelopt export`"
+        ),
+    ] = None,
     workers: Annotated[int, typer.Option(help="evaluation worker processes")] = 2,
     profiler: common.ProfilerOption = "local",
     ray_address: common.RayAddressOption = None,
@@ -226,6 +234,12 @@ def optimize_command(
         summaries = [_finish(store, r, out if len(names) <= 1 else None, show) for r in results]
         if show and len(results) > 1:
             console.print(suite_results_table(summaries))
+    if export is not None:
+        for r in results:
+            folder = export if len(results) == 1 else export / r.run.problem
+            exported = export_cli.export_run(r.run.problem, r.run.id, folder, None, workspace)
+            if show:
+                export_cli.show(exported)
     payload = [s.as_json() for s in summaries]
     write_json(json_path, payload if len(payload) > 1 else payload[0])
 

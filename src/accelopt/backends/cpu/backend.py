@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from functools import cache
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from accelopt import settings
 from accelopt.backends.base import BuildResult, KernelError
@@ -13,6 +13,9 @@ from accelopt.backends.cpu import checks, symbols
 from accelopt.backends.cpu.checks import check_source
 from accelopt.backends.cpu.compiler import (
     LIBS,
+    LINK_FLAGS,
+    OPT_FLAGS,
+    OTHER_FLAGS,
     compile_kernel,
     kernel_flags,
     prototype,
@@ -27,7 +30,7 @@ from accelopt.backends.kernel import Kernel
 from accelopt.backends.status import Status
 from accelopt.errors import CompilerNotFoundError, UserError
 from accelopt.hardware import devicelock
-from accelopt.hardware.toolchain import Compiler, compiler_for
+from accelopt.hardware.toolchain import Compiler, compiler_for, target_flags
 from accelopt.problems.records import Problem, Sizes
 
 if TYPE_CHECKING:  # annotations only: keeps pydantic out of worker processes
@@ -90,6 +93,16 @@ class CpuBackend:
 
     def runs_on_gpu(self) -> bool:
         return False
+
+    def export_recipe(self) -> dict[str, Any]:
+        compiler = compiler_for(settings.c_compiler())
+        return {
+            "compiler": Path(compiler.command[0]).name,
+            "flags": [*OPT_FLAGS, *OTHER_FLAGS, *LINK_FLAGS],
+            "target": list(target_flags(compiler)),  # -march=native, or ACCELOPT_CPU_TARGET's
+            "arch": compiler.arch,
+            "libs": list(LIBS),
+        }
 
     def check(self, source: str) -> str | None:
         return check_source(source)

@@ -13,7 +13,7 @@ import inspect
 from collections.abc import Callable, Sequence
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -79,6 +79,9 @@ class NumpyBackend:
 
     def runs_on_gpu(self) -> bool:
         return False
+
+    def export_recipe(self) -> dict[str, Any]:
+        return {}
 
     def check(self, source: str) -> str | None:
         return None  # the problem's own reference: nothing untrusted to check

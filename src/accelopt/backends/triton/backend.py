@@ -137,6 +137,9 @@ class TritonBackend:
         gpu = current_gpu()
         return f"gpu-{gpu.uuid}" if gpu is not None else "gpu"
 
+    def export_recipe(self) -> dict[str, Any]:
+        return {}
+
     def check(self, source: str) -> str | None:
         return checks.check_source(source)
 

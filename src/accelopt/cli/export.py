@@ -1,0 +1,156 @@
+"""``accelopt export``: a kernel that passed, as a folder an application calls (Python, PyTorch,
+C). The kernel is a run's best (``--run``) or a file or shipped kind (``--kernel``); its
+evaluation on each exported workload is the run's, else one made now."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from accelopt import views
+from accelopt.backends.kernel import Kernel
+from accelopt.cli import common
+from accelopt.cli import variants as variants_cli
+from accelopt.cli.output import console
+from accelopt.errors import UserError
+from accelopt.export.bundle import Exported, Source, export_kernel, refusal
+from accelopt.formatting import milliseconds, percent
+from accelopt.problems.loader import load_problem
+from accelopt.problems.records import Problem
+from accelopt.profiling.config import EvalConfig, harness_key
+from accelopt.profiling.evaluation import Evaluation
+from accelopt.profiling.factory import make_profiler
+from accelopt.search.workloads import run_workloads
+from accelopt.store.store import Store
+
+
+def export_command(
+    problem: Annotated[str, typer.Argument(help="problem name (see `accelopt bench list`)")],
+    to: Annotated[Path, typer.Option("--to", help="the folder to write (made, or replaced)")],
+    run: Annotated[str | None, typer.Option(help="export this run's best kernel")] = None,
+    kernel: Annotated[
+        Path | None,
+        typer.Option(help="export this kernel file, or the problem's shipped baseline or expert"),
+    ] = None,
+    workload: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="a workload to build and check it for (repeat; default: the run's, else cpu)"
+        ),
+    ] = None,
+    backend: Annotated[str, typer.Option(help="the --kernel's backend: cpu or triton")] = "cpu",
+    workspace: common.WorkspaceOption = None,
+) -> None:
+    """Write a kernel that passed as a library: source, objects, C header, Python module,
+    EVIDENCE.json. A kernel that did not pass on every exported workload is refused."""
+    if (run is None) == (kernel is None):
+        raise UserError(
+            "give the kernel to export: --run RUN (its best) or --kernel FILE|baseline|expert"
+        )
+    exported = (
+        export_run(problem, run, to, workload, workspace)
+        if run is not None
+        else export_file(problem, kernel, to, workload, backend, workspace)  # type: ignore[arg-type]
+    )
+    show(exported)
+
+
+def export_run(
+    name: str, run_id: str, to: Path, workloads: Sequence[str] | None, workspace: Path | None
+) -> Exported:
+    """Export run ``run_id``'s best kernel, with the run's evaluations as evidence (a workload
+    the run never measured it on is evaluated now)."""
+    with Store.open(common.workspace_dir(workspace)) as store:
+        run = store.get_run(run_id)
+        if run is None:
+            raise UserError(f"no run {run_id!r} in {store.path}: see `accelopt runs list`")
+        if run.problem != name:
+            raise UserError(f"run {run.id} optimized {run.problem}, not {name}: give {run.problem}")
+        source = store.kernel_source(run.best_hash) if run.best_hash else None
+        if source is None:
+            raise UserError(f"run {run.id} has no best kernel yet: resume it or pick another run")
+        chosen = list(workloads or run_workloads(run).tuned)
+        version = harness_key(run.config.get("problem_version", ""))
+        found = {w: store.run_evaluations(run.id, version, workload=w).get(run.best_hash)
+                 for w in chosen}  # fmt: skip
+    kernel = Kernel(source, run.backend, f"run {run.id}")
+    problem = _problem(name, chosen, workspace)
+    missing = [w for w, e in found.items() if e is None]
+    measured = _evaluate(problem, kernel, missing) if missing else {}
+    evaluations = {w: found[w] or measured[w] for w in chosen}
+    return _export(problem, Source(kernel, run=run.id, hardware=run.hardware,
+                                   harness_version=version), evaluations, to)  # fmt: skip
+
+
+def export_file(
+    name: str,
+    kernel_path: Path,
+    to: Path,
+    workloads: Sequence[str] | None,
+    backend: str,
+    workspace: Path | None,
+) -> Exported:
+    """Export a kernel file (or a shipped kind), evaluated now on each workload."""
+    known = load_problem(name, workspace).workloads
+    chosen = list(workloads or ["cpu" if "cpu" in known else next(iter(known))])
+    problem = _problem(name, chosen, workspace)
+    source = variants_cli.start_source(problem, kernel_path, backend)
+    assert source is not None
+    kernel = Kernel(source, backend, kernel_path.name)
+    evaluations = _evaluate(problem, kernel, chosen)
+    return _export(problem, Source(kernel, harness_version=harness_key(problem.fingerprint)),
+                   evaluations, to)  # fmt: skip
+
+
+def _problem(name: str, workloads: Sequence[str], workspace: Path | None) -> Problem:
+    problem = views.problem_and_workload(name, workloads[0], workspace)
+    for w in workloads[1:]:
+        views.problem_and_workload(name, w, workspace, evaluating=False)
+    return problem
+
+
+def _evaluate(problem: Problem, kernel: Kernel, workloads: Sequence[str]) -> dict[str, Evaluation]:
+    hardware = common.hardware_for(kernel.backend)
+    found: dict[str, Evaluation] = {}
+    with make_profiler("local", hardware, EvalConfig(workers=1)) as profiler:
+        for w in workloads:
+            found[w] = profiler.evaluate(kernel, problem, w)
+            if refusal(problem, {w: found[w]}):
+                break  # one failure refuses the export: the other workloads need not run
+    return found
+
+
+def _export(
+    problem: Problem, source: Source, evaluations: dict[str, Evaluation], to: Path
+) -> Exported:
+    reason = refusal(problem, evaluations)
+    if reason:
+        raise UserError(f"not exported: {reason}")
+    return export_kernel(problem, source, evaluations, to)
+
+
+def show(exported: Exported) -> None:
+    console.print(f"exported to {exported.folder}", highlight=False)
+    evidence = (exported.folder / "EVIDENCE.json").read_text()
+    for workload, figures in json.loads(evidence)["workloads"].items():
+        console.print(
+            f"  {workload}: {figures['status']}, {milliseconds(figures['latency_s'])} ms, "
+            f"{percent(figures['pct_of_peak'])} of peak",
+            highlight=False,
+        )
+    module = exported.module.stem
+    console.print(
+        f"Python: sys.path.insert(0, {str(exported.folder)!r}); from {module} import "
+        f"{module.removesuffix('_kernel')}   (or accelopt.load(DIR)); C: see its README.md",
+        highlight=False,
+    )
+    if not exported.reference:
+        console.print(
+            "note: no standalone reference was exported, so calls at new sizes cannot be "
+            "verified (the module's default policy for them is 'raise')",
+            highlight=False,
+        )

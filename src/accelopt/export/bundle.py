@@ -1,0 +1,293 @@
+"""Write an export folder: a kernel that passed, as a library an application calls.
+
+The folder holds the source, one object per exported workload, a C header, a Python module (and
+the runtime it copies: ``runtime.py``), the standalone reference where there is one, a KernelBench
+``model_new.py`` for an imported KernelBench problem, ``EVIDENCE.json`` and a README. It is
+written beside its target and moved into place, so a failed export leaves nothing half-written.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import keyword
+import os
+import shutil
+import tempfile
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import jinja2
+
+from accelopt import __version__
+from accelopt.backends.base import get_backend
+from accelopt.backends.kernel import Kernel
+from accelopt.backends.status import Status
+from accelopt.errors import UserError
+from accelopt.export import kernelbench
+from accelopt.export.reference import standalone_reference
+from accelopt.export.runtime import MANIFEST, machine_fingerprint
+from accelopt.problems.records import Problem
+from accelopt.profiling.evaluation import Evaluation
+
+HERE = Path(__file__).parent
+RUNTIME_NAME = "_accelopt_runtime.py"
+HEADER_NAME = "kernel.h"
+BUILD_TIMEOUT_S = 300.0
+_templates = jinja2.Environment(
+    loader=jinja2.FileSystemLoader(HERE / "templates"),
+    keep_trailing_newline=True,
+    undefined=jinja2.StrictUndefined,
+    autoescape=False,  # Python, C and Markdown, never HTML
+)
+
+
+@dataclass(frozen=True)
+class Exported:
+    """What an export wrote: the folder, its Python module's file, and its workloads."""
+
+    folder: Path
+    module: Path
+    workloads: tuple[str, ...]
+    reference: bool  # whether reference.py is there (new sizes can be verified)
+    model_new: bool  # whether model_new.py is there (a KernelBench problem)
+
+
+@dataclass(frozen=True)
+class Source:
+    """Where the exported kernel comes from: a run (its id), or a file or shipped kind."""
+
+    kernel: Kernel
+    run: str = ""
+    hardware: str = ""  # HardwareSpec.key() of the evaluations
+    harness_version: str = ""
+
+
+def refusal(problem: Problem, evaluations: Mapping[str, Evaluation | None]) -> str | None:
+    """One sentence saying why this kernel may not be exported, or None: it must have PASSED
+    on every exported workload."""
+    for workload, evaluation in evaluations.items():
+        if evaluation is None:
+            return f"the kernel has no evaluation on {problem.name}/{workload}: evaluate it first"
+        if evaluation.status != Status.PASSED:
+            why = f" ({evaluation.error.splitlines()[0][:160]})" if evaluation.error else ""
+            return (
+                f"the kernel did not pass on {problem.name}/{workload}: it is "
+                f"{evaluation.status.value}{why}; only a kernel that passed on every exported "
+                "workload is exported"
+            )
+    return None
+
+
+def export_kernel(
+    problem: Problem, source: Source, evaluations: Mapping[str, Evaluation], to: Path
+) -> Exported:
+    """Write the export of ``source`` for ``problem`` on the workloads of ``evaluations`` (all
+    PASSED: see ``refusal``) into ``to``, replacing an earlier export there."""
+    reason = refusal(problem, evaluations)
+    if reason:
+        raise UserError(reason)
+    _check_target(to)
+    to.parent.mkdir(parents=True, exist_ok=True)
+    stage = Path(tempfile.mkdtemp(prefix=f".{to.name}-", dir=to.parent))
+    try:
+        exported = _write(problem, source, evaluations, stage)
+        umask = os.umask(0)
+        os.umask(umask)
+        stage.chmod(0o777 & ~umask)  # mkdtemp made it 0700
+        _replace(stage, to)
+    except BaseException:
+        shutil.rmtree(stage, ignore_errors=True)
+        raise
+    return Exported(to, to / exported.module.name, exported.workloads, exported.reference,
+                    exported.model_new)  # fmt: skip
+
+
+def _check_target(to: Path) -> None:
+    if to.exists() and not to.is_dir():
+        raise UserError(f"{to} is a file: give --to a folder")
+    if to.is_dir() and any(to.iterdir()) and not (to / MANIFEST).is_file():
+        raise UserError(
+            f"{to} is a folder that holds something other than an accelopt export: give --to a "
+            "new or empty folder"
+        )
+
+
+def _replace(stage: Path, to: Path) -> None:
+    old = None
+    if to.exists():
+        old = to.with_name(f".{to.name}.old-{os.getpid()}")
+        os.replace(to, old)
+    os.replace(stage, to)
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+def _write(
+    problem: Problem, source: Source, evaluations: Mapping[str, Evaluation], folder: Path
+) -> Exported:
+    kernel = source.kernel
+    backend = kernel.backend
+    if backend not in ("cpu", "triton"):
+        raise UserError(f"the {backend} backend's kernels are not exported: use cpu or triton")
+    source_name = "kernel.c" if backend == "cpu" else "kernel_triton.py"
+    (folder / source_name).write_text(kernel.source, encoding="utf-8")
+    variants = [_variant(problem, kernel, w, folder) for w in evaluations]
+    reference = standalone_reference(problem)
+    if reference is not None:
+        (folder / "reference.py").write_text(reference, encoding="utf-8")
+    manifest = _manifest(problem, source, source_name, variants, reference is not None)
+    _dump(folder / MANIFEST, manifest)
+    _dump(folder / "EVIDENCE.json", evidence(problem, source, evaluations))
+    shutil.copyfile(HERE / "runtime.py", folder / RUNTIME_NAME)
+    context = _context(problem, source, manifest, evaluations)
+    (folder / HEADER_NAME).write_text(_templates.get_template("kernel.h.jinja").render(context))
+    module = folder / f"{problem.name}_kernel.py"
+    module.write_text(_templates.get_template("module.py.jinja").render(context))
+    (folder / "__init__.py").write_text(
+        f'"""accelopt export of {problem.name}: see README.md."""\n\n'
+        f"from .{module.stem} import *  # noqa: F403\n"
+        f"from .{module.stem} import __all__  # noqa: F401\n"
+    )
+    model_new = kernelbench.model_new(problem, module.stem)
+    if model_new is not None:
+        (folder / "model_new.py").write_text(model_new, encoding="utf-8")
+        (folder / "model.py").write_text(kernelbench.model_source(problem), encoding="utf-8")
+    readme = _templates.get_template("README.md.jinja").render(
+        **context, model_new=model_new is not None, has_reference=reference is not None
+    )
+    (folder / "README.md").write_text(readme)
+    return Exported(
+        folder, module, tuple(evaluations), reference is not None, model_new is not None
+    )
+
+
+def _variant(problem: Problem, kernel: Kernel, workload: str, folder: Path) -> dict[str, Any]:
+    sizes = {p: int(problem.workload(workload).sizes[p]) for p in problem.params}
+    found: dict[str, Any] = {"workload": workload, "sizes": sizes, "object": ""}
+    if kernel.backend != "cpu":
+        return found  # Triton compiles at its first launch, for any sizes
+    backend = get_backend("cpu")
+    with (
+        tempfile.TemporaryDirectory(prefix="accelopt-export-") as scratch,
+        contextlib.chdir(scratch),
+    ):
+        built = backend.build(kernel, problem, sizes, BUILD_TIMEOUT_S)
+    if not built.ok or built.artifact is None:
+        raise UserError(
+            f"the kernel no longer builds for {problem.name}/{workload} "
+            f"({built.status.value if built.status else 'no object'}): {built.error[:200]}"
+        )
+    target = folder / "build" / f"{workload}.so"
+    target.parent.mkdir(exist_ok=True)
+    shutil.copyfile(built.artifact, target)
+    target.chmod(0o755)
+    return {**found, "object": f"build/{workload}.so"}
+
+
+def _manifest(
+    problem: Problem,
+    source: Source,
+    source_name: str,
+    variants: Sequence[dict[str, Any]],
+    has_reference: bool,
+) -> dict[str, Any]:
+    kernel = source.kernel
+    recipe = get_backend(kernel.backend).export_recipe()
+    return {
+        "format": 1,
+        "problem": problem.name,
+        "description": problem.description,
+        "backend": kernel.backend,
+        "kernel_hash": kernel.hash,
+        "params": list(problem.params),
+        "inputs": [{"name": t.name, "shape": list(t.shape)} for t in problem.inputs],
+        "outputs": [{"name": t.name, "shape": list(t.shape)} for t in problem.outputs],
+        "tolerance": problem.tolerance,
+        "source": source_name,
+        "header": HEADER_NAME,
+        "build": recipe,
+        "machine": machine_fingerprint(),
+        "variants": list(variants),
+        "reference": has_reference,
+        "default_policy": "compile" if has_reference else "raise",
+    }
+
+
+def evidence(
+    problem: Problem, source: Source, evaluations: Mapping[str, Evaluation]
+) -> dict[str, Any]:
+    """What the kernel measured, per workload: ``EVIDENCE.json``."""
+    return {
+        "kernel_hash": source.kernel.hash,
+        "backend": source.kernel.backend,
+        "problem": problem.name,
+        "problem_version": problem.fingerprint,
+        "run": source.run or None,
+        "kernel": source.kernel.name,
+        "hardware": source.hardware or next(iter(evaluations.values())).hardware,
+        "harness_version": source.harness_version,
+        "accelopt_version": __version__,
+        "exported_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "workloads": {w: _figures(problem, w, e) for w, e in evaluations.items()},
+    }
+
+
+def _figures(problem: Problem, workload: str, e: Evaluation) -> dict[str, Any]:
+    return {
+        "sizes": dict(problem.workload(workload).sizes),
+        "status": e.status.value,
+        "latency_s": e.latency_s,
+        "latency_ci_s": [e.ci_low_s, e.ci_high_s],
+        "pct_of_peak": e.pct_of_peak,
+        "pct_of_peak_ci": [e.pct_low, e.pct_high],
+        "ceiling": e.ceiling,
+        "bound": e.bound.value if hasattr(e.bound, "value") else str(e.bound),
+        "peak_s": e.peak_s,
+        "max_rel_err": e.max_rel_err,
+        "tolerance": e.tolerance,
+        "seeds": list(e.seeds),
+        "threads": e.threads,
+        "hardware": e.hardware,
+    }
+
+
+def _context(
+    problem: Problem,
+    source: Source,
+    manifest: Mapping[str, Any],
+    evaluations: Mapping[str, Evaluation],
+) -> dict[str, Any]:
+    function = problem.name + "_" if keyword.iskeyword(problem.name) else problem.name
+    figures = {
+        w: (
+            f"{e.latency_s * 1e3:.3g} ms" if e.latency_s else "untimed",
+            f"{e.pct_of_peak * 100:.1f} % of peak" if e.pct_of_peak else "",
+        )
+        for w, e in evaluations.items()
+    }
+    return {
+        "problem": problem,
+        "function": function,
+        "manifest": manifest,
+        "source": source,
+        "figures": figures,
+        "args": [t.name for t in problem.inputs],
+        "outs": [t.name for t in problem.outputs],
+        "upper": problem.name.upper(),
+        "c_flags": " ".join(_caller_flags(manifest.get("build") or {})),
+    }
+
+
+def _caller_flags(recipe: Mapping[str, Any]) -> list[str]:
+    """The flags a C caller compiles kernel.c with into an object of its own program."""
+    linking = ("-shared", "-fPIC", "-nostartfiles")
+    flags = [f for f in recipe.get("flags", []) if f not in linking and not f.startswith("-Wl,")]
+    return [flags[0], "-march=native", *flags[1:]] if flags else []
+
+
+def _dump(path: Path, data: Any) -> None:
+    path.write_text(json.dumps(data, indent=2, sort_keys=False) + "\n", encoding="utf-8")

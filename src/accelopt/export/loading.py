@@ -1,0 +1,34 @@
+"""``accelopt.load(DIR)``: import an export folder's Python module."""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import sys
+from pathlib import Path
+from types import ModuleType
+
+from accelopt.export.runtime import MANIFEST
+
+
+def load(folder: str | Path) -> ModuleType:
+    """The Python module of the export folder ``folder`` (written by ``accelopt export``): its
+    function has the problem's name and argument names."""
+    folder = Path(folder).resolve()
+    manifest_path = folder / MANIFEST
+    if not manifest_path.is_file():
+        raise FileNotFoundError(f"{folder} is not an accelopt export (no {MANIFEST})")
+    manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
+    path = folder / f"{manifest['problem']}_kernel.py"
+    tag = hashlib.sha256(str(folder).encode()).hexdigest()[:12]
+    name = f"_accelopt_export_{manifest['problem']}_{tag}"
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot import {path}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
