@@ -154,6 +154,13 @@ def test_autotune_needs_no_endpoint_and_shows_its_variants(run_cli, tmp_path):
     assert run["strategy"] == "autotune" and run["cost_usd"] == 0
     shown = json.loads(run_cli("runs", "show", run["run"], "--workspace", ws, "--json", "-").stdout)
     assert len(shown["variants"][0]["rows"]) == 3  # the expert as written and its 2 variants
+    again = run_cli("export", "matmul", "--run", run["run"], "--to", tmp_path / "again",
+                    "--workspace", ws)  # fmt: skip
+    assert again.returncode == 0, again.stderr
+    for folder in (tmp_path / "best", tmp_path / "again"):  # the run's own evaluation, reused
+        evidence = json.loads((folder / "EVIDENCE.json").read_text())
+        assert evidence["run"] == run["run"]
+        assert evidence["workloads"]["small"]["latency_s"] == run["best_latency_s"]
     report = run_cli("report", run["run"], "--workspace", ws)
     assert report.returncode == 0, report.stderr
     page = next((ws / "reports").glob("*.html")).read_text()

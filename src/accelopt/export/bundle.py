@@ -265,7 +265,7 @@ def _context(
     figures = {
         w: (
             f"{e.latency_s * 1e3:.3g} ms" if e.latency_s else "untimed",
-            f"{e.pct_of_peak * 100:.1f} % of peak" if e.pct_of_peak else "",
+            f"{e.pct_of_peak * 100:.1f} %" if e.pct_of_peak else "",
         )
         for w, e in evaluations.items()
     }
