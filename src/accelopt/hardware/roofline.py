@@ -1,6 +1,6 @@
 """The roofline: the shortest time a kernel's cost allows on a device, and how close a kernel got.
 
-Source of the formulas: DESIGN.md, "Contracts" → "Evaluation" → roofline, after the AccelOpt paper's
+Source of the formulas: docs/architecture.md, "Contracts" → "Roofline", after the AccelOpt paper's
 NKIBench (each cost term divided by the ceiling of the unit that pays it; the largest term wins).
 """
 
@@ -13,7 +13,7 @@ from accelopt.hardware.spec import HardwareSpec
 from accelopt.problems.records import Cost
 
 # Above this fraction of peak a kernel is faster than the roofline allows: a cheat, a wrong cost
-# model or a wrong ceiling. 5 % of slack absorbs timer and clock noise (DESIGN.md: SUSPICIOUS).
+# model or a wrong ceiling. 5 % of slack absorbs timer and clock noise (docs/architecture.md: SUSPICIOUS).
 SUSPICIOUS_FRACTION = 1.05
 
 
@@ -42,7 +42,7 @@ class Roofline:
 
 def roofline(cost: Cost, hw: HardwareSpec) -> Roofline:
     """The roofline time of ``cost`` on ``hw``; ties go to matmul, then vector, then memory."""
-    # DESIGN.md: peak_s = max(matmul_flops / matmul_rate, vector_flops / vector_rate,
+    # Contracts, Roofline: peak_s = max(matmul_flops / matmul_rate, vector_flops / vector_rate,
     #                         bytes / bandwidth)
     matmul_s = cost.matmul_flops / hw.matmul_rate
     vector_s = cost.vector_flops / hw.vector_rate
@@ -62,7 +62,7 @@ def pct_of_peak(peak_s: float, latency_s: float) -> float:
     """The fraction of the roofline a kernel reached: 1.0 is the roofline itself."""
     if latency_s <= 0:
         raise ValueError(f"latency_s must be positive, got {latency_s}")
-    # DESIGN.md: pct_of_peak = peak_s / latency_s
+    # Contracts, Roofline: pct_of_peak = peak_s / latency_s
     return peak_s / latency_s
 
 

@@ -8,7 +8,7 @@ cannot tell from noise.
 
 Ceilings are ceilings: before a kernel is called SUSPICIOUS for beating this machine's measured
 ceiling, that ceiling is re-measured (``Evaluator.remeasure``) and the kernel scored again against
-the higher figure (DESIGN.md, Hardware).
+the higher figure (docs/architecture.md, Contracts: Hardware).
 """
 
 from __future__ import annotations
