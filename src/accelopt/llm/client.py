@@ -19,15 +19,16 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, cast
-
-import openai
+from typing import TYPE_CHECKING, Any, cast
 
 from accelopt.llm.budget import Budget
 from accelopt.llm.config import AGENTS, Config, Endpoint
 from accelopt.llm.pricing import price_for
 from accelopt.llm.recorder import HoldingRecorder, MemoryRecorder, Recorder
 from accelopt.llm.records import LLMCall, Message, replay_key
+
+if TYPE_CHECKING:  # openai is imported when the first client is made, not at start-up
+    import openai
 from accelopt.llm.retry import (
     MalformedReplyError,
     backoff_s,
@@ -265,6 +266,8 @@ class LLMClient:
         )
 
     def _client(self, endpoint: Endpoint) -> openai.AsyncOpenAI:
+        import openai
+
         ident = (endpoint.base_url, endpoint.api_key)
         if ident not in self._clients:
             self._clients[ident] = openai.AsyncOpenAI(

@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import asyncio
 
-import openai
-
 from accelopt.errors import UserError
 from accelopt.llm.config import Endpoint
 
@@ -17,6 +15,8 @@ HOW = "configure one in accelopt.yaml (see accelopt.example.yaml) or set ACCELOP
 
 
 async def _probe(endpoint: Endpoint, timeout_s: float) -> None:
+    import openai  # here, not when the command line starts
+
     client = openai.AsyncOpenAI(
         base_url=endpoint.base_url, api_key=endpoint.api_key, timeout=timeout_s, max_retries=0
     )

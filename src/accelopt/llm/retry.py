@@ -4,30 +4,38 @@ from __future__ import annotations
 
 import json
 import random
-
-import openai
+from functools import cache
 
 
 class MalformedReplyError(Exception):
     """The endpoint answered 200 with something that is not a chat completion."""
 
 
-# Transient by nature: rate limits, server errors, connection drops and timeouts, and a reply
-# body the client could not read (a proxy cut it short: the openai client then raises a plain
-# JSONDecodeError, or returns no choices).
-RETRYABLE = (
-    openai.RateLimitError,
-    openai.InternalServerError,
-    openai.APIConnectionError,  # includes APITimeoutError
-    openai.APIResponseValidationError,
-    json.JSONDecodeError,
-    MalformedReplyError,
-)
 MAX_DELAY_S = 60.0
 
 
+@cache
+def retryable() -> tuple[type[BaseException], ...]:
+    """Transient by nature: rate limits, server errors, connection drops and timeouts, and a
+    reply body the client could not read (a proxy cut it short: the openai client then raises a
+    plain JSONDecodeError, or returns no choices). openai is imported here, on the first failure,
+    not when the command line starts (a quarter of a second)."""
+    import openai
+
+    return (
+        openai.RateLimitError,
+        openai.InternalServerError,
+        openai.APIConnectionError,  # includes APITimeoutError
+        openai.APIResponseValidationError,
+        json.JSONDecodeError,
+        MalformedReplyError,
+    )
+
+
 def is_retryable(exc: BaseException) -> bool:
-    if isinstance(exc, RETRYABLE):
+    import openai
+
+    if isinstance(exc, retryable()):
         return True
     # Other 5xx answers (502, 503, 504 from proxies) have no class of their own.
     return isinstance(exc, openai.APIStatusError) and exc.status_code >= 500
