@@ -24,7 +24,9 @@ REQUIRED = {
     "noise": (float, type(None)),
 }
 
-FAST = ("--min-calls", "3", "--min-time", "0.01", "--seeds", "2")
+# Quick verdicts on the small workload: what these tests read is the command line's output, not
+# the figures (the cpu workload's rotation sets and timing are the profiling tests' subject).
+FAST = ("--workload", "small", "--min-calls", "3", "--min-time", "0.01", "--seeds", "2")
 
 
 def assert_schema(record: dict) -> None:
@@ -55,7 +57,9 @@ def test_eval_json_schema_of_a_passing_kernel(run_cli, silu_baseline: Path) -> N
 
 def test_eval_table_and_json_file(run_cli, silu_baseline: Path, tmp_path: Path) -> None:
     target = tmp_path / "out.json"
-    out = run_cli("eval", "silu", silu_baseline, "--check-only", "--json", target)
+    out = run_cli(
+        "eval", "silu", silu_baseline, "--check-only", "--workload", "small", "--json", target
+    )
     assert out.returncode == 0, out.stderr
     assert "PASSED" in out.stdout and "silu" in out.stdout
     record = json.loads(target.read_text())
@@ -97,7 +101,9 @@ def test_bench_run_compares_kinds_with_a_geomean_row(run_cli) -> None:
 
 
 def test_bench_run_json_holds_every_kind(run_cli) -> None:
-    out = run_cli("bench", "run", "--problem", "silu", "--check-only", "--json", "-")
+    out = run_cli(
+        "bench", "run", "--problem", "silu", "--check-only", "--workload", "small", "--json", "-"
+    )
     assert out.returncode == 0, out.stderr
     kinds = {r["kernel"] for r in json.loads(out.stdout)}
     assert {"baseline", "numpy"} <= kinds

@@ -89,6 +89,10 @@ def test_clear_errors_for_what_the_kernel_cannot_take(export_with) -> None:
         module.matmul(a, b, out=raw[start : start + 7200].reshape(72, 100))
     out = module.aligned_empty((72, 100))
     assert module.matmul(a, b, out=out) is out
+    silu_module = load(export_with(load_problem("silu"), SILU, ["tiny"], name="silu").folder)
+    x = x_of((24, 100))
+    with pytest.raises(ValueError, match=r"out \(y\) overlaps x"):
+        silu_module.silu(x, out=x)
     np.testing.assert_allclose(out, a @ b, rtol=1e-4, atol=1e-4)
 
 

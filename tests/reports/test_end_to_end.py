@@ -1,6 +1,8 @@
-"""Reports of real runs: the scripted agent team (tests/search) drives the loop on matmul with
-real kernels and measurements; the run report and the comparison of beam search with repeated
-sampling are drawn from what the store holds."""
+"""Reports of whole runs: the scripted agent team (tests/search) drives the loop on matmul, its
+kernels evaluated by tests/search/fake_runner.py (fixed latencies per variant, behind the real
+evaluation cache: the store holds what a run of real kernels leaves); the run report and the
+comparison of beam search with repeated sampling are drawn from what the store holds. Runs of
+real kernels are reported by tests/search/test_optimize_cli.py."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ from report_helpers import FAST_EVAL, assert_self_contained, parse
 
 from accelopt.reports.compare import load_comparison, render_compare
 from accelopt.reports.run_report import load_run, render_run_report, run_report
+from accelopt.search import run as run_module
 from accelopt.search.config import SearchConfig
 from accelopt.search.run import RunInputs, execute_run, new_run
 from accelopt.store.store import Store
@@ -26,7 +29,12 @@ def optimize(store, llm, hw, search):
     return store.get_run(run.id)
 
 
-def test_reports_of_a_scripted_run_and_a_comparison(tmp_path, llm, hw, server, accelopt_cache):
+def test_reports_of_a_scripted_run_and_a_comparison(
+    tmp_path, llm, hw, server, accelopt_cache, monkeypatch
+):
+    from fake_runner import fake_profiler
+
+    monkeypatch.setattr(run_module, "make_profiler", fake_profiler)
     with Store.open(tmp_path / "ws") as store:
         beam = optimize(store, llm, hw, BEAM)
         sampling = optimize(store, llm, hw, SAMPLING)

@@ -42,6 +42,17 @@ def llm(config_path: Path):
 
 
 @pytest.fixture()
+def fake_evaluations(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Runs started in this process evaluate with fake_runner.py (fixed latencies per variant,
+    no compiler): for tests of what the loop decides and records, not of what it measures."""
+    from fake_runner import fake_profiler
+
+    from accelopt.search import run as run_module
+
+    monkeypatch.setattr(run_module, "make_profiler", fake_profiler)
+
+
+@pytest.fixture()
 def slow_start(tmp_path: Path) -> Path:
     path = tmp_path / "slow.c"
     path.write_text(variant("slow"))

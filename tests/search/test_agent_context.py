@@ -45,7 +45,7 @@ class Team:
         return Reply("NO LESSON")
 
 
-def test_what_the_agents_are_shown_and_asked_again(tmp_path, hw, accelopt_cache):
+def test_what_the_agents_are_shown_and_asked_again(tmp_path, hw, accelopt_cache, fake_evaluations):
     with ScriptedServer(default=Team()) as server:
         cfg = load_config(write_config(tmp_path / "accelopt.yaml", server.base_url))
         with Store.open(tmp_path / "ws") as store:

@@ -1,4 +1,6 @@
-"""The optimization loop end to end: scripted agents, real kernels, real measurements."""
+"""The optimization loop end to end: scripted agents, real kernels, real measurements (the tests
+of what the loop decides from its measurements, and not of the measurements, use the fake runner:
+``fake_evaluations``)."""
 
 from __future__ import annotations
 
@@ -45,7 +47,7 @@ def test_a_run_improves_the_kernel_and_learns(tmp_path, llm, hw, server, accelop
         assert store.get_run(run.id).status == "finished"
 
 
-def test_the_next_run_sees_the_lessons(tmp_path, llm, hw, server, accelopt_cache):
+def test_the_next_run_sees_the_lessons(tmp_path, llm, hw, server, accelopt_cache, fake_evaluations):
     with Store.open(tmp_path / "ws") as store:
         start_run(store, llm, hw)
         titles = {e.lesson.title for e in store.experiences()}
@@ -57,7 +59,9 @@ def test_the_next_run_sees_the_lessons(tmp_path, llm, hw, server, accelopt_cache
     assert any(title in prompt for title in titles)
 
 
-def test_memory_off_gives_no_lessons_and_writes_none(tmp_path, llm, hw, server, accelopt_cache):
+def test_memory_off_gives_no_lessons_and_writes_none(
+    tmp_path, llm, hw, server, accelopt_cache, fake_evaluations
+):
     with Store.open(tmp_path / "ws") as store:
         start_run(store, llm, hw)
         before = len(server.requests)
@@ -70,7 +74,7 @@ def test_memory_off_gives_no_lessons_and_writes_none(tmp_path, llm, hw, server, 
 
 
 def test_sampling_starts_every_plan_from_the_start_kernel(
-    tmp_path, llm, hw, server, accelopt_cache
+    tmp_path, llm, hw, server, accelopt_cache, fake_evaluations
 ):
     search = SearchConfig(strategy="sampling", beam=2, plans=1, samples=1, iterations=2)
     with Store.open(tmp_path / "ws") as store:
@@ -83,7 +87,9 @@ def test_sampling_starts_every_plan_from_the_start_kernel(
     assert len(executors) == search.executor_calls_per_iteration() * search.iterations
 
 
-def test_the_budget_stops_the_run_cleanly(tmp_path, llm, hw, server, accelopt_cache):
+def test_the_budget_stops_the_run_cleanly(
+    tmp_path, llm, hw, server, accelopt_cache, fake_evaluations
+):
     tight = llm.model_copy(update={"budget": llm.budget.model_copy(update={"max_usd": 0.002})})
     with Store.open(tmp_path / "ws") as store:
         run = new_run(store, "matmul", "small", "cpu", hw, SMALL, tight, variant("slow"))

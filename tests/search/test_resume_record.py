@@ -31,7 +31,7 @@ def stop_at(phase: str, iteration: int):
 
 
 def test_a_resume_goes_on_against_the_ceilings_the_run_started_with(
-    tmp_path, llm, hw, server, accelopt_cache
+    tmp_path, llm, hw, server, accelopt_cache, fake_evaluations
 ):
     raised = hw.model_copy(update={"matmul_rate": hw.matmul_rate * 1.25})  # re-measured since
     with Store.open(tmp_path / "ws") as store:
@@ -57,7 +57,7 @@ def test_a_resume_goes_on_against_the_ceilings_the_run_started_with(
 
 
 def test_a_new_run_pays_for_fresh_samples_unless_told_to_replay(
-    tmp_path, llm, hw, server, accelopt_cache
+    tmp_path, llm, hw, server, accelopt_cache, fake_evaluations
 ):
     one = QUIET.model_copy(update={"iterations": 1})
     with Store.open(tmp_path / "ws") as store:
@@ -76,7 +76,9 @@ def test_a_new_run_pays_for_fresh_samples_unless_told_to_replay(
         assert replayed == 0  # every answer reused from the run it names
 
 
-def test_a_resumed_run_counts_what_it_spent_before(tmp_path, llm, hw, server, accelopt_cache):
+def test_a_resumed_run_counts_what_it_spent_before(
+    tmp_path, llm, hw, server, accelopt_cache, fake_evaluations
+):
     capped = llm.model_copy(update={"budget": llm.budget.model_copy(update={"max_usd": 5.0})})
     with Store.open(tmp_path / "ws") as store:
         run = new_run(store, "matmul", "small", "cpu", hw, QUIET, capped, variant("slow"))

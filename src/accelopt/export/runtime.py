@@ -161,6 +161,13 @@ class ExportedKernel:
         args = [Argument(n, v) for n, v in zip(names, values, strict=True)]
         outs = self._out_arguments(out)
         sizes = self.bind_sizes(args, outs)
+        for o, (name, _) in zip(outs or [], self.outputs, strict=False):
+            for a in args:
+                if np.may_share_memory(o.array, a.array):
+                    raise ValueError(
+                        f"out ({name}) overlaps {a.name}: the kernel reads its inputs while it "
+                        "writes its outputs, so they may not share memory"
+                    )
         if outs is None:
             outs = self._new_outputs(sizes, any(a.tensor for a in args))
         arrays = [a.array if a.is_aligned else aligned(a.array) for a in args]

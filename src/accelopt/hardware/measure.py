@@ -127,7 +127,8 @@ TRIAD = Microbench("triad", "triad.c", ())
 
 
 def base_flags(compiler: Compiler) -> tuple[str, ...]:
-    """The flags kernels are built with (docs/architecture.md, Contracts), less those only a shared object needs."""
+    """The flags kernels are built with (docs/architecture.md, Contracts), less those only a
+    shared object needs."""
     return (OPT_FLAGS[0], *target_flags(compiler), *OPT_FLAGS[1:])
 
 

@@ -13,7 +13,8 @@ from accelopt.hardware.spec import HardwareSpec
 from accelopt.problems.records import Cost
 
 # Above this fraction of peak a kernel is faster than the roofline allows: a cheat, a wrong cost
-# model or a wrong ceiling. 5 % of slack absorbs timer and clock noise (docs/architecture.md: SUSPICIOUS).
+# model or a wrong ceiling. 5 % of slack absorbs timer and clock noise (docs/architecture.md,
+# Contracts: SUSPICIOUS).
 SUSPICIOUS_FRACTION = 1.05
 
 

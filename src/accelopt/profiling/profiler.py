@@ -10,10 +10,10 @@ One protocol, two runners behind it (``factory.make_profiler``):
 
 Both sit behind the same evaluation cache, the store's (``Store.get_evaluation``, seen here as an
 ``EvaluationCache``), keyed by kernel hash, problem, workload, hardware key and harness version
-(docs/architecture.md, Contracts: Kernel identity): a kernel measured once, by either profiler, in any run of the workspace, is not
-measured again. The ``CachedProfiler`` (``parent/cache.py``) is the cache's one owner. An
-evaluation the service itself failed to produce (an actor lost too many times) is returned as a
-``CRASH`` naming the reason, and never cached.
+(docs/architecture.md, Contracts: Kernel identity): a kernel measured once, by either profiler,
+in any run of the workspace, is not measured again. The ``CachedProfiler`` (``parent/cache.py``)
+is the cache's one owner. An evaluation the service itself failed to produce (an actor lost
+too many times) is returned as a ``CRASH`` naming the reason, and never cached.
 
 ``retime`` measures several kernels afresh, interleaved in one worker on one device
 (``session.py``), to tell a small speed-up from noise; it never reads nor fills the cache.

@@ -150,7 +150,8 @@ class CpuBackend:
         self._threads = threads
 
     def facts(self, hardware: HardwareSpec) -> BackendFacts:
-        """The C kernel contract (docs/architecture.md, Contracts) with the lists the checks and the compiler use."""
+        """The C kernel contract (docs/architecture.md, Contracts) with the lists the checks and
+        the compiler use."""
         try:
             cc = compiler_for(settings.c_compiler())
             command, version = " ".join(cc.command), f", compiled by {cc.version}"

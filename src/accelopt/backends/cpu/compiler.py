@@ -37,8 +37,9 @@ from accelopt.hardware.toolchain import Compiler, target_flags
 
 logger = logging.getLogger(__name__)
 
-# The kernel contract's flags (docs/architecture.md, Contracts): -O3 -march=native (-mcpu=native on aarch64) -fopenmp
-# -shared -fPIC; gnu11 keeps C11 with the GNU spellings intrinsics headers and `M_PI` rely on.
+# The kernel contract's flags (docs/architecture.md, Contracts): -O3 -march=native (-mcpu=native
+# on aarch64) -fopenmp -shared -fPIC; gnu11 keeps C11 with the GNU spellings intrinsics headers
+# and `M_PI` rely on.
 OPT_FLAGS: tuple[str, ...] = ("-O3",)
 OTHER_FLAGS: tuple[str, ...] = ("-fopenmp", "-shared", "-fPIC", "-std=gnu11")
 # How the object is linked. No start files: crtbeginS.o's frame_dummy (in .init_array) and crti.o's

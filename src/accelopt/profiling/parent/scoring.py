@@ -1,7 +1,8 @@
 """From a worker's result to a scored ``Evaluation``: pure functions, tested directly.
 
 The one place a measurement meets the roofline: ``workload_roofline`` (the problem's cost model at
-a workload on a hardware spec, docs/architecture.md, Contracts) gives both the deadlines' scale and the score.
+a workload on a hardware spec, docs/architecture.md, Contracts) gives both the deadlines' scale
+and the score.
 """
 
 from __future__ import annotations
