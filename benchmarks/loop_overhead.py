@@ -60,7 +60,7 @@ class Team:
         self.lock = threading.Lock()
 
     def __call__(self, request):
-        from accelopt.llm.scripted import Reply
+        from accelopt.testing.scripted import Reply
 
         if request.model == "executor":
             with self.lock:
@@ -83,12 +83,12 @@ def main() -> None:
 
     from accelopt.hardware.measure import measure_cpu
     from accelopt.llm.config import Config
-    from accelopt.llm.scripted import ScriptedServer
     from accelopt.profiling.config import EvalConfig
     from accelopt.profiling.evaluation import Evaluation
     from accelopt.search.config import SearchConfig
     from accelopt.search.run import RunInputs, execute_run, new_run
     from accelopt.store.store import Store
+    from accelopt.testing.scripted import ScriptedServer
 
     hardware = measure_cpu()
     search = SearchConfig(beam=4, plans=4, samples=2, iterations=args.iterations, fixer=1)

@@ -52,6 +52,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("views",),  # what the front ends above show and look up alike (JSON of problems and runs)
     ("serve", "agentserver"),
     ("cli",),
+    ("testing",),  # test doubles (a scripted LLM server and chat model): nothing imports them
 )
 # Modules that may import anything: the package root and ``python -m accelopt``. Any module may
 # import the root (``from accelopt import settings``, ``__version__``): Python runs it first anyway.

@@ -3,7 +3,7 @@ come back as data with a reason, never as exceptions.
 
 The agents run against the in-process ``ScriptedChat`` (no HTTP); ``test_every_agent_over_http``
 runs all four through the real ``LLMClient`` and the scripted HTTP server, which answer from the
-same script (tests/llm/test_scripted_chat.py checks that the two record the same calls)."""
+same script (tests/testing/test_scripted_chat.py checks that the two record the same calls)."""
 
 from __future__ import annotations
 
@@ -19,12 +19,12 @@ from accelopt.agents.summarizer import SummarizerInput, summarize
 from accelopt.backends.cpu.backend import CpuBackend
 from accelopt.backends.status import Status
 from accelopt.llm.client import LLMClient
-from accelopt.llm.scripted import Reply, ScriptedServer
-from accelopt.llm.scripted_chat import ScriptedChat, scripted_config
 from accelopt.memory.records import Experience, Lesson
 from accelopt.problems import load_problem
 from accelopt.profiling.evaluation import Evaluation
 from accelopt.profiling.profile import build_profile
+from accelopt.testing.scripted import Reply, ScriptedServer
+from accelopt.testing.scripted_chat import ScriptedChat, scripted_config
 
 pytestmark = pytest.mark.timeout(60)
 

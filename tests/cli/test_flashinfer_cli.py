@@ -12,8 +12,8 @@ import pytest
 
 pytest.importorskip("torch")
 
-from accelopt.llm.scripted import RecordedRequest, Reply, ScriptedServer
 from accelopt.problems.flashinfer import schema as fi
+from accelopt.testing.scripted import RecordedRequest, Reply, ScriptedServer
 
 DATASET = Path(__file__).parents[1] / "problems" / "flashinfer_dataset"
 WORKLOAD_64 = "a1b2c3d4-0000-4000-8000-000000000064"

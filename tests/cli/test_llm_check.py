@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from accelopt.llm.scripted import Reply, ScriptedServer
+from accelopt.testing.scripted import Reply, ScriptedServer
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -10,10 +10,10 @@ import pytest
 
 from accelopt.llm.client import LLMClient, estimate
 from accelopt.llm.config import Config
-from accelopt.llm.scripted import Reply, ScriptedServer
 from accelopt.search.run import run_budget
 from accelopt.store.records import RunRecord
 from accelopt.store.store import Store
+from accelopt.testing.scripted import Reply, ScriptedServer
 
 MESSAGES = [{"role": "user", "content": "x" * 400}]
 

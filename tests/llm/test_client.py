@@ -10,7 +10,7 @@ from accelopt.llm.budget import Budget
 from accelopt.llm.client import LLMClient
 from accelopt.llm.config import Config
 from accelopt.llm.recorder import JsonlRecorder, MemoryRecorder
-from accelopt.llm.scripted import Reply, ScriptedServer
+from accelopt.testing.scripted import Reply, ScriptedServer
 
 pytestmark = pytest.mark.timeout(60)
 

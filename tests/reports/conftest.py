@@ -16,8 +16,8 @@ from agents_pool import AgentPool, write_config
 from report_helpers import make_fake_run
 
 from accelopt.llm.config import load_config
-from accelopt.llm.scripted import ScriptedServer
 from accelopt.store.store import Store
+from accelopt.testing.scripted import ScriptedServer
 
 
 @pytest.fixture()

@@ -9,7 +9,7 @@ import re
 import threading
 from pathlib import Path
 
-from accelopt.llm.scripted import RecordedRequest, Reply
+from accelopt.testing.scripted import RecordedRequest, Reply
 
 VARIANTS = Path(__file__).parent / "variants"
 PLAN_ORDER = ("good", "slower", "broken", "wrong", "fast")

@@ -14,8 +14,8 @@ sys.path.insert(0, str(Path(__file__).parent))
 from agents_pool import AgentPool, variant, write_config
 
 from accelopt.llm.config import load_config
-from accelopt.llm.scripted import ScriptedServer
 from accelopt.profiling.config import EvalConfig
+from accelopt.testing.scripted import ScriptedServer
 
 FAST_EVAL = EvalConfig(seeds=2, min_calls=5, min_time_s=0.02, workers=2)
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from agents_pool import VARIANTS, variant
 
-from accelopt.llm.scripted import RecordedRequest, Reply
+from accelopt.testing.scripted import RecordedRequest, Reply
 
 DRIVER = Path(__file__).parent / "kill_driver.py"
 # the plan asked for, by the variant the planner is shown: from the slow start a compile error,

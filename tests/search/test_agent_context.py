@@ -12,10 +12,10 @@ import pytest
 from agents_pool import variant, write_config
 
 from accelopt.llm.config import load_config
-from accelopt.llm.scripted import RecordedRequest, Reply, ScriptedServer
 from accelopt.search.config import SearchConfig
 from accelopt.search.run import RunInputs, execute_run, new_run
 from accelopt.store.store import Store
+from accelopt.testing.scripted import RecordedRequest, Reply, ScriptedServer
 from conftest import FAST_EVAL
 
 pytestmark = [pytest.mark.timeout(300), pytest.mark.slow]

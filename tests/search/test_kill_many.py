@@ -12,10 +12,10 @@ import pytest
 from kill_support import agents, run_id, session, write_config
 
 from accelopt.llm.pricing import Price
-from accelopt.llm.scripted import ScriptedServer
-from accelopt.llm.scripting import usage
 from accelopt.store.records import RunStatus
 from accelopt.store.store import Store
+from accelopt.testing.scripted import ScriptedServer
+from accelopt.testing.scripting import usage
 from accelopt.views import run_show_json
 
 pytestmark = [pytest.mark.timeout(300)]

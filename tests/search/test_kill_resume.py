@@ -18,8 +18,8 @@ from collections import Counter
 import pytest
 from kill_support import agents, run_id, session, write_config
 
-from accelopt.llm.scripted import ScriptedServer
 from accelopt.store.store import Store
+from accelopt.testing.scripted import ScriptedServer
 
 pytestmark = [pytest.mark.timeout(600), pytest.mark.slow]
 

@@ -14,8 +14,8 @@ import pytest
 from agents_pool import AgentPool, write_config
 from exported_calls import call_export
 
-from accelopt.llm.scripted import ScriptedServer
 from accelopt.store.store import Store
+from accelopt.testing.scripted import ScriptedServer
 
 pytestmark = [pytest.mark.timeout(600), pytest.mark.slow]
 

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 from agents_pool import write_config
 
-from accelopt.llm.scripted import RecordedRequest, Reply, ScriptedServer
 from accelopt.store.store import Store
+from accelopt.testing.scripted import RecordedRequest, Reply, ScriptedServer
 
 pytestmark = [pytest.mark.timeout(600), pytest.mark.slow]
 

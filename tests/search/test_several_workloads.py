@@ -10,12 +10,12 @@ from agents_pool import AgentPool, variant, write_config
 from accelopt.backends.kernel import Kernel
 from accelopt.backends.status import Status
 from accelopt.llm.config import load_config
-from accelopt.llm.scripted import ScriptedServer
 from accelopt.problems import load_problem
 from accelopt.search.config import SearchConfig
 from accelopt.search.run import RunInputs, execute_run, new_run
 from accelopt.search.workloads import choose_workloads, generalization
 from accelopt.store.store import Store
+from accelopt.testing.scripted import ScriptedServer
 from conftest import FAST_EVAL
 
 pytestmark = [pytest.mark.timeout(300), pytest.mark.slow]

@@ -17,7 +17,6 @@ from accelopt.backends.tunables import find_tunables, label, values_of
 from accelopt.llm.client import LLMClient
 from accelopt.llm.config import load_config
 from accelopt.llm.offline import NoLLM
-from accelopt.llm.scripted import RecordedRequest, Reply, ScriptedServer
 from accelopt.problems.loader import load_problem
 from accelopt.profiling.evaluation import Evaluation
 from accelopt.profiling.session import Retiming
@@ -27,6 +26,7 @@ from accelopt.search.run import _drive
 from accelopt.search.tuning import variant_lines, variant_tables
 from accelopt.store.records import KernelOrigin, RunRecord
 from accelopt.store.store import Store
+from accelopt.testing.scripted import RecordedRequest, Reply, ScriptedServer
 
 KERNEL = """#ifndef BM
 #define BM 64 /* tune: 16 32 64 128 */

@@ -39,12 +39,12 @@ from report_helpers import SPEC, make_fake_run
 from accelopt.cli.runs import run_row
 from accelopt.cli.serve import dashboard_hint, dashboard_url
 from accelopt.formatting import percent, usd
-from accelopt.llm.scripted import RecordedRequest, Reply, ScriptedServer
 from accelopt.memory.records import Experience, Lesson
 from accelopt.reports.run_report import load_run, run_report
 from accelopt.serve.dashboard import live_figures, live_json, status_counts
 from accelopt.store.records import RunRecord
 from accelopt.store.store import Store
+from accelopt.testing.scripted import RecordedRequest, Reply, ScriptedServer
 
 pytest.importorskip("fastapi")
 

@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import json
-import sys
 from pathlib import Path
 from types import ModuleType
 
-from accelopt.export.runtime import MANIFEST
+from accelopt.export.runtime import MANIFEST, import_file
 
 
 def load(folder: str | Path) -> ModuleType:
@@ -20,15 +18,6 @@ def load(folder: str | Path) -> ModuleType:
     if not manifest_path.is_file():
         raise FileNotFoundError(f"{folder} is not an accelopt export (no {MANIFEST})")
     manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
-    path = folder / f"{manifest['problem']}_kernel.py"
     tag = hashlib.sha256(str(folder).encode()).hexdigest()[:12]
     name = f"_accelopt_export_{manifest['problem']}_{tag}"
-    if name in sys.modules:
-        return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(name, path)
-    if spec is None or spec.loader is None:
-        raise ImportError(f"cannot import {path}")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
+    return import_file(folder / f"{manifest['problem']}_kernel.py", name)

@@ -324,7 +324,7 @@ class ExportedKernel:
                 f"this export of {self.name} has no standalone reference ({path.name}): call "
                 "with verify=False, or policy='raise'"
             )
-        module = _import_file(path, f"_accelopt_reference_{self.manifest['kernel_hash'][:12]}")
+        module = import_file(path, f"_accelopt_reference_{self.manifest['kernel_hash'][:12]}")
         self._reference = module.reference
         return module.reference
 
@@ -348,7 +348,7 @@ class ExportedKernel:
         return call
 
     def _triton(self) -> Callable[..., None]:
-        module = _import_file(
+        module = import_file(
             self.folder / self.manifest["source"],
             f"_accelopt_triton_{self.manifest['kernel_hash'][:12]}",
         )
@@ -572,7 +572,7 @@ def _user_cache() -> Path:
     return Path(base) / "accelopt-export"
 
 
-def _import_file(path: Path, name: str) -> Any:
+def import_file(path: Path, name: str) -> Any:
     if name in sys.modules:
         return sys.modules[name]
     spec = importlib.util.spec_from_file_location(name, path)

@@ -1,7 +1,7 @@
 """What the agents need of an LLM: one chat completion per call, failures as data.
 
 ``LLMClient`` (the real, OpenAI-compatible client) has this shape, and so does the in-process
-``llm.scripted_chat.ScriptedChat`` the tests use; the agents and the search loop take a
+``testing.scripted_chat.ScriptedChat`` the tests use; the agents and the search loop take a
 ``ChatModel`` and never the concrete client.
 """
 

@@ -8,7 +8,7 @@ with the same (model, messages, parameters, sample index) is answered from the r
 
 The agents depend on ``llm.chat.ChatModel``, which this client satisfies. The request body, the
 record's fields and the retry loop are module functions, shared with the in-process scripted
-model of the tests (``llm.scripted_chat``) so that it records calls as this client does.
+model of the tests (``testing.scripted_chat``) so that it records calls as this client does.
 """
 
 from __future__ import annotations

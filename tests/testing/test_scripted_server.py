@@ -11,7 +11,7 @@ from collections.abc import Iterator
 import openai
 import pytest
 
-from accelopt.llm.scripted import DEFAULT_MODEL, RecordedRequest, Reply, ScriptedServer
+from accelopt.testing.scripted import DEFAULT_MODEL, RecordedRequest, Reply, ScriptedServer
 
 pytestmark = pytest.mark.timeout(60)
 

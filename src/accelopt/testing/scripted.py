@@ -7,8 +7,8 @@ malformed or truncated bodies), and read back the requests the client sent.
 
 Stdlib only: ``http.server.ThreadingHTTPServer`` speaking HTTP/1.1 with keep-alive. The
 scripting rules (``Reply``, which reply a request gets, the completion body) live in
-``llm.scripting`` and are shared with the in-process ``llm.scripted_chat.ScriptedChat``, so the
-two answer alike; they are importable from here as before.
+``testing.scripting`` and are shared with the in-process
+``testing.scripted_chat.ScriptedChat``, so the two answer alike; they are importable from here.
 
 Example::
 
@@ -32,7 +32,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import MappingProxyType, TracebackType
 from typing import Any
 
-from accelopt.llm.scripting import (
+from accelopt.testing.scripting import (
     DEFAULT_MODEL,
     RecordedRequest,
     Reply,

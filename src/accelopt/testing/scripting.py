@@ -2,8 +2,8 @@
 request gets, and the chat-completion body a reply becomes.
 
 Two scripted LLMs answer from the same :class:`Script`, so they answer alike: the HTTP server
-(``llm.scripted.ScriptedServer``, reached through the real ``LLMClient`` and ``openai`` client)
-and the in-process model (``llm.scripted_chat.ScriptedChat``, an agent's ``ChatModel`` with no
+(``testing.scripted.ScriptedServer``, reached through the real ``LLMClient`` and ``openai`` client)
+and the in-process model (``testing.scripted_chat.ScriptedChat``, an agent's ``ChatModel`` with no
 HTTP). Replies are scripted per model (FIFO), else answered by ``default`` (a reply, or a
 function of the request), else by a 500 "no scripted reply for model '<m>'".
 

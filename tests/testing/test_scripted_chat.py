@@ -10,9 +10,9 @@ import pytest
 
 from accelopt.llm.chat import ChatModel
 from accelopt.llm.client import LLMClient
-from accelopt.llm.scripted import Reply, ScriptedServer
-from accelopt.llm.scripted_chat import IN_PROCESS_URL, ScriptedChat, scripted_config
-from accelopt.llm.scripting import RecordedRequest
+from accelopt.testing.scripted import Reply, ScriptedServer
+from accelopt.testing.scripted_chat import IN_PROCESS_URL, ScriptedChat, scripted_config
+from accelopt.testing.scripting import RecordedRequest
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -1,6 +1,6 @@
 """An in-process scripted ``ChatModel`` for tests: the agents' LLM without HTTP.
 
-:class:`ScriptedChat` answers from the same :class:`~accelopt.llm.scripting.Script` as the HTTP
+:class:`ScriptedChat` answers from the same :class:`~accelopt.testing.scripting.Script` as the HTTP
 ``ScriptedServer`` (replies per model, FIFO, then ``default``; ``chat.script("planner", ...)``,
 ``chat.requests_for("planner")``), and turns each reply into the ``LLMCall`` the real
 ``LLMClient`` records for it, through the client's own helpers: the same request body, the same
@@ -41,7 +41,7 @@ from accelopt.llm.client import (
 from accelopt.llm.config import AGENTS, Config, Endpoint
 from accelopt.llm.records import LLMCall, Message
 from accelopt.llm.retry import MalformedReplyError
-from accelopt.llm.scripting import (
+from accelopt.testing.scripting import (
     DEFAULT_MODEL,
     RecordedRequest,
     Reply,
