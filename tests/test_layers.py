@@ -268,6 +268,110 @@ def backend_specific_imports(
     ]
 
 
+# --- inside profiling: parent/, worker/, cluster/ and what they share at its top -----------------
+
+PROFILING = f"{PACKAGE}.profiling"
+# What a worker process may import from profiling's top: the package, the config and the pure
+# statistics. Not evaluation.py (pydantic records), session.py or the profilers: the worker's
+# side of the process boundary knows the protocol and nothing of the parent's.
+WORKER_MAY_IMPORT = frozenset({PROFILING, f"{PROFILING}.config", f"{PROFILING}.stats"})
+# The parent's reaches into the worker beyond its protocol that are left: the sandbox it prepares
+# its workers' environment with, the per-machine seed pool and the control's spec and version.
+# A ratchet: this list may shrink, never grow.
+PARENT_INTO_WORKER = frozenset({
+    (f"{PROFILING}.parent.evaluator", f"{PROFILING}.worker"),
+    (f"{PROFILING}.parent.evaluator", f"{PROFILING}.worker.sandbox"),
+    (f"{PROFILING}.parent.evaluator", f"{PROFILING}.worker.control"),
+    (f"{PROFILING}.parent.evaluator", f"{PROFILING}.worker.references"),
+    (f"{PROFILING}.parent.scoring", f"{PROFILING}.worker.control"),
+})  # fmt: skip
+
+
+def profiling_part(module: str) -> str | None:
+    """``worker``, ``parent`` or ``cluster`` for a module of those folders, ``top`` for the rest of
+    profiling, None outside it."""
+    if module != PROFILING and not module.startswith(PROFILING + "."):
+        return None
+    first = module[len(PROFILING) + 1 :].split(".")[0]
+    return first if first in ("worker", "parent", "cluster") else "top"
+
+
+def profiling_violations(edges: Iterable[Edge]) -> list[Edge]:
+    """Imports inside profiling that point the wrong way: the worker importing anything of
+    profiling but its own folder, the protocol's config and the statistics; anything else
+    reaching into the worker past its protocol (but the ratchet's list)."""
+    bad = []
+    for e in edges:
+        source, target = profiling_part(e.source), profiling_part(e.target)
+        if source is None or target is None or source == target:
+            continue
+        if source == "worker":
+            if e.target not in WORKER_MAY_IMPORT:
+                bad.append(e)
+        elif (
+            target == "worker"
+            and e.target != f"{PROFILING}.worker.protocol"
+            and (e.source, e.target) not in PARENT_INTO_WORKER
+        ):
+            bad.append(e)
+    return bad
+
+
+# --- sizes: rooms of one size ---------------------------------------------------------------------
+
+MAX_MODULE_LINES = 400
+MAX_FUNCTION_LINES = 60
+# Over those limits today, each at most as big as it is now: a ratchet (an entry may shrink or
+# leave, never grow, and none may join). Kernels are exempt: the suite's Triton kernels
+# (problems/suite/*/*.py, beside its C kernels, which this check does not read).
+LARGE_MODULES = {
+    "store/store.py": 920,
+    "search/loop.py": 615,
+    "hardware/measure.py": 566,
+    "backends/cpu/executor.py": 512,
+    "backends/cpu/checks.py": 490,
+    "profiling/worker/harness.py": 462,
+    "search/run.py": 449,
+    "backends/cpu/compiler.py": 433,
+}
+LARGE_FUNCTIONS = {
+    "cli/optimize.py:optimize_command": 154,
+    "problems/kernelbench/plan.py:plan_import": 111,
+    "problems/flashinfer/importer.py:import_definition": 80,
+    "serve/api.py:create_app": 79,
+    "problems/kernelbench/imported.py:build_problem": 75,
+    "problems/kernelbench/analysis.py:run_on": 75,
+    "cli/bench.py:run_command": 74,
+    "backends/cpu/backend.py:facts": 71,
+    "problems/flashinfer/imported.py:build_problem": 66,
+}
+
+
+def sizes(root: Path = ROOT) -> tuple[dict[str, int], dict[str, int]]:
+    """The lines of each module over MAX_MODULE_LINES and of each function over
+    MAX_FUNCTION_LINES (``path:name``), paths relative to ``root``, kernels left out."""
+    modules: dict[str, int] = {}
+    functions: dict[str, int] = {}
+    for path in sorted(root.rglob("*.py")):
+        where = path.relative_to(root).as_posix()
+        if "__pycache__" in path.parts or where.startswith("problems/suite/"):
+            continue
+        text = path.read_text()
+        if len(text.splitlines()) > MAX_MODULE_LINES:
+            modules[where] = len(text.splitlines())
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                length = (node.end_lineno or node.lineno) - node.lineno + 1
+                if length > MAX_FUNCTION_LINES:
+                    functions[f"{where}:{node.name}"] = length
+    return modules, functions
+
+
+def grown(found: Mapping[str, int], allowed: Mapping[str, int]) -> list[str]:
+    return [f"{name}: {n} lines" + (f" (was {allowed[name]})" if name in allowed else "")
+            for name, n in sorted(found.items()) if n > allowed.get(name, 0)]  # fmt: skip
+
+
 def report(title: str, edges: Iterable[Edge]) -> str:
     return "\n".join([title, *(f"  {e}" for e in edges)])
 
@@ -416,11 +520,53 @@ def test_nothing_generic_imports_one_backend() -> None:
     )
 
 
+def test_the_arrows_inside_profiling() -> None:
+    bad = profiling_violations(read_graph(shown_from=REPO))
+    assert not bad, report(
+        "imports inside profiling that point the wrong way (the worker knows the protocol, the "
+        "config and stats.py of profiling; the rest reaches the worker through its protocol):",
+        bad,
+    )
+
+
+def test_checker_finds_the_wrong_arrows_inside_profiling() -> None:
+    p = PROFILING
+    edges = [
+        Edge(f"{p}.worker.harness", f"{p}.stats", "h.py", 1),  # allowed
+        Edge(f"{p}.worker.retime", f"{p}.session", "r.py", 2),  # the worker into records
+        Edge(f"{p}.session", f"{p}.worker.timing", "s.py", 3),  # the top into the worker
+        Edge(f"{p}.parent.pool", f"{p}.worker.protocol", "p.py", 4),  # allowed
+        Edge(f"{p}.parent.pool", f"{p}.worker.serve", "p.py", 5),  # past the protocol
+        Edge(f"{p}.parent.scoring", f"{p}.worker.control", "c.py", 6),  # the ratchet's
+    ]
+    assert [e.line for e in profiling_violations(edges)] == [2, 3, 5]
+
+
+def test_no_module_or_function_grows_past_its_size() -> None:
+    modules, functions = sizes()
+    bad = grown(modules, LARGE_MODULES) + grown(functions, LARGE_FUNCTIONS)
+    assert not bad, (
+        f"over {MAX_MODULE_LINES} lines a module or {MAX_FUNCTION_LINES} a function (split it; "
+        "the LARGE_ lists only shrink):\n" + "\n".join(bad)
+    )
+
+
+def test_the_size_checker_finds_a_long_module_and_function(tmp_path: Path) -> None:
+    body = "\n".join(f"    x{i} = {i}" for i in range(MAX_FUNCTION_LINES))
+    padding = "\n" * MAX_MODULE_LINES
+    root = _write(tmp_path, {"a.py": f"def f():\n{body}\n{padding}", "b.py": "y = 1\n"})
+    modules, functions = sizes(root)
+    assert list(modules) == ["a.py"] and functions == {"a.py:f": MAX_FUNCTION_LINES + 1}
+    assert grown(functions, {"a.py:f": MAX_FUNCTION_LINES + 1}) == []
+    assert grown(modules, {}) == [f"a.py: {modules['a.py']} lines"]
+
+
 if __name__ == "__main__":  # python tests/test_layers.py: every offence, without pytest
     graph = read_graph(shown_from=REPO)
     found = cycles(graph)
     print(report("import cycles:", cycle_edges(graph, found)))
     print(report("imports that do not point down the layers:", layer_violations(graph)))
+    print(report("imports inside profiling that point the wrong way:", profiling_violations(graph)))
     print(
         report(
             "imports of one backend's modules from outside it:",

@@ -20,16 +20,10 @@ from accelopt.profiling.config import EvalConfig
 from accelopt.profiling.parent.deadlines import TIMING, CallClock, Deadlines
 from accelopt.profiling.parent.evaluator import Evaluator
 from accelopt.profiling.parent.pool import WorkerProcess
-from accelopt.profiling.worker.contention import (
-    Contention,
-    CpuSnapshot,
-    contention,
-    is_busy,
-    snapshot,
-)
+from accelopt.profiling.stats import ci_half_width, is_busy, median_ci, median_ci_ranks, summarize
+from accelopt.profiling.worker.contention import Contention, CpuSnapshot, contention, snapshot
 from accelopt.profiling.worker.protocol import EvaluationAnswer
 from accelopt.profiling.worker.timed_loop import Precision
-from accelopt.profiling.worker.timing import ci_half_width, median_ci, median_ci_ranks, summarize
 
 DEADLINES = Deadlines(compile_s=150.0, call_s=3.0, reference_s=120.0, timing_floor_s=10.0)
 

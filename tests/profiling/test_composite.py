@@ -7,8 +7,9 @@ import math
 import pytest
 
 from accelopt.backends.status import Status
-from accelopt.profiling.composite import combine, combine_ratios, geomean
+from accelopt.profiling.composite import combine, combine_ratios
 from accelopt.profiling.evaluation import Evaluation
+from accelopt.profiling.stats import geomean
 from accelopt.search.selection import Comparison, compare
 
 

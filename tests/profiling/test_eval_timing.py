@@ -6,12 +6,8 @@ import math
 
 import pytest
 
-from accelopt.profiling.worker.timing import (
-    COLD_SPAN_BYTES,
-    MAX_ROTATION_SETS,
-    rotation_sets,
-    summarize,
-)
+from accelopt.profiling.stats import summarize
+from accelopt.profiling.worker.timing import COLD_SPAN_BYTES, MAX_ROTATION_SETS, rotation_sets
 
 MIB = 1 << 20
 

@@ -25,13 +25,8 @@ from accelopt.profiling.config import EvalConfig
 from accelopt.profiling.evaluation import Evaluation
 from accelopt.profiling.factory import make_profiler
 from accelopt.profiling.parent.cache import CachedProfiler
-from accelopt.profiling.session import (
-    Retiming,
-    ratio_estimate,
-    retiming,
-    round_order,
-    round_ratios,
-)
+from accelopt.profiling.session import Retiming, retiming
+from accelopt.profiling.stats import ratio_estimate, round_order, round_ratios
 from accelopt.profiling.worker.protocol import RetimeRequest
 
 MATMUL = load_problem("matmul")
@@ -256,7 +251,7 @@ def test_a_session_the_service_lost_is_a_crash_for_every_kernel(hw):
 
 
 def test_a_session_verdict_is_decided_once_more_rounds_cannot_change_it():
-    from accelopt.profiling.session import decided, faster
+    from accelopt.profiling.stats import decided, faster
 
     assert decided(1.002, 0.015) and not faster(1.002, 0.015)  # a look-alike, known to 1.5 %
     assert not decided(1.002, 0.05)  # known to 5 %: a gain of 4 % is still in its interval
@@ -268,7 +263,7 @@ def test_a_session_verdict_is_decided_once_more_rounds_cannot_change_it():
 
 
 def test_a_session_never_believes_a_gain_identical_copies_show():
-    from accelopt.profiling.session import faster
+    from accelopt.profiling.stats import faster
 
     # identical copies of the small matmul loop, each in its own kernel process, in one session
     # on the Intel VM: gains of 2.1 % and 2.6 %, each beyond twice its interval

@@ -17,21 +17,12 @@ A single evaluation is returned unchanged, so a one-workload run is exactly what
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Sequence
 
 from accelopt.profiling.evaluation import Evaluation
+from accelopt.profiling.stats import geomean
 
 SEPARATOR = "+"  # the combined evaluation's workload: "a+b"
-
-
-def geomean(values: Sequence[float]) -> float | None:
-    """The geometric mean of positive values; None when there are none or one is not positive."""
-    if not values or any(v <= 0 for v in values):
-        return None
-    if len(values) == 1:
-        return values[0]
-    return math.exp(sum(math.log(v) for v in values) / len(values))
 
 
 def combine(evaluations: Sequence[Evaluation], workloads: Sequence[str] = ()) -> Evaluation:

@@ -6,7 +6,7 @@ from pydantic import BaseModel, ConfigDict
 
 from accelopt.backends.status import Status
 from accelopt.hardware.roofline import Bound
-from accelopt.profiling.worker.contention import is_busy
+from accelopt.profiling.stats import is_busy
 
 
 class Evaluation(BaseModel):

@@ -414,7 +414,7 @@ class Optimizer:
     ) -> dict[str, Comparison]:
         """One session: the parent and ``kids`` timed interleaved. A child it finds faster is
         timed again beside the parent and its twin (the parent again, in a kernel process of its
-        own: ``session.against_twin``), and that session's verdict is the one kept. Sessions
+        own: ``stats.against_twin``), and that session's verdict is the one kept. Sessions
         are kept in the store (a resumed iteration reuses them), never in the evaluation cache."""
         first = await self._session(t, [parent, *kids])
         verdicts = {kid.hash: session_compare(*found)

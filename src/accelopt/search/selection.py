@@ -20,7 +20,7 @@ from enum import StrEnum
 from typing import Any
 
 from accelopt.profiling.evaluation import Evaluation
-from accelopt.profiling.session import against_twin, faster
+from accelopt.profiling.stats import against_twin, faster
 from accelopt.store.records import KernelRecord
 
 # Medians of separate evaluations of one kernel differ by up to ~2 % on a quiet machine (thread

@@ -14,8 +14,8 @@ from enum import StrEnum
 
 from accelopt.errors import UserError
 from accelopt.problems.records import Problem
-from accelopt.profiling.composite import geomean
 from accelopt.profiling.evaluation import Evaluation
+from accelopt.profiling.stats import geomean
 from accelopt.store.records import RunRecord
 from accelopt.store.store import Store
 

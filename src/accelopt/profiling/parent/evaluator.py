@@ -44,7 +44,8 @@ from accelopt.profiling.parent.scoring import (
     workload_roofline,
 )
 from accelopt.profiling.profiler import Job
-from accelopt.profiling.session import MIN_ROUNDS, Retiming, retiming
+from accelopt.profiling.session import Retiming, retiming
+from accelopt.profiling.stats import MIN_ROUNDS
 from accelopt.profiling.worker import sandbox
 from accelopt.profiling.worker.control import spec_for
 from accelopt.profiling.worker.protocol import (

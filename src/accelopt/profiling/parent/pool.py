@@ -22,6 +22,7 @@ from accelopt.backends.base import MEMORY_FAULTS
 from accelopt.backends.status import Status
 from accelopt.profiling.parent.deadlines import CallClock, Deadlines
 from accelopt.profiling.worker.protocol import (
+    LOG_NAME,
     Answer,
     Channel,
     EvaluateRequest,
@@ -35,8 +36,8 @@ from accelopt.profiling.worker.protocol import (
     SessionAnswer,
     Shutdown,
     parse_answer,
+    read_log,
 )
-from accelopt.profiling.worker.serve import LOG_NAME, read_log
 
 Request = EvaluateRequest | RetimeRequest
 

@@ -25,9 +25,10 @@ from accelopt.formatting import giga
 from accelopt.hardware.roofline import Bound
 from accelopt.hardware.spec import HardwareSpec
 from accelopt.problems.records import Problem
-from accelopt.profiling.composite import SEPARATOR, geomean
+from accelopt.profiling.composite import SEPARATOR
 from accelopt.profiling.evaluation import Evaluation
 from accelopt.profiling.parent.scoring import blames_the_ceiling, verdict, workload_roofline
+from accelopt.profiling.stats import geomean
 
 CACHED_MARK = "*"  # marks a % of peak against the cached ceiling, in tables that mix the two
 

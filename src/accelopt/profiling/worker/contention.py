@@ -30,16 +30,6 @@ class Contention:
     steal: float  # time the hypervisor gave the CPUs to other guests / all CPU time
 
 
-# Enough to move a timing: other processes took a tenth of the CPUs, or steal a twentieth.
-BUSY_OTHERS = 0.1
-BUSY_STEAL = 0.05
-
-
-def is_busy(others: float | None, steal: float | None) -> bool:
-    """Whether what others took of the machine (unknown: None) was enough to move a timing."""
-    return (others or 0.0) > BUSY_OTHERS or (steal or 0.0) > BUSY_STEAL
-
-
 def process_ticks(pid: int) -> float:
     """A live process's CPU time (user + system, all its threads) in clock ticks; 0 if gone."""
     try:

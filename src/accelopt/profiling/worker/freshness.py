@@ -45,7 +45,7 @@ from typing import Any
 
 import numpy as np
 
-from accelopt.profiling.worker.timing import median_ci
+from accelopt.profiling.stats import median_ci
 
 POSITIONS = 4  # changed per input per call of a sparse batch
 CHEAP_REFRESH = 0.1  # every batch is full when a set's refresh costs at most this share of a call
@@ -207,7 +207,7 @@ def sparse_faster(sparse: Sequence[float], full: Sequence[float]) -> str:
     """Why the kernel is SUSPICIOUS, or '': its calls on inputs changed in a few places
     (``sparse``, seconds per call by batch) are clearly faster than those on inputs new throughout
     (``full``): the upper end of the sparse median's 95 % interval is below SPARSE_FASTER times
-    the lower end of the full one's (``timing.median_ci``; with few samples the interval spans
+    the lower end of the full one's (``stats.median_ci``; with few samples the interval spans
     them all), so noise on a busy machine widens the intervals rather than accusing the kernel.
     Both kinds are interleaved in one timing, so drift in the machine's speed cancels. Honest
     kernels measured 0.78-1.16 here (sparse over full medians, short timings on a busy machine;

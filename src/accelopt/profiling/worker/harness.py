@@ -33,6 +33,7 @@ from accelopt.hardware import devicelock
 from accelopt.problems.records import Problem
 from accelopt.problems.shipping import resolve_ref
 from accelopt.profiling.config import HARNESS_VERSION
+from accelopt.profiling.stats import summarize
 from accelopt.profiling.worker import contention, hostmemory, placement, references, sandbox
 from accelopt.profiling.worker.control import Control
 from accelopt.profiling.worker.correctness import check_outputs, modified_input
@@ -46,7 +47,7 @@ from accelopt.profiling.worker.protocol import (
     Phase,
 )
 from accelopt.profiling.worker.timed_loop import BATCH_S, MAX_BATCH, Failed, RotationSets, TimedLoop
-from accelopt.profiling.worker.timing import rotation_sets, summarize
+from accelopt.profiling.worker.timing import rotation_sets
 
 __all__ = ["EvaluationRun", "Failed", "RotationSets", "Ticker"]
 

@@ -23,6 +23,7 @@ import json
 import select
 import socket
 import time
+from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
@@ -251,3 +252,21 @@ class Channel:
 
     def close(self) -> None:
         self.sock.close()
+
+
+# -- what kernels print ----------------------------------------------------------------------------
+
+LOG_NAME = "output.log"  # in the worker's scratch folder: its stdout and stderr, read by the parent
+
+
+def read_log(scratch: Path, cap: int) -> str:
+    """The first ``cap`` bytes of what kernels printed, with a note of how much more there was."""
+    path = scratch / LOG_NAME
+    try:
+        size = path.stat().st_size
+        with open(path, "rb") as f:
+            head = f.read(cap)
+    except OSError:
+        return ""
+    text = head.decode("utf-8", errors="replace")
+    return text + (f"\n[... {size - cap} more bytes not kept]" if size > cap else "")

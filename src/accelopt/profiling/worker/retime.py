@@ -12,12 +12,11 @@ import numpy as np
 from accelopt.backends.status import Status
 from accelopt.hardware import devicelock
 from accelopt.problems.shipping import resolve_ref
-from accelopt.profiling import session
+from accelopt.profiling import stats
 from accelopt.profiling.worker import contention, placement, sandbox
 from accelopt.profiling.worker.harness import EvaluationRun, Ticker
 from accelopt.profiling.worker.protocol import Channel, RetimeRequest, SessionAnswer
 from accelopt.profiling.worker.timed_loop import TimedLoop
-from accelopt.profiling.worker.timing import ci_half_width
 
 
 class RetimeRun:
@@ -27,7 +26,7 @@ class RetimeRun:
     (the cpu backend: its own executor process) and its own rotation sets (each spanning the cold
     span: a session holds a set per kernel). Then, under one exclusive device lock, their
     ``TimedLoop``s run in rounds of slices, each kernel's flanked by the reference's
-    (``_flanked_round``; ``session.round_order`` once the reference is gone), until every kernel has
+    (``_flanked_round``; ``stats.round_order`` once the reference is gone), until every kernel has
     min_calls and min_time_s and each ratio to the first kernel is known to ci_target (or each
     kernel has been timed ci_time_cap_s), after ``min_rounds`` rounds at least; max_time_s of any
     kernel ends it. Each kernel is then summarized and verified as an evaluation is. A kernel that
@@ -39,8 +38,8 @@ class RetimeRun:
         self.runs = [EvaluationRun(request.one(k), channel, problem) for k in request.kernels]
         self.config = self.runs[0].config
         self.lock_path = self.runs[0].lock_path
-        self.min_rounds = request.min_rounds or session.MIN_ROUNDS
-        self.slice_s = session.slice_seconds(self.config.min_time_s, self.min_rounds)
+        self.min_rounds = request.min_rounds or stats.MIN_ROUNDS
+        self.slice_s = stats.slice_seconds(self.config.min_time_s, self.min_rounds)
         self.tick = Ticker(self.runs[0].phase)
         for run in self.runs:
             run.tick = self.tick  # the parent hears of the timing as one phase
@@ -152,14 +151,14 @@ class RetimeRun:
         return figure
 
     def _plain_round(self) -> dict[int, float]:
-        """Every kernel's slice in ``session.round_order`` (no reference left to flank with)."""
-        order = session.round_order(self.rounds, len(self.runs))
+        """Every kernel's slice in ``stats.round_order`` (no reference left to flank with)."""
+        order = stats.round_order(self.rounds, len(self.runs))
         figures = {i: self._slice_figure(i) for i in order}
         return {i: f for i, f in figures.items() if f is not None}
 
     def _flanked_round(self) -> dict[int, float]:
         """A B A C A: the reference (kernel 0) timed before and after every other kernel's slice,
-        its last slice carried into the next round; each kernel's figure is ``session.flanked``
+        its last slice carried into the next round; each kernel's figure is ``stats.flanked``
         by the reference's slices either side of it, on the scale of the reference's median
         slice (the round's figure for kernel 0)."""
         before = self._carried if self._carried is not None else self._slice_figure(0)
@@ -171,7 +170,7 @@ class RetimeRun:
             child = self._slice_figure(i)
             after = self._slice_figure(0)
             if child is not None and after is not None:
-                ratios[i] = session.flanked(child, before, after)
+                ratios[i] = stats.flanked(child, before, after)
             references.append(after)
             before = after
         self._carried = before
@@ -205,22 +204,24 @@ class RetimeRun:
 
     def _all_decided(self) -> bool:
         """Whether every kernel's verdict against the first is one more rounds cannot change
-        (``session.decided``): a look-alike stops once its interval holds no gain worth timing
+        (``stats.decided``): a look-alike stops once its interval holds no gain worth timing
         for, a clearly slower or faster kernel at MIN_ROUNDS."""
         if 0 not in self.loops or len(self.loops) < 2:
             return False
         first = self.series[0]
-        estimates = [session.ratio_estimate(session.round_ratios(first, self.series[i]))
+        estimates = [stats.ratio_estimate(stats.round_ratios(first, self.series[i]))
                      for i in self.loops if i]  # fmt: skip
-        return all(session.decided(ratio, ci) for ratio, ci in estimates)
+        return all(stats.decided(ratio, ci) for ratio, ci in estimates)
 
     def _intervals(self) -> list[float]:
         """What must be known to ci_target: each kernel's ratio to the first (with the first
         gone, each kernel's own median)."""
         if 0 not in self.loops:
-            return [ci_half_width(loop.samples) for loop in self.loops.values()]
+            return [stats.ci_half_width(loop.samples) for loop in self.loops.values()]
         first = self.series[0]
-        return [ci_half_width(session.round_ratios(first, self.series[i])) for i in self.loops if i]
+        return [
+            stats.ci_half_width(stats.round_ratios(first, self.series[i])) for i in self.loops if i
+        ]
 
     def _verify(self) -> None:
         for i, loop in self.loops.items():

@@ -21,6 +21,7 @@ import tempfile
 from pathlib import Path
 
 from accelopt.profiling.worker.protocol import (
+    LOG_NAME,
     Channel,
     EvaluationAnswer,
     Hello,
@@ -28,9 +29,8 @@ from accelopt.profiling.worker.protocol import (
     SessionAnswer,
     Shutdown,
     parse_request,
+    read_log,
 )
-
-LOG_NAME = "output.log"
 
 
 def _redirect_output(scratch: Path) -> int:
@@ -39,19 +39,6 @@ def _redirect_output(scratch: Path) -> int:
     os.dup2(fd, 2)
     os.close(fd)
     return 1
-
-
-def read_log(scratch: Path, cap: int) -> str:
-    """The first ``cap`` bytes of what kernels printed, with a note of how much more there was."""
-    path = scratch / LOG_NAME
-    try:
-        size = path.stat().st_size
-        with open(path, "rb") as f:
-            head = f.read(cap)
-    except OSError:
-        return ""
-    text = head.decode("utf-8", errors="replace")
-    return text + (f"\n[... {size - cap} more bytes not kept]" if size > cap else "")
 
 
 def _reset_log() -> None:

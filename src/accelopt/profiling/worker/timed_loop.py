@@ -16,6 +16,7 @@ import numpy as np
 
 from accelopt.backends.device import Buffer, CanarySet
 from accelopt.backends.status import Status
+from accelopt.profiling.stats import ci_half_width, median_ci
 from accelopt.profiling.worker.freshness import (
     CONFIRM_ROUNDS,
     MIN_FULL,
@@ -27,7 +28,6 @@ from accelopt.profiling.worker.freshness import (
     full_share,
     sparse_faster,
 )
-from accelopt.profiling.worker.timing import ci_half_width, median_ci
 
 if TYPE_CHECKING:  # the run a loop times; harness.py imports this module
     from accelopt.profiling.worker.control import Control

@@ -1,0 +1,181 @@
+"""The pure statistics of a measurement, below both the parent and the worker: the median's
+interval and the timing summary, the thresholds of a busy machine, the arithmetic of a re-timing
+session (``session.py`` says how its rounds are read) and the geometric mean that combines
+workloads (``composite.py``). Numbers in, numbers out: no records, no I/O. The worker imports only
+this module, the protocol and the config from profiling's top (``tests/test_layers.py``)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+# -- timing: the median and its interval ------------------------------------------------------
+
+Z95 = 1.959964  # two-sided 95 % normal quantile
+
+
+@dataclass(frozen=True)
+class TimingStats:
+    latency_s: float  # median
+    min_s: float
+    noise: float  # IQR / median
+    calls: int
+    ci_low_s: float  # 95 % confidence interval of the median
+    ci_high_s: float
+
+    @property
+    def ci(self) -> float:
+        """The interval's half-width relative to the median (0.01: the median is known to ±1 %)."""
+        return (self.ci_high_s - self.ci_low_s) / (2 * self.latency_s) if self.latency_s else 0.0
+
+
+def median_ci_ranks(n: int, z: float = Z95) -> tuple[int, int]:
+    """0-based ranks of the sorted samples that bound a distribution-free confidence interval of
+    the median (the binomial order-statistic interval, normal approximation): no assumption on
+    the shape of the timing distribution, which is skewed by interruptions."""
+    half = z * math.sqrt(n) / 2
+    low = max(0, math.floor(n / 2 - half) - 1)
+    high = min(n - 1, math.ceil(1 + n / 2 + half) - 1)
+    return low, max(high, 0)
+
+
+def median_ci(samples: Sequence[float] | np.ndarray) -> tuple[float, float]:
+    """The 95 % confidence interval of the median of ``samples``."""
+    ordered = np.sort(np.asarray(samples, dtype=np.float64))
+    low, high = median_ci_ranks(len(ordered))
+    return float(ordered[low]), float(ordered[high])
+
+
+def ci_half_width(samples: Sequence[float] | np.ndarray) -> float:
+    """The relative half-width of the median's 95 % interval (inf with fewer than 6 samples,
+    where the interval spans the extremes)."""
+    if len(samples) < 6:
+        return math.inf
+    low, high = median_ci(samples)
+    median = float(np.median(samples))
+    return (high - low) / (2 * median) if median > 0 else 0.0
+
+
+def summarize(samples: Sequence[float]) -> TimingStats:
+    if not samples:
+        raise ValueError("no timed calls")
+    q1, median, q3 = np.percentile(np.asarray(samples, dtype=np.float64), [25, 50, 75])
+    noise = float((q3 - q1) / median) if median > 0 else 0.0
+    low, high = median_ci(samples)
+    return TimingStats(float(median), float(min(samples)), noise, len(samples), low, high)
+
+
+# -- the machine: how much others took while a kernel was timed (``worker/contention.py``) -----
+
+# Enough to move a timing: other processes took a tenth of the CPUs, or steal a twentieth.
+BUSY_OTHERS = 0.1
+BUSY_STEAL = 0.05
+
+
+def is_busy(others: float | None, steal: float | None) -> bool:
+    """Whether what others took of the machine (unknown: None) was enough to move a timing."""
+    return (others or 0.0) > BUSY_OTHERS or (steal or 0.0) > BUSY_STEAL
+
+
+# -- re-timing sessions (``session.py``) ---------------------------------------------------------
+
+MIN_ROUNDS = 8  # rounds a session times, at least (ci_half_width needs 6 ratios for an interval)
+MIN_SLICE_S = 0.02  # a kernel's slice of a round lasts at least this long (about ten batches)
+
+# per round: a kernel's fastest seconds per call (None: absent)
+RoundSeries = Sequence[float | None]
+
+
+def round_order(round_index: int, count: int) -> list[int]:
+    """The kernels' order in a round: forward, then backward (A B, B A, A B, ...)."""
+    forward = list(range(count))
+    return forward if round_index % 2 == 0 else forward[::-1]
+
+
+def flanked(child_s: float, before_s: float, after_s: float) -> float:
+    """A kernel's round figure relative to the reference's slices just before and after its own:
+    its fastest batch over their mean, so a drift of the machine's speed across the three
+    slices, if even, cancels."""
+    return child_s / ((before_s + after_s) / 2)
+
+
+def slice_seconds(min_time_s: float, min_rounds: int) -> float:
+    """How long each kernel is timed per round: ``min_time_s`` spread over the first rounds."""
+    return max(MIN_SLICE_S, min_time_s / max(1, min_rounds))
+
+
+def round_ratios(reference: RoundSeries, other: RoundSeries) -> list[float]:
+    """``other`` over ``reference``, in the rounds where both were timed."""
+    pairs = zip(reference, other, strict=False)
+    return [o / r for r, o in pairs if r is not None and r > 0 and o is not None]
+
+
+# A gain is believed beyond twice the session's own interval of the ratio, never below
+# 2 x SESSION_MIN_NOISE (``search.selection.session_compare``): identical copies of one loop, each
+# in a kernel process of its own, read 0.974-1.062 of each other in sessions on this project's
+# Intel VM before rounds were flanked (two at 0.979 +- 0.9 % and 0.974 +- 1.3 %, which a 1 % floor
+# believed), 0.986-1.045 after (sessions of four, 2026-12-04); 1.0 % apart on a quiet Zen 4.
+SESSION_MIN_NOISE = 0.015
+
+
+def faster(ratio: float | None, ratio_ci: float | None) -> bool:
+    """Whether a session says a kernel is faster than the reference: its time ratio below 1 by
+    more than twice the ratio's interval (and twice SESSION_MIN_NOISE)."""
+    if ratio is None or ratio <= 0:
+        return False
+    return 1.0 - ratio > 2 * max(SESSION_MIN_NOISE, ratio_ci or 0.0)
+
+
+def against_twin(
+    ratio: float | None, ratio_ci: float | None, twin: float | None, twin_ci: float | None
+) -> tuple[float | None, float | None]:
+    """A child's ratio to the faster of the parent's two kernel processes in one session
+    (``twin``: the second's ratio to the first, with its interval ``twin_ci``). Each process has
+    memory of its own, and a parent's process that happens to run slower lends every child its
+    gain: two identical copies read 0.963 and 0.968 of their parent in one session on this
+    project's Intel VM (once in about 30 sessions of four). Where the twin is the faster, the
+    child is compared with it, within both intervals (root-sum-squared)."""
+    if ratio is None or twin is None or twin <= 0 or twin >= 1.0:
+        return ratio, ratio_ci
+    if ratio_ci is None or twin_ci is None:
+        return ratio / twin, None
+    return ratio / twin, math.hypot(ratio_ci, twin_ci)
+
+
+# What an early stop may leave unseen: a session stops on a look-alike once its interval shows
+# no gain larger than this; a wider interval times on (to the time cap) whatever its median says.
+# The smallest gain ``faster`` can believe: timing on to rule out a smaller one decides nothing.
+MISSABLE_GAIN = 2 * SESSION_MIN_NOISE
+
+
+def decided(ratio: float | None, ratio_ci: float | None) -> bool:
+    """Whether timing longer cannot change ``faster`` beyond MISSABLE_GAIN: faster already (a
+    narrower interval keeps it so), or the interval's fast end within MISSABLE_GAIN of 1 or
+    above. A median above 1 decides nothing on its own: eight noisy rounds put a look-alike at
+    1.38 (+- 48 %) on a loaded machine, an interval that also holds a gain of a quarter."""
+    if ratio is None or ratio_ci is None:
+        return False
+    return faster(ratio, ratio_ci) or ratio * (1.0 - ratio_ci) >= 1.0 - MISSABLE_GAIN
+
+
+def ratio_estimate(ratios: Sequence[float]) -> tuple[float | None, float | None]:
+    """The median ratio and its 95 % interval's relative half-width (None: too few rounds)."""
+    if not ratios:
+        return None, None
+    half = ci_half_width(ratios)
+    return float(np.median(ratios)), None if math.isinf(half) else half
+
+
+# -- several workloads (``composite.py``) ------------------------------------------------------
+
+
+def geomean(values: Sequence[float]) -> float | None:
+    """The geometric mean of positive values; None when there are none or one is not positive."""
+    if not values or any(v <= 0 for v in values):
+        return None
+    if len(values) == 1:
+        return values[0]
+    return math.exp(sum(math.log(v) for v in values) / len(values))
