@@ -18,9 +18,11 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "src" / "accelopt"
 READER = PACKAGE / "settings.py"
 # Modules that run outside accelopt and so cannot ask settings.py: the runtime an export folder
-# carries (``accelopt export``) reads CC, TRITON_INTERPRET and XDG_CACHE_HOME in the user's
-# application. Reads only: a write is an offence there too.
-STANDALONE = frozenset({PACKAGE / "export" / "runtime.py"})
+# carries (``accelopt export``: runtime*.py) reads CC, TRITON_INTERPRET and XDG_CACHE_HOME in
+# the user's application. Reads only: a write is an offence there too.
+STANDALONE = frozenset(
+    PACKAGE / "export" / name for name in ("runtime.py", "runtime_build.py", "runtime_torch.py")
+)
 
 READS = {"environ", "environb", "getenv", "getenvb"}
 WRITES = {"putenv", "unsetenv"}

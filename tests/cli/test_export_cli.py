@@ -22,7 +22,8 @@ def test_export_the_shipped_expert_and_call_it(run_cli, tmp_path) -> None:
         "EVIDENCE.json",
         "README.md",
         "manifest.json",
-        "_accelopt_runtime.py",
+        "_accelopt/runtime.py",
+        "_accelopt/runtime_build.py",
     ):
         assert (folder / name).is_file(), name
     readme = (folder / "README.md").read_text()

@@ -29,12 +29,14 @@ from accelopt.backends.status import Status
 from accelopt.errors import UserError
 from accelopt.export import kernelbench
 from accelopt.export.reference import standalone_reference
-from accelopt.export.runtime import MANIFEST, machine_fingerprint
+from accelopt.export.runtime import MANIFEST
+from accelopt.export.runtime_build import machine_fingerprint
 from accelopt.problems.records import Problem
 from accelopt.profiling.evaluation import Evaluation
 
 HERE = Path(__file__).parent
-RUNTIME_NAME = "_accelopt_runtime.py"
+RUNTIME_DIR = "_accelopt"  # runtime.py and the two files beside it, as in this package
+RUNTIME_FILES = ("runtime.py", "runtime_build.py", "runtime_torch.py")
 HEADER_NAME = "kernel.h"
 BUILD_TIMEOUT_S = 300.0
 _templates = jinja2.Environment(
@@ -142,7 +144,9 @@ def _write(
     manifest = _manifest(problem, source, source_name, variants, reference is not None)
     _dump(folder / MANIFEST, manifest)
     _dump(folder / "EVIDENCE.json", evidence(problem, source, evaluations))
-    shutil.copyfile(HERE / "runtime.py", folder / RUNTIME_NAME)
+    (folder / RUNTIME_DIR).mkdir()
+    for name in RUNTIME_FILES:
+        shutil.copyfile(HERE / name, folder / RUNTIME_DIR / name)
     context = _context(problem, source, manifest, evaluations)
     (folder / HEADER_NAME).write_text(_templates.get_template("kernel.h.jinja").render(context))
     module = folder / f"{problem.name}_kernel.py"

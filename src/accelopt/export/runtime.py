@@ -1,10 +1,10 @@
 """The runtime of an exported kernel: validate the caller's arrays, route by size, call the object.
 
-``accelopt export`` copies this file into the folder it writes, as ``_accelopt_runtime.py``, so
-it needs only the standard library and NumPy (torch when the caller passes tensors, Triton for a
-triton kernel); it never imports accelopt. The folder's ``manifest.json`` says what the kernel
-computes (argument names, shapes in size parameters), which objects were built for which sizes,
-and how to build one for new sizes.
+``accelopt export`` copies this file and the two beside it (``runtime_build.py``: building for
+new sizes; ``runtime_torch.py``: tensors, Triton, the torch op) into the folder it writes, under
+``_accelopt/``: it needs only the standard library and NumPy (torch for tensors, Triton for a
+triton kernel), never accelopt. The folder's ``manifest.json`` says what the kernel computes, which
+objects were built for which sizes, and how to build one for new sizes.
 
 The kernel is LLM-written code. Here it runs in the caller's process, without the sandbox that
 evaluated it: that is why ``accelopt export`` exports only a kernel that passed, and why the first
@@ -14,16 +14,10 @@ call at sizes nobody checked is verified against the reference by default.
 from __future__ import annotations
 
 import ctypes
-import hashlib
 import importlib.util
 import json
 import math
-import os
-import platform
-import shutil
-import subprocess
 import sys
-import tempfile
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -34,7 +28,6 @@ import numpy as np
 MANIFEST = "manifest.json"
 ALIGN = 64  # bytes: the kernel contract's alignment (aligned vector loads are legal)
 POLICIES = ("compile", "reference", "raise")
-COMPILE_TIMEOUT_S = 300
 
 
 class KernelMismatchError(RuntimeError):
@@ -57,20 +50,6 @@ def aligned_empty(shape: Sequence[int]) -> np.ndarray:
     raw = np.empty(4 * count + ALIGN, dtype=np.uint8)
     start = (-raw.ctypes.data) % ALIGN
     return raw[start : start + 4 * count].view(np.float32).reshape(tuple(shape))
-
-
-def machine_fingerprint() -> str:
-    """What an object built with -march=native depends on: the architecture, the CPU's model
-    and its feature flags. An object built elsewhere is rebuilt here, never loaded."""
-    parts = [platform.machine()]
-    try:
-        text = Path("/proc/cpuinfo").read_text(errors="replace")
-    except OSError:
-        text = ""
-    for key in ("model name", "flags", "Features", "CPU part"):
-        line = next((ln for ln in text.splitlines() if ln.startswith(key)), "")
-        parts.append(line.split(":", 1)[-1].strip())
-    return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
 
 
 class Argument:
@@ -139,7 +118,6 @@ class ExportedKernel:
         self._checked: set[tuple[int, ...]] = set()
         self._libraries: list[Any] = []  # keeps every loaded object alive
 
-    # -- the caller's side ---------------------------------------------------------------------
     def set_policy(self, policy: str, verify: bool = True) -> None:
         """What a call at sizes nobody exported does (``compile``, ``reference``, ``raise``)."""
         self.policy = _checked_policy(policy)
@@ -157,7 +135,9 @@ class ExportedKernel:
         if len(values) != len(names):
             raise TypeError(f"{self.name}() takes {len(names)} arrays ({', '.join(names)})")
         if self.manifest["backend"] == "triton":
-            return self._call_triton(values, out, policy, verify, reference)
+            return _sibling("runtime_torch").call_triton(
+                self, values, out, policy, verify, reference
+            )
         args = [Argument(n, v) for n, v in zip(names, values, strict=True)]
         outs = self._out_arguments(out)
         sizes = self.bind_sizes(args, outs)
@@ -277,8 +257,9 @@ class ExportedKernel:
             if tuple(variant["sizes"][p] for p in self.params) == key:
                 if self.manifest["backend"] == "triton":  # one module, any sizes: Triton JITs
                     return {**variant, "built_here": True}
-                here = self.manifest.get("machine") == machine_fingerprint()
-                return {**variant, "built_here": here and bool(variant.get("object"))}
+                here = _sibling("runtime_build").machine_fingerprint()
+                ok = self.manifest.get("machine") == here and bool(variant.get("object"))
+                return {**variant, "built_here": ok}
         return None
 
     def exported_sizes(self) -> str:
@@ -328,14 +309,13 @@ class ExportedKernel:
         self._reference = module.reference
         return module.reference
 
-    # -- loading -----------------------------------------------------------------------------
     def _load(self, key: tuple[int, ...], known: dict[str, Any] | None) -> Callable[..., None]:
         if self.manifest["backend"] == "triton":
-            return self._triton()
+            return _sibling("runtime_torch").triton_callable(self)
         if known is not None and known["built_here"]:
             path = self.folder / known["object"]
         else:
-            path = self._build(key)
+            path = _sibling("runtime_build").build_object(self, key)
         library = ctypes.CDLL(str(path), mode=ctypes.RTLD_LOCAL)
         self._libraries.append(library)
         entry = library.kernel
@@ -347,144 +327,10 @@ class ExportedKernel:
 
         return call
 
-    def _triton(self) -> Callable[..., None]:
-        module = import_file(
-            self.folder / self.manifest["source"],
-            f"_accelopt_triton_{self.manifest['kernel_hash'][:12]}",
-        )
-        return lambda inputs, outputs: module.kernel(*inputs, *outputs)
-
-    def _call_triton(
-        self,
-        values: Sequence[Any],
-        out: Any,
-        policy: str | None,
-        verify: bool | None,
-        reference: Callable[..., Any] | None,
-    ) -> Any:
-        """A triton kernel takes tensors on the GPU (on the CPU under TRITON_INTERPRET=1);
-        NumPy arrays are moved there and the outputs come back as NumPy."""
-        torch = _torch()
-        device = torch.device("cpu" if os.environ.get("TRITON_INTERPRET") == "1" else "cuda")
-        as_numpy = not any(_is_tensor(v) for v in values)
-        tensors = [
-            self._device_tensor(n, v, device) for (n, _), v in zip(self.inputs, values, strict=True)
-        ]
-        outs = None
-        if out is not None:
-            given = list(out) if isinstance(out, tuple | list) else [out]
-            if len(given) != len(self.outputs):
-                raise ValueError(f"out= takes {len(self.outputs)} arrays, got {len(given)}")
-            outs = [
-                self._device_tensor(f"out ({n})", v, device)
-                for (n, _), v in zip(self.outputs, given, strict=True)
-            ]
-        shapes = [_ShapeOnly(n, t.shape) for (n, _), t in zip(self.inputs, tensors, strict=True)]
-        out_shapes = (
-            None
-            if outs is None
-            else [
-                _Output(_ShapeOnly(n, t.shape).array, t, True)
-                for (n, _), t in zip(self.outputs, outs, strict=True)
-            ]
-        )
-        sizes = self.bind_sizes(shapes, out_shapes)
-        if outs is None:
-            outs = [
-                torch.empty(
-                    [int(d) if d.isdigit() else sizes[d] for d in spec],
-                    dtype=torch.float32,
-                    device=device,
-                )
-                for _, spec in self.outputs
-            ]
-        self._run(sizes, tensors, outs, policy, verify, reference)
-        results = [o.cpu().numpy() if as_numpy and out is None else o for o in outs]
-        return results[0] if len(results) == 1 else tuple(results)
-
-    @staticmethod
-    def _device_tensor(name: str, value: Any, device: Any) -> Any:
-        torch = _torch()
-        if isinstance(value, np.ndarray):
-            if value.dtype != np.float32:
-                raise ValueError(f"{name} has dtype {value.dtype}; this kernel takes float32")
-            value = torch.from_numpy(np.ascontiguousarray(value)).to(device)
-        elif not _is_tensor(value):
-            raise ValueError(f"{name} must be a torch tensor or a NumPy array, not {type(value)}")
-        if value.dtype != torch.float32:
-            raise ValueError(f"{name} has dtype {value.dtype}; this kernel takes float32")
-        if not value.is_contiguous():
-            raise ValueError(f"{name} is not contiguous; pass {name}.contiguous()")
-        if value.device.type != device.type:
-            raise ValueError(f"{name} is on {value.device}; this kernel runs on {device}")
-        return value
-
-    def _build(self, key: tuple[int, ...]) -> Path:
-        """Build the object for these sizes with the flags the kernel was evaluated with, in the
-        folder's build/ (or a cache of the user's where the folder is read-only)."""
-        build = self.manifest["build"]
-        tag = hashlib.sha256(
-            f"{machine_fingerprint()} {key} {self.manifest['kernel_hash']}".encode()
-        ).hexdigest()[:16]
-        target = _build_dir(self.folder, self.manifest["kernel_hash"]) / f"{tag}.so"
-        if target.is_file():
-            return target
-        compiler = os.environ.get("CC") or shutil.which(build["compiler"]) or "cc"
-        target_flags = _target_flags(build)
-        defines = [f"-D{p}={v}" for p, v in zip(self.params, key, strict=True)]
-        with tempfile.TemporaryDirectory(dir=target.parent) as scratch:
-            out = Path(scratch) / "kernel.so"
-            command = [
-                compiler, *build["flags"], *target_flags, *defines, "-include",
-                str(self.folder / self.manifest["header"]), "-o", str(out),
-                str(self.folder / self.manifest["source"]), *build["libs"],
-            ]  # fmt: skip
-            done = subprocess.run(
-                command, capture_output=True, text=True, timeout=COMPILE_TIMEOUT_S
-            )
-            if done.returncode != 0:
-                tail = "\n".join(done.stderr.strip().splitlines()[-12:])
-                raise RuntimeError(
-                    f"building {self.name} for {_sizes_text(self.params, key)} failed "
-                    f"({' '.join(command)}):\n{tail}"
-                )
-            os.replace(out, target)
-        return target
-
-    # -- PyTorch -----------------------------------------------------------------------------
     def torch_op(self) -> Any:
         """The kernel as a ``torch.library`` custom op (CPU), opaque to ``torch.compile``:
         ``torch.ops.accelopt_export.<problem>_<hash>``. Registered once per process."""
-        torch = _torch()
-        name = f"{self.name}_{self.manifest['kernel_hash'][:12]}"
-        qualname = f"accelopt_export::{name}"
-        with self._lock:
-            if not hasattr(torch.ops.accelopt_export, name):
-                args = ", ".join(f"Tensor {n}" for n, _ in self.inputs)
-                rets = ", ".join("Tensor" for _ in self.outputs)
-                rets = rets if len(self.outputs) == 1 else f"({rets})"
-                torch.library.define(qualname, f"({args}) -> {rets}", lib=_library(torch))
-
-                def impl(*tensors: Any) -> Any:
-                    return self(*[t.contiguous() for t in tensors])
-
-                def fake(*tensors: Any) -> Any:
-                    sizes = self.bind_sizes(
-                        [
-                            _ShapeOnly(n, t.shape)
-                            for (n, _), t in zip(self.inputs, tensors, strict=True)
-                        ],
-                        None,
-                    )
-                    made = [
-                        tensors[0].new_empty([int(d) if d.isdigit() else sizes[d] for d in spec])
-                        for _, spec in self.outputs
-                    ]
-                    return made[0] if len(made) == 1 else tuple(made)
-
-                torch.library.impl(qualname, "cpu", lib=_library(torch))(impl)
-                torch.library.register_fake(qualname, lib=_library(torch))(fake)
-        return getattr(torch.ops.accelopt_export, name)
+        return _sibling("runtime_torch").torch_op(self)
 
 
 class _Output:
@@ -500,16 +346,6 @@ class _ShapeOnly:
         self.array = np.lib.stride_tricks.as_strided(
             np.zeros(1, np.float32), tuple(shape), [0] * len(shape)
         )
-
-
-_torch_library: list[Any] = []
-
-
-def _library(torch: Any) -> Any:
-    """The process's one ``accelopt_export`` fragment library (kept alive: the ops live with it)."""
-    if not _torch_library:
-        _torch_library.append(torch.library.Library("accelopt_export", "FRAGMENT"))
-    return _torch_library[0]
 
 
 def relative_error(got: np.ndarray, want: np.ndarray) -> float:
@@ -535,15 +371,6 @@ def _as_numpy(value: Any) -> Any:
     return value.detach().cpu().numpy() if _is_tensor(value) else value
 
 
-def _target_flags(build: dict[str, Any]) -> list[str]:
-    """The target the kernel was evaluated for (-march=native, or a portable one such as
-    -march=x86-64-v3) where this machine has its architecture; else this machine's own."""
-    arch = platform.machine().replace("arm64", "aarch64").replace("AMD64", "x86_64")
-    if build.get("target") and build.get("arch") == arch:
-        return list(build["target"])
-    return ["-mcpu=native"] if arch == "aarch64" else ["-march=native"]
-
-
 def _checked_policy(policy: str) -> str:
     if policy not in POLICIES:
         raise ValueError(f"policy must be one of {', '.join(POLICIES)}, not {policy!r}")
@@ -554,22 +381,10 @@ def _sizes_text(params: Sequence[str], values: Sequence[int]) -> str:
     return ", ".join(f"{p}={v}" for p, v in zip(params, values, strict=True))
 
 
-def _build_dir(folder: Path, kernel_hash: str) -> Path:
-    for place in (folder / "build", _user_cache() / kernel_hash[:16]):
-        try:
-            place.mkdir(parents=True, exist_ok=True)
-            probe = place / f".write-test-{os.getpid()}"
-            probe.write_text("")
-            probe.unlink()
-            return place
-        except OSError:
-            continue
-    raise RuntimeError(f"no writable place to build {folder.name}'s kernel: set XDG_CACHE_HOME")
-
-
-def _user_cache() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "accelopt-export"
+def _sibling(name: str) -> Any:
+    """``runtime_build.py`` or ``runtime_torch.py``, the files beside this one (in the package and
+    in an export folder's ``_accelopt/``), imported on first use."""
+    return import_file(Path(__file__).with_name(f"{name}.py"), f"{__name__}__{name}")
 
 
 def import_file(path: Path, name: str) -> Any:
