@@ -204,7 +204,7 @@ def _why(outcome: attacks.Outcome) -> str:
 def _mode() -> str:
     if os.geteuid() != 0:
         return "user"
-    from accelopt.backends.cpu.executor import DROP_TO_NOBODY, drop_mode
+    from accelopt.backends.cpu.kernel_process import DROP_TO_NOBODY, drop_mode
 
     return "nobody" if drop_mode() == DROP_TO_NOBODY else "root-without-capabilities"
 

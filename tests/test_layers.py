@@ -328,7 +328,7 @@ LARGE_MODULES = {
     "store/store.py": 920,
     "search/loop.py": 615,
     "hardware/measure.py": 566,
-    "backends/cpu/executor.py": 512,
+    "backends/cpu/kernel_process.py": 512,
     "backends/cpu/checks.py": 490,
     "profiling/worker/harness.py": 462,
     "search/run.py": 449,

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
+from accelopt.agents.attempts import TriedPlan
 from accelopt.agents.context import problem_view
-from accelopt.agents.history import TriedPlan
 from accelopt.agents.planner import PlannerInput, planner_messages
 from accelopt.agents.summarizer import SummarizerInput, summarizer_messages
 from accelopt.backends import Status, get_backend

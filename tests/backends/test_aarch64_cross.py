@@ -154,7 +154,7 @@ def test_facts_and_messages_name_the_arm_headers(arm_cc: Compiler, target: str, 
 def test_the_kernel_executor_builds_for_aarch64(arm_cc: Compiler, accelopt_cache: Path):
     # The sandbox (seccomp filter, syscall numbers) is spelled per architecture: it must compile
     # for aarch64 too. (Not run under qemu: qemu-user applies no guest seccomp filter.)
-    from accelopt.backends.cpu.executor import executor_binary
+    from accelopt.backends.cpu.kernel_process import executor_binary
 
     binary = executor_binary(arm_cc)
     assert elf_machine(binary) == EM_AARCH64

@@ -232,7 +232,7 @@ def test_a_root_worker_without_cap_sys_ptrace_still_reaches_its_kernel(tmp_path,
 
 
 def test_a_replaced_executor_binary_is_built_again_not_run(accelopt_cache, tmp_path):
-    from accelopt.backends.cpu.executor import executor_binary
+    from accelopt.backends.cpu.kernel_process import executor_binary
 
     cc = compiler_for(settings.c_compiler())
     import hashlib

@@ -110,7 +110,8 @@ def test_segfault_is_a_crash_and_the_pool_recovers(run, baseline, evaluator, ker
     assert "SIGSEGV" in evaluation.error
     assert "kernel call" in evaluation.error
     assert evaluation.latency_s is None and evaluation.pct_of_peak is None
-    # The kernel died in its own process (executor.py): the worker that reported it lives on.
+    # The kernel died in its own process (backends/cpu/kernel_process.py): the worker that
+    # reported it lives on.
     assert evaluator.pool.replaced == replaced
     after = assert_baseline_passes(run, baseline)
     assert after.compile_cached

@@ -22,7 +22,7 @@ class ExecutorInput:
 
 
 @dataclass(frozen=True)
-class KernelResult:
+class WrittenKernel:
     """A kernel written by an agent, or the reason the sample failed (recorded with the call)."""
 
     source: str | None
@@ -30,12 +30,12 @@ class KernelResult:
     error: str = ""
 
 
-def kernel_from(call: LLMCall, language: str) -> KernelResult:
+def kernel_from(call: LLMCall, language: str) -> WrittenKernel:
     """The one parsing boundary for replies that should hold a kernel (executor and fixer)."""
     if not call.ok:
-        return KernelResult(None, call, call.error)
+        return WrittenKernel(None, call, call.error)
     extracted = extract_code(call.reply, language, call.finish_reason)
-    return KernelResult(extracted.source, call, extracted.reason)
+    return WrittenKernel(extracted.source, call, extracted.reason)
 
 
 def executor_messages(given: ExecutorInput) -> list[Message]:
@@ -50,6 +50,6 @@ def executor_messages(given: ExecutorInput) -> list[Message]:
     )
 
 
-async def execute(client: ChatModel, given: ExecutorInput, sample_index: int = 0) -> KernelResult:
+async def execute(client: ChatModel, given: ExecutorInput, sample_index: int = 0) -> WrittenKernel:
     call = await client.complete("executor", executor_messages(given), sample_index)
     return kernel_from(call, given.facts.language)

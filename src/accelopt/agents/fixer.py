@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from accelopt.agents.context import ProblemView
-from accelopt.agents.executor import KernelResult, kernel_from
+from accelopt.agents.executor import WrittenKernel, kernel_from
 from accelopt.agents.prompting import chat
 from accelopt.backends.facts import BackendFacts
 from accelopt.llm.chat import ChatModel
@@ -118,7 +118,7 @@ def fixer_messages(given: FixerInput) -> list[Message]:
     return chat("fixer", **fixer_context(given))
 
 
-async def fix(client: ChatModel, given: FixerInput, sample_index: int = 0) -> KernelResult:
+async def fix(client: ChatModel, given: FixerInput, sample_index: int = 0) -> WrittenKernel:
     messages = fixer_messages(given)
     call = await client.complete("fixer", messages, sample_index)
     return kernel_from(call, given.facts.language)

@@ -7,8 +7,8 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from accelopt.agents.attempts import TriedPlan
 from accelopt.agents.context import ProblemView
-from accelopt.agents.history import TriedPlan
 from accelopt.agents.prompting import chat
 from accelopt.backends.facts import BackendFacts
 from accelopt.llm.chat import ChatModel

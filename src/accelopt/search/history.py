@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping, Sequence
 
-from accelopt.agents.history import TriedPlan
+from accelopt.agents.attempts import TriedPlan
 from accelopt.profiling.evaluation import Evaluation
 from accelopt.store.records import KernelRecord
 

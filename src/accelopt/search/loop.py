@@ -21,10 +21,10 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
+from accelopt.agents.attempts import TriedPlan
 from accelopt.agents.context import ProblemView, problem_view
-from accelopt.agents.executor import ExecutorInput, KernelResult, execute
+from accelopt.agents.executor import ExecutorInput, WrittenKernel, execute
 from accelopt.agents.fixer import NO_CODE, FixerInput, fix
-from accelopt.agents.history import TriedPlan
 from accelopt.agents.planner import Plan, PlannerInput, propose
 from accelopt.agents.summarizer import SummarizerInput, summarize
 from accelopt.backends.base import Backend
@@ -319,7 +319,7 @@ class Optimizer:
         )  # a kernel that declares tunables competes as its fastest variant (no LLM call)
         return Child(parent, plan, tuple(tuned))
 
-    async def write_one(self, job: ExecutorInput, t: int, slot: int) -> KernelResult:
+    async def write_one(self, job: ExecutorInput, t: int, slot: int) -> WrittenKernel:
         """Kernel ``slot`` of iteration ``t``; a reply without a usable kernel is asked once
         more (paid and counted, as the published system retries)."""
         result = await execute(self.client, job, sample_index=samples.executor(t, slot))
@@ -330,7 +330,7 @@ class Optimizer:
         return result
 
     async def evaluate_with_fixes(
-        self, written: KernelResult, parent: Candidate | None, plan: Plan, t: int, slot: int,
+        self, written: WrittenKernel, parent: Candidate | None, plan: Plan, t: int, slot: int,
         rounds: int | None = None,
     ) -> Candidate | None:  # fmt: skip
         """Admit kernel ``slot`` as written and repair it while it fails (``rounds``, default
@@ -356,7 +356,7 @@ class Optimizer:
         return cand
 
     def fixer_input(
-        self, cand: Candidate | None, written: KernelResult, parent: Candidate | None, plan: Plan
+        self, cand: Candidate | None, written: WrittenKernel, parent: Candidate | None, plan: Plan
     ) -> FixerInput:
         """What the fixer is shown: the failed kernel (or the reply that had none), the last
         correct kernel it descends from, and the plan it was carrying out."""

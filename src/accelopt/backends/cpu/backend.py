@@ -20,7 +20,7 @@ from accelopt.backends.cpu.compiler import (
     kernel_flags,
     prototype,
 )
-from accelopt.backends.cpu.executor import ExecutorStartError
+from accelopt.backends.cpu.kernel_process import ExecutorStartError
 from accelopt.backends.cpu.openmp import refusal as openmp_refusal
 from accelopt.backends.cpu.remarks import vectorization_remarks
 from accelopt.backends.cpu.remote import ExecutorDevice, RemoteKernel, probe_isolation
@@ -53,7 +53,7 @@ def sandbox_refused(cc: Compiler) -> str:
 
 
 class CpuBackend:
-    """C kernels, run in a separate sandboxed process (``executor.py``, ``remote.py``)."""
+    """C kernels, run in a separate sandboxed process (``kernel_process.py``, ``remote.py``)."""
 
     name = "cpu"
     compiles_on_first_call = False

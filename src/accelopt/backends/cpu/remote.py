@@ -1,5 +1,5 @@
-"""The cpu backend's device: buffers in the kernel's own process (``executor.py``), reached by the
-worker through ``process_vm_readv``/``process_vm_writev``.
+"""The cpu backend's device: buffers in the kernel's own process (``kernel_process.py``),
+reached by the worker through ``process_vm_readv``/``process_vm_writev``.
 
 Every buffer is made before the kernel is loaded (the executor is trusted until then), with the
 same layout as ``buffers.py``: guard regions of seeded random signalling NaNs either side, fenced
@@ -18,7 +18,7 @@ import numpy as np
 from accelopt import settings
 from accelopt.backends.base import KernelLoadError
 from accelopt.backends.buffers import FENCE_BYTES, GUARD_BYTES, PAGE_BYTES
-from accelopt.backends.cpu.executor import MAX_CALLS, Executor, RemoteBuffer
+from accelopt.backends.cpu.kernel_process import MAX_CALLS, Executor, RemoteBuffer
 from accelopt.backends.guards import Guards, signalling_nans
 from accelopt.hardware.toolchain import Compiler
 
