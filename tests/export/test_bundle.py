@@ -95,3 +95,9 @@ def test_evidence_header_and_replacing_an_export(export_with, tmp_path) -> None:
     (tmp_path / "mine" / "notes.txt").write_text("mine")
     with pytest.raises(UserError, match="holds something other than an accelopt export"):
         export_with(problem, SILU, ["tiny"], name="mine")
+
+
+def test_a_target_that_cannot_be_written_is_one_sentence(export_with, tmp_path) -> None:
+    (tmp_path / "file").write_text("a file, not a folder")
+    with pytest.raises(UserError, match=r"cannot write beside .* give --to a folder you can write"):
+        export_with(load_problem("silu"), SILU, ["tiny"], name="file/inside")

@@ -93,8 +93,13 @@ def export_kernel(
     if reason:
         raise UserError(reason)
     _check_target(to)
-    to.parent.mkdir(parents=True, exist_ok=True)
-    stage = Path(tempfile.mkdtemp(prefix=f".{to.name}-", dir=to.parent))
+    try:
+        to.parent.mkdir(parents=True, exist_ok=True)
+        stage = Path(tempfile.mkdtemp(prefix=f".{to.name}-", dir=to.parent))
+    except OSError as exc:
+        raise UserError(
+            f"cannot write beside {to} ({exc.strerror or exc}): give --to a folder you can write"
+        ) from None
     try:
         exported = _write(problem, source, evaluations, stage)
         umask = os.umask(0)
