@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The triton backend on a real NVIDIA GPU, in one run: the backend's tests (GPU ones included), the
-# GPU's measured ceilings beside its datasheet, and the suite's Triton baselines on the paper
-# workloads, printed as a table. Needs python3 with torch and triton (a CUDA build) and an NVIDIA
-# GPU. What accelopt imports beyond them comes from .whl/ when present (made by
+# GPU's measured ceilings beside its datasheet, the suite's Triton baselines on the paper
+# workloads, printed as a table, and a Triton kernel exported (accelopt export) and called on CUDA
+# tensors. Needs python3 with torch and triton (a CUDA build) and an NVIDIA GPU. What accelopt imports beyond them comes from .whl/ when present (made by
 # benchmarks/gpu_wheels.sh, for a machine with no package index), else from pip.
 #   bash benchmarks/gpu_check.sh            # all of it
 #   QUICK=1 bash benchmarks/gpu_check.sh    # tests and a few problems only
@@ -42,4 +42,19 @@ if [ -n "${QUICK:-}" ]; then problems=(--problem silu --problem matmul --problem
 "$PY" -m accelopt bench run --backend triton --workload paper --kernel baseline "${problems[@]}" \
     --seeds "${SEEDS:-3}" --json "$ACCELOPT_CACHE_DIR/bench.json"
 if [ -n "${OUT:-}" ]; then cp "$ACCELOPT_CACHE_DIR/bench.json" "$OUT/gpu_bench.json"; fi
+
+echo "== the silu Triton baseline exported (accelopt export) and called on CUDA tensors"
+exported="$ACCELOPT_CACHE_DIR/silu-export"
+"$PY" -m accelopt export silu --kernel baseline --backend triton --workload cpu \
+    --to "$exported" --workspace "$ACCELOPT_CACHE_DIR/ws" || status=$?
+"$PY" - "$exported" <<'CHECK' || status=$?
+import sys, torch
+sys.path.insert(0, sys.argv[1])
+from silu_kernel import silu
+for shape in [(2048, 3584), (1000, 3)]:  # the exported workload's shape, then a new one
+    x = torch.randn(*shape, device="cuda")
+    err = ((silu(x) - torch.nn.functional.silu(x)).norm() / torch.nn.functional.silu(x).norm())
+    print(f"export: silu{shape} on {x.device}: relative error {err.item():.2e}")
+    assert err.item() < 1e-5
+CHECK
 exit "${status:-0}"
