@@ -2,8 +2,9 @@
 # The triton backend on a real NVIDIA GPU, in one run: the backend's tests (GPU ones included), the
 # GPU's measured ceilings beside its datasheet, the suite's Triton baselines on the paper
 # workloads, printed as a table, and a Triton kernel exported (accelopt export) and called on CUDA
-# tensors. Needs python3 with torch and triton (a CUDA build) and an NVIDIA GPU. What accelopt imports beyond them comes from .whl/ when present (made by
-# benchmarks/gpu_wheels.sh, for a machine with no package index), else from pip.
+# tensors. Needs python3 with torch and triton (a CUDA build) and an NVIDIA GPU. What accelopt
+# imports beyond them comes from .whl/ when present (made by benchmarks/gpu_wheels.sh, for a
+# machine with no package index), else from pip.
 #   bash benchmarks/gpu_check.sh            # all of it
 #   QUICK=1 bash benchmarks/gpu_check.sh    # tests and a few problems only
 #   SEEDS=5 bash benchmarks/gpu_check.sh    # correctness seeds per kernel (default 3: the float64
