@@ -1,16 +1,20 @@
 """Shared by the profiling tests: a private cache the worker processes inherit, fixed ceilings (no
-test measures the machine), and the kernels under kernels/."""
+test measures the machine), the kernels under kernels/, the silu problem, and an Evaluator made
+with the test module's own ``CONFIG``."""
 
 from __future__ import annotations
 
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
 from accelopt.backends.kernel import Kernel
+from accelopt.hardware.spec import HardwareSpec
+from accelopt.problems import Problem, load_problem
+from accelopt.profiling.parent.evaluator import Evaluator
 
 KERNELS_DIR = Path(__file__).parent / "kernels"
 # support/fakes.py, importable as `fakes` (not this folder: its conftest would shadow others')
@@ -40,3 +44,18 @@ def unshare_permitted() -> bool:
     """Whether a fresh process may enter a new network namespace (directly or in a user one)."""
     probe = subprocess.run([sys.executable, "-c", _UNSHARE_PROBE], timeout=30, check=False)
     return probe.returncode == 0
+
+
+@pytest.fixture(scope="module")
+def silu() -> Problem:
+    return load_problem("silu")
+
+
+@pytest.fixture(scope="module")
+def evaluator(
+    request: pytest.FixtureRequest, accelopt_cache: Path, hw: HardwareSpec
+) -> Iterator[Evaluator]:
+    """One Evaluator per test module, on the fixed test ceilings, with the module's ``CONFIG``
+    (a module that needs more, an environment variable or other ceilings, defines its own)."""
+    with Evaluator(hw, request.module.CONFIG) as ev:
+        yield ev

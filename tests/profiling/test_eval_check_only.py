@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 
 from accelopt.backends.kernel import Kernel
 from accelopt.backends.status import Status
-from accelopt.hardware.spec import HardwareSpec
 from accelopt.problems import Problem, load_problem
 from accelopt.profiling.config import EvalConfig
 from accelopt.profiling.parent.evaluator import Evaluator
@@ -18,12 +15,6 @@ CONFIG = EvalConfig(seeds=3, check_only=True, call_timeout_floor_s=5.0, workers=
 
 def baseline(problem: Problem) -> Kernel:
     return Kernel(problem.kernel_path("baseline").read_text(), "cpu", "baseline")
-
-
-@pytest.fixture(scope="module")
-def evaluator(accelopt_cache, hw: HardwareSpec) -> Iterator[Evaluator]:
-    with Evaluator(hw, CONFIG) as ev:
-        yield ev
 
 
 @pytest.mark.timeout(120)

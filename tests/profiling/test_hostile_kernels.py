@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import platform
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -15,8 +14,7 @@ import pytest
 from accelopt.backends.kernel import Kernel
 from accelopt.backends.status import Status
 from accelopt.hardware import devicelock
-from accelopt.hardware.spec import HardwareSpec
-from accelopt.problems import Problem, load_problem
+from accelopt.problems import Problem
 from accelopt.profiling.config import EvalConfig
 from accelopt.profiling.evaluation import Evaluation
 from accelopt.profiling.parent.evaluator import Evaluator
@@ -33,17 +31,6 @@ CONFIG = EvalConfig(
     verify_calls=4,
 )
 SECRET = "sk-accelopt-test-9f8e7d6c5b4a"
-
-
-@pytest.fixture(scope="module")
-def silu() -> Problem:
-    return load_problem("silu")
-
-
-@pytest.fixture(scope="module")
-def evaluator(accelopt_cache, hw: HardwareSpec) -> Iterator[Evaluator]:
-    with Evaluator(hw, CONFIG) as ev:
-        yield ev
 
 
 def evaluate(evaluator: Evaluator, silu: Problem, kernel: Kernel) -> Evaluation:

@@ -39,11 +39,6 @@ CANARY = "ACCELOPT_TEST_CANARY"
 
 
 @pytest.fixture(scope="module")
-def silu() -> Problem:
-    return load_problem("silu")
-
-
-@pytest.fixture(scope="module")
 def baseline(silu: Problem) -> Kernel:
     return Kernel(silu.kernel_path("baseline").read_text(), "cpu", "baseline")
 

@@ -6,14 +6,11 @@ of the correctness calls (accesses far from it) can tell: without them every one
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 
 from accelopt.backends.kernel import Kernel
 from accelopt.backends.status import Status
-from accelopt.hardware.spec import HardwareSpec
-from accelopt.problems import Problem, load_problem
+from accelopt.problems import Problem
 from accelopt.profiling.config import EvalConfig
 from accelopt.profiling.evaluation import Evaluation
 from accelopt.profiling.parent.evaluator import Evaluator
@@ -27,17 +24,6 @@ CONFIG = EvalConfig(
     call_timeout_floor_s=5.0,
     workers=1,
 )
-
-
-@pytest.fixture(scope="module")
-def silu() -> Problem:
-    return load_problem("silu")
-
-
-@pytest.fixture(scope="module")
-def evaluator(accelopt_cache, hw: HardwareSpec) -> Iterator[Evaluator]:
-    with Evaluator(hw, CONFIG) as ev:
-        yield ev
 
 
 @pytest.fixture(scope="module")

@@ -8,8 +8,6 @@ under the same configuration, so these tests can fail."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 
 from accelopt.backends.kernel import Kernel
@@ -33,12 +31,6 @@ CONFIG = EvalConfig(
     full_batches="some",
     rotation_budget_bytes=48 << 20,  # 5 sets of the cpu workload's matmul
 )
-
-
-@pytest.fixture(scope="module")
-def evaluator(accelopt_cache, hw) -> Iterator[Evaluator]:
-    with Evaluator(hw, CONFIG) as ev:
-        yield ev
 
 
 def variant(kernel: Kernel, define: str) -> Kernel:
