@@ -144,6 +144,26 @@ print("ok")
     assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-2000:]
 
 
+def test_an_old_torch_without_the_op_api_leaves_the_function_working(export_with, tmp_path):
+    """torch imported before the module, but without torch.library's op API (torch < 2.4 has no
+    register_fake): a warning, and the function still takes NumPy arrays."""
+    exported = export_with(load_problem("silu"), SILU, ["tiny"])
+    code = f"""
+import sys, types, warnings, numpy as np
+sys.modules["torch"] = types.SimpleNamespace(Tensor=type("Tensor", (), {{}}), library=None)
+sys.path.insert(0, {str(exported.folder)!r})
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    from silu_kernel import silu
+assert any("custom op is not registered" in str(w.message) for w in caught), caught
+x = np.linspace(-3, 3, 2400, dtype=np.float32).reshape(24, 100)
+assert np.allclose(silu(x), x / (1 + np.exp(-x)), rtol=1e-5)
+print("ok")
+"""
+    done = fresh_python(code, tmp_path)
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-2000:]
+
+
 MATMUL = """
 void kernel(const float *lhs, const float *rhs, float *out) {
     for (int i = 0; i < M; i++)

@@ -14,6 +14,7 @@ call at sizes nobody checked is verified against the reference by default.
 from __future__ import annotations
 
 import ctypes
+import functools
 import importlib.util
 import json
 import math
@@ -37,9 +38,7 @@ class KernelMismatchError(RuntimeError):
 def aligned(array: Any) -> np.ndarray:
     """A float32, C-contiguous, 64-byte aligned copy of ``array``: what the kernel reads."""
     source = np.asarray(array, dtype=np.float32)
-    raw = np.empty(source.nbytes + ALIGN, dtype=np.uint8)
-    start = (-raw.ctypes.data) % ALIGN
-    out = raw[start : start + source.nbytes].view(np.float32).reshape(source.shape)
+    out = aligned_empty(source.shape)
     out[...] = source
     return out
 
@@ -116,6 +115,7 @@ class ExportedKernel:
         self._lock = threading.RLock()
         self._callables: dict[tuple[int, ...], Callable[..., None]] = {}
         self._checked: set[tuple[int, ...]] = set()
+        self._known: dict[tuple[int, ...], dict[str, Any] | None] = {}  # exported(), by sizes
         self._libraries: list[Any] = []  # keeps every loaded object alive
 
     def set_policy(self, policy: str, verify: bool = True) -> None:
@@ -230,7 +230,8 @@ class ExportedKernel:
         policy = _checked_policy(policy or self.policy)
         verify = self.verify if verify is None else verify
         with self._lock:
-            known = self.exported(key)
+            known = self._known[key] if key in self._known else self.exported(key)
+            self._known[key] = known
             if key not in self._callables:
                 if known is None and policy == "raise":
                     raise ValueError(
@@ -257,10 +258,14 @@ class ExportedKernel:
             if tuple(variant["sizes"][p] for p in self.params) == key:
                 if self.manifest["backend"] == "triton":  # one module, any sizes: Triton JITs
                     return {**variant, "built_here": True}
-                here = _sibling("runtime_build").machine_fingerprint()
-                ok = self.manifest.get("machine") == here and bool(variant.get("object"))
+                ok = self.built_here and bool(variant.get("object"))
                 return {**variant, "built_here": ok}
         return None
+
+    @functools.cached_property
+    def built_here(self) -> bool:
+        """Whether the exported objects were built on a machine like this one (read once)."""
+        return self.manifest.get("machine") == _sibling("runtime_build").machine_fingerprint()
 
     def exported_sizes(self) -> str:
         return "; ".join(
@@ -336,16 +341,6 @@ class ExportedKernel:
 class _Output:
     def __init__(self, array: np.ndarray, value: Any, tensor: bool) -> None:
         self.array, self.value, self.tensor = array, value, tensor
-
-
-class _ShapeOnly:
-    """What ``bind_sizes`` reads of an argument, for a fake tensor (no data)."""
-
-    def __init__(self, name: str, shape: Sequence[int]) -> None:
-        self.name = name
-        self.array = np.lib.stride_tricks.as_strided(
-            np.zeros(1, np.float32), tuple(shape), [0] * len(shape)
-        )
 
 
 def relative_error(got: np.ndarray, want: np.ndarray) -> float:

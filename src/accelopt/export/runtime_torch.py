@@ -12,6 +12,16 @@ from typing import Any
 import numpy as np
 
 
+class ShapeOnly:
+    """What ``bind_sizes`` reads of an argument, for a fake tensor (no data)."""
+
+    def __init__(self, name: str, shape: Sequence[int]) -> None:
+        self.name = name
+        self.array = np.lib.stride_tricks.as_strided(
+            np.zeros(1, np.float32), tuple(shape), [0] * len(shape)
+        )
+
+
 def _core(kernel: Any) -> Any:
     """runtime.py's module (its name differs from one export folder to another)."""
     return sys.modules[type(kernel).__module__]
@@ -49,7 +59,7 @@ def call_triton(
     names = [n for n, _ in kernel.inputs]
     tensors = [device_tensor(kernel, n, v, device) for n, v in zip(names, values, strict=True)]
     outs = None if out is None else _given_outputs(kernel, out, device)
-    shapes = [_core(kernel)._ShapeOnly(n, t.shape) for n, t in zip(names, tensors, strict=True)]
+    shapes = [ShapeOnly(n, t.shape) for n, t in zip(names, tensors, strict=True)]
     sizes = kernel.bind_sizes(shapes, None if outs is None else _shape_outputs(kernel, outs))
     if outs is None:
         outs = [
@@ -72,7 +82,7 @@ def _given_outputs(kernel: Any, out: Any, device: Any) -> list[Any]:
 def _shape_outputs(kernel: Any, outs: Sequence[Any]) -> list[Any]:
     core = _core(kernel)
     return [
-        core._Output(core._ShapeOnly(n, t.shape).array, t, True)
+        core._Output(ShapeOnly(n, t.shape).array, t, True)
         for (n, _), t in zip(kernel.outputs, outs, strict=True)
     ]
 
@@ -118,8 +128,7 @@ def torch_op(kernel: Any) -> Any:
 
             def fake(*tensors: Any) -> Any:
                 shapes = [
-                    _core(kernel)._ShapeOnly(n, t.shape)
-                    for (n, _), t in zip(kernel.inputs, tensors, strict=True)
+                    ShapeOnly(n, t.shape) for (n, _), t in zip(kernel.inputs, tensors, strict=True)
                 ]
                 sizes = kernel.bind_sizes(shapes, None)
                 made = [tensors[0].new_empty(_dims(spec, sizes)) for _, spec in kernel.outputs]
