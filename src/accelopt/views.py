@@ -156,7 +156,7 @@ def run_show_json(store: Store, run: RunRecord) -> dict[str, Any]:
         **run_row(store, run),
         "backend": run.backend,
         "hardware": run.hardware,
-        "config": run.config,
+        "config": run.spec,  # the RunSpec as recorded
         "iterations": [vars(i) | {"beam": list(i.beam)} for i in iterations],
         "lineage": [asdict(s) for s in lineage(kernels, evaluations, run.best_hash, base)],
         "usage": store.usage(run.id),

@@ -121,7 +121,7 @@ def test_each_evaluation_is_an_iteration_and_the_faster_passed_kernel_is_best(se
         "silu", "small", "cpu", STRATEGY, "running",
     )  # fmt: skip
     assert run.hardware == FIXED.key()
-    assert run.config["hardware_spec"] == FIXED.model_dump(mode="json")
+    assert run.spec["hardware_spec"] == FIXED.model_dump(mode="json")
     assert first["run"]["id"] == second["run"]["id"] == third["run"]["id"] == run.id
     assert [first["run"]["iteration"], second["run"]["iteration"]] == [1, 2]
     assert [first["run"]["new_best"], second["run"]["new_best"], third["run"]["new_best"]] == [

@@ -78,7 +78,7 @@ def make_fake_run(store: Store, run_id: str = "fakerun00001", strategy: str = "b
     config = {"search": {"strategy": strategy, "beam": 2, "plans": 2, "samples": 1,
                          "iterations": 2}, "models": models}  # fmt: skip
     run = RunRecord(id=run_id, problem="silu", workload="small", backend="cpu",
-                    hardware=SPEC.key(), strategy=strategy, config=config)  # fmt: skip
+                    hardware=SPEC.key(), strategy=strategy, spec=config)  # fmt: skip
     store.create_run(run)
     for h, it, origin, parent, plan, src, status, latency, error in KERNELS:
         store.add_kernel(

@@ -12,6 +12,7 @@ import pytest
 from kill_support import agents, run_id, session, write_config
 
 from accelopt.llm.pricing import Price
+from accelopt.search.spec import RunSpec
 from accelopt.store.records import RunStatus
 from accelopt.store.store import Store
 from accelopt.testing.scripted import ScriptedServer
@@ -58,7 +59,9 @@ def test_a_run_killed_five_times_pays_each_answer_once_and_keeps_its_budget(
         requests = server.requests
     assert killed == len(KILLS)  # every kill landed before the budget stopped the run
     with Store.open(workspace) as store:
-        assert store.get_run(run).config.get("workloads", ["small"]) == workloads.split(",")
+        recorded = store.get_run(run)
+        assert recorded is not None
+        assert list(RunSpec.of(recorded).tuned(recorded)) == workloads.split(",")
         calls = store.llm_calls(run)
         for boundary in boundaries:  # no answer that arrived before a kill was asked again
             before = {c.key for c in calls[:boundary] if c.ok and not c.replayed}

@@ -33,9 +33,9 @@ def test_choose_workloads_checks_what_the_user_named():
     matmul = load_problem("matmul")
     chosen = choose_workloads(matmul, ["small", "cpu"], ["tiny"])
     assert chosen.primary == "small" and chosen.all == ("small", "cpu", "tiny")
-    assert chosen.config() == {"workloads": ["small", "cpu"], "held_out": ["tiny"]}
+    assert chosen.several and chosen.held_out == ("tiny",)
     assert choose_workloads(matmul, [], []) == RunWorkloads(("cpu",))
-    assert choose_workloads(matmul, ["small"]).config() == {}  # recorded as runs always were
+    assert not choose_workloads(matmul, ["small"]).several  # recorded as runs always were
     with pytest.raises(UserError, match="no workload 'huge'; choose one of"):
         choose_workloads(matmul, ["cpu"], ["huge"])
     with pytest.raises(UserError, match="named twice"):
@@ -51,10 +51,10 @@ def test_a_held_out_workload_with_the_sizes_of_a_tuned_one_is_refused():
 
 
 def test_a_run_recorded_before_several_workloads_has_its_one():
-    run = RunRecord("r", "matmul", "cpu", "cpu", "hw", "beam", config={})
+    run = RunRecord("r", "matmul", "cpu", "cpu", "hw", "beam", spec={})
     assert run_workloads(run) == RunWorkloads(("cpu",))
     several = RunRecord("r", "matmul", "a", "cpu", "hw", "beam",
-                        config={"workloads": ["a", "b"], "held_out": ["c"]})  # fmt: skip
+                        spec={"workloads": ["a", "b"], "held_out": ["c"]})  # fmt: skip
     assert run_workloads(several) == RunWorkloads(("a", "b"), ("c",))
 
 

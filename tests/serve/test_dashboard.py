@@ -77,7 +77,7 @@ def fetch(url: str, token: str | None = None) -> tuple[int, dict[str, str], byte
 def add_evil_run(store: Store) -> None:
     """A run whose problem name and lesson title are HTML: the page must show them as text."""
     run = RunRecord(id="evilrun00001", problem="<b id='injected'>silu</b>", workload="small",
-                    backend="cpu", hardware=SPEC.key(), strategy="beam", config={})  # fmt: skip
+                    backend="cpu", hardware=SPEC.key(), strategy="beam", spec={})  # fmt: skip
     store.create_run(run)
     lesson = Lesson(EVIL, "Never render a title as HTML.")
     store.add_experience(Experience(lesson, "positive", 1.5, "silu", "cpu", SPEC.key(), "m",
@@ -143,7 +143,7 @@ def test_a_run_just_started_has_empty_figures(tmp_path: Path):
     with Store.open(tmp_path / "ws") as fresh:
         fresh.create_run(RunRecord(id="newrun000001", problem="silu", workload="small",
                                    backend="cpu", hardware="h", strategy="beam",
-                                   config={"search": {"iterations": 3}}))  # fmt: skip
+                                   spec={"search": {"iterations": 3}}))  # fmt: skip
         live = live_json(fresh, "newrun000001")
         assert live_json(fresh, "nosuchrun") is None
     assert live is not None and live["running"] and live["status"] == "running"

@@ -28,7 +28,7 @@ def _run(id: str = "run-0001", **kw: Any) -> RunRecord:
         "backend": "cpu",
         "hardware": "test-cpu",
         "strategy": "beam",
-        "config": {"beam": 2, "plans": 3, "models": {"planner": "m1"}, "ratio": 0.5},
+        "spec": {"beam": 2, "plans": 3, "models": {"planner": "m1"}, "ratio": 0.5},
     }
     fields.update(kw)
     return RunRecord(id=id, **fields)

@@ -84,7 +84,7 @@ CHILD = textwrap.dedent(
     workspace, how = Path(sys.argv[1]), sys.argv[2]
     store = Store.open(workspace)
     store.create_run(RunRecord(id="crash-run", problem="matmul", workload="cpu", backend="cpu",
-                               hardware="hw", strategy="beam", config={"beam": 1}))
+                               hardware="hw", strategy="beam", spec={"beam": 1}))
     store.add_kernel("crash-run", KernelRecord(hash="k0", source="void kernel(void) {}",
                                                backend="cpu", iteration=0, origin="baseline"))
     store.recorder("crash-run").record(LLMCall(
@@ -120,7 +120,7 @@ def test_a_killed_process_loses_nothing(tmp_path, how):
     assert (tmp_path / "accelopt.db-wal").exists()  # never checkpointed nor cleaned up
     with Store.open(tmp_path) as store:
         run = store.get_run("crash-run")
-        assert run is not None and run.config == {"beam": 1}
+        assert run is not None and run.spec == {"beam": 1}
         assert [k.hash for k in store.kernels("crash-run")] == ["k0"]
         assert store.kernel_source("k0") == "void kernel(void) {}"
         calls = store.llm_calls("crash-run")

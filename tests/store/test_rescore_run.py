@@ -40,7 +40,7 @@ def make_run(store: Store, workloads: tuple[str, ...] = ("cpu",), **kw) -> RunRe
     if len(workloads) > 1:
         config |= {"workloads": list(workloads), "held_out": []}
     run = RunRecord(id="run-0001", problem="silu", workload=workloads[0], backend="cpu",
-                    hardware=LOW.key(), strategy="beam", config=config,
+                    hardware=LOW.key(), strategy="beam", spec=config,
                     status=kw.pop("status", RunStatus.FINISHED))  # fmt: skip
     store.create_run(run)
     for i, h in enumerate(("base", "fast", "broken")):

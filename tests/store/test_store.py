@@ -431,7 +431,7 @@ def test_update_run_sets_the_starting_kernel(tmp_path):
 def test_run_evaluations_of_a_run_tuned_on_several_workloads(
     store, make_run, make_kernel, make_evaluation
 ):
-    store.create_run(make_run(config={"workloads": ["cpu", "small"], "held_out": ["tiny"]}))
+    store.create_run(make_run(spec={"workloads": ["cpu", "small"], "held_out": ["tiny"]}))
     for h in ("k0", "k1", "k2", "k3"):
         store.add_kernel("run-0001", make_kernel(h))
     store.put_evaluation(make_evaluation("k0", latency_s=4e-3))

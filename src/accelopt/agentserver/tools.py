@@ -43,6 +43,7 @@ from accelopt.profiling.evaluation import Evaluation
 from accelopt.profiling.factory import make_profiler
 from accelopt.profiling.profile import build_profile, render_profile
 from accelopt.profiling.profiler import Profiler
+from accelopt.search.spec import AgentSession, RunSpec
 from accelopt.store.records import IterationRecord, KernelOrigin, KernelRecord, RunRecord, RunStatus
 from accelopt.store.store import Store, now_iso
 from accelopt.views import (
@@ -249,7 +250,7 @@ class Session:
                     backend=backend,
                     hardware=hardware.key(),
                     strategy=STRATEGY,
-                    config=self._run_config(problem, hardware),
+                    spec=self._run_spec(problem, hardware).to_json(),
                 )
                 self.store.create_run(record)
                 found = self._runs[key] = AgentRun(record)
@@ -257,22 +258,11 @@ class Session:
                          record.id)  # fmt: skip
             return found
 
-    def _run_config(self, problem: Problem, hardware: HardwareSpec) -> dict[str, Any]:
-        """What a run records besides its columns (``search.run.new_run``'s keys that apply: no
-        search parameters, models nor budget, since no LLM is called here)."""
-        config: dict[str, Any] = {
-            "agent": {
-                "server": "accelopt mcp",
-                "session": self.id,
-                "pid": os.getpid(),
-                "started_at": self.started_at,
-            },
-            "hardware_spec": hardware.model_dump(mode="json"),
-            "replay_from": [],
-        }
-        if problem.fingerprint:
-            config["problem_version"] = problem.fingerprint
-        return config
+    def _run_spec(self, problem: Problem, hardware: HardwareSpec) -> RunSpec:
+        """What a run records besides its columns: no search parameters, models nor budget,
+        since no LLM is called here; the session that recorded it."""
+        session = AgentSession(session=self.id, pid=os.getpid(), started_at=self.started_at)
+        return RunSpec(agent=session, hardware_spec=hardware, problem_version=problem.fingerprint)
 
     def _record(
         self,

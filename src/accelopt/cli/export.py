@@ -24,6 +24,7 @@ from accelopt.problems.records import Problem
 from accelopt.profiling.config import EvalConfig, harness_key
 from accelopt.profiling.evaluation import Evaluation
 from accelopt.profiling.factory import make_profiler
+from accelopt.search.spec import RunSpec
 from accelopt.search.workloads import run_workloads
 from accelopt.store.store import Store
 
@@ -74,7 +75,7 @@ def export_run(
         if source is None:
             raise UserError(f"run {run.id} has no best kernel yet: resume it or pick another run")
         chosen = list(workloads or run_workloads(run).tuned)
-        version = harness_key(run.config.get("problem_version", ""))
+        version = harness_key(RunSpec.of(run).problem_version)
         found = {w: store.run_evaluations(run.id, version, workload=w).get(run.best_hash)
                  for w in chosen}  # fmt: skip
     kernel = Kernel(source, run.backend, f"run {run.id}")

@@ -44,6 +44,7 @@ from accelopt.search.run import (
     run_budget,
     run_summary,
 )
+from accelopt.search.spec import RunSpec
 from accelopt.search.workloads import choose_workloads, generalization, run_workloads
 from accelopt.store.errors import StoreError
 from accelopt.store.records import RunRecord
@@ -263,7 +264,7 @@ def _resumable(
     run = store.get_run(ref)
     if run is None:
         raise UserError(f"no run {ref!r} in {store.path}: see `accelopt runs list`")
-    if "search" not in run.config:
+    if RunSpec.of(run).search is None:
         raise UserError(
             f"run {run.id} is a {run.strategy} session (recorded by `accelopt mcp`), not a "
             f"search: start one from its best kernel with `accelopt optimize {run.problem} "

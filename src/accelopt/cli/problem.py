@@ -273,8 +273,8 @@ def _run_solution(problem: Problem, run_id: str, workspace: Path | None) -> tupl
     workloads, and the ceilings they were scored against."""
     from accelopt.backends.kernel import Kernel
     from accelopt.cli.optimize import open_store
-    from accelopt.hardware.spec import HardwareSpec
     from accelopt.search.run import committed_best
+    from accelopt.search.spec import RunSpec
 
     with open_store(workspace) as store:
         record = store.get_run(run_id)
@@ -292,6 +292,5 @@ def _run_solution(problem: Problem, run_id: str, workspace: Path | None) -> tupl
             )
             for w in problem.workloads
         ]
-    recorded = record.config.get("hardware_spec")  # runs recorded before it have none
-    hardware = HardwareSpec.model_validate(recorded) if recorded else None
+    hardware = RunSpec.of(record).hardware_spec  # runs recorded before it have none
     return kernel, [e for e in found if e is not None], hardware

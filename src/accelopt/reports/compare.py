@@ -19,6 +19,7 @@ from accelopt.reports import plots
 from accelopt.reports.costs import ResultCost, result_cost
 from accelopt.reports.html import render, svg, write_page
 from accelopt.search import samples
+from accelopt.search.spec import RunSpec
 from accelopt.store.records import (
     IterationRecord,
     KernelOrigin,
@@ -121,8 +122,8 @@ def compare_run(
         workload=run.workload,
         strategy=run.strategy,
         status=run.status,
-        models=dict(run.config.get("models", {})),
-        search=dict(run.config.get("search", {})),
+        models=dict(RunSpec.of(run).models),
+        search=RunSpec.of(run).parameters(),
         iterations=iterations[-1].iteration if iterations else 0,
         baseline_pct=base_eval.pct_of_peak if base_eval else None,
         best_pct=best_pct,

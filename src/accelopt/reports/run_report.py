@@ -21,6 +21,7 @@ from accelopt.reports import plots
 from accelopt.reports.costs import ResultCost, result_cost
 from accelopt.reports.hardware import Ceiling, ceilings
 from accelopt.reports.html import DiffLine, render, svg, unified_diff, write_page
+from accelopt.search.spec import RunSpec
 from accelopt.search.tuning import VariantTable, variant_tables
 from accelopt.search.workloads import Generalization, generalization
 from accelopt.store.records import IterationRecord, KernelOrigin, KernelRecord, RunRecord
@@ -153,11 +154,12 @@ def run_report(data: RunData, hardware: HardwareSpec | None) -> RunReport:
     best_kernel = kernels.get(run.best_hash)
     baseline = _figures("baseline", base_eval, None)
     best = _figures("best", data.evaluations.get(run.best_hash), base_eval)
+    spec = RunSpec.of(run)
     return RunReport(
         run=run,
         ceilings=ceilings(hardware) if hardware and hardware.key() == run.hardware else None,
-        parameters=dict(run.config.get("search", {})),
-        models=dict(run.config.get("models", {})),
+        parameters=spec.parameters(),
+        models=dict(spec.models),
         baseline=baseline,
         best=best,
         candidates=tuple(candidate_points(data.kernels, data.evaluations)),
@@ -168,7 +170,7 @@ def run_report(data: RunData, hardware: HardwareSpec | None) -> RunReport:
         diff=tuple(_diff(base_kernel, best_kernel)),
         lessons=data.experiences,
         failures=tuple(failures(data.kernels, data.evaluations)),
-        usage=tuple(agent_usage(data.usage, run.config.get("models", {}))),
+        usage=tuple(agent_usage(data.usage, spec.models)),
         cost=cost_summary(data.usage, baseline, best),
         generalization=data.generalization,
         variants=tuple(_variants(data)),

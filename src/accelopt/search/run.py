@@ -17,7 +17,7 @@ from accelopt.hardware.roofline import Bound
 from accelopt.hardware.spec import HardwareSpec
 from accelopt.llm.budget import Budget
 from accelopt.llm.client import LLMClient, Usage
-from accelopt.llm.config import AGENTS, Config
+from accelopt.llm.config import AGENTS, BudgetConfig, Config
 from accelopt.llm.offline import NoLLM
 from accelopt.llm.preflight import check_endpoints
 from accelopt.problems.loader import load_problem
@@ -29,6 +29,7 @@ from accelopt.search.config import SearchConfig
 from accelopt.search.loop import DRAFT_SAMPLES, Optimizer, PhaseHook
 from accelopt.search.progress import Progress
 from accelopt.search.selection import Candidate
+from accelopt.search.spec import RunSpec
 from accelopt.search.workloads import Generalization, RunWorkloads, run_workloads
 from accelopt.store.records import KernelOrigin, RunRecord, RunStatus
 from accelopt.store.store import Store, usage_json
@@ -78,22 +79,15 @@ def new_run(
         sources.append(found.id)
     # an autotune run asks no model: it needs no endpoint, and records none
     models = {} if search.strategy == "autotune" else {a: llm.endpoint(a).model for a in AGENTS}
-    config: dict[str, Any] = {
-        "search": search.model_dump(),
-        "models": models,
-        "budget": llm.budget.model_dump(),
-        "hardware_spec": hardware.model_dump(mode="json"),
-        "replay_from": sources,
-    }
-    if start_source is not None:
-        config["start_source"] = start_source
-    if problem_version:
-        config["problem_version"] = problem_version
-    if workloads is not None and workloads.several:
-        if workloads.primary != workload:
-            raise ValueError(f"the run's workload {workload} is not its first tuned one")
-        config |= workloads.config()
-        config["workload_sizes"] = {w: dict((sizes or {}).get(w, {})) for w in workloads.all}
+    chosen = workloads if workloads is not None and workloads.several else None
+    if chosen is not None and chosen.primary != workload:
+        raise ValueError(f"the run's workload {workload} is not its first tuned one")
+    spec = RunSpec(
+        search=search, models=models, budget=llm.budget, hardware_spec=hardware,
+        replay_from=tuple(sources), start_source=start_source, problem_version=problem_version,
+        workloads=chosen.tuned if chosen else (), held_out=chosen.held_out if chosen else (),
+        workload_sizes={w: dict((sizes or {}).get(w, {})) for w in chosen.all} if chosen else {},
+    )  # fmt: skip
     run = RunRecord(
         id=uuid.uuid4().hex[:12],
         problem=problem,
@@ -101,7 +95,7 @@ def new_run(
         backend=backend,
         hardware=hardware.key(),
         strategy=search.strategy,
-        config=config,
+        spec=spec.to_json(),
     )
     store.create_run(run)
     return run
@@ -111,7 +105,7 @@ def run_problem(store: Store, run: RunRecord) -> Problem:
     """The run's problem, from the suite or the store's workspace, as it was when the run
     started: an edited workspace problem would mix measurements of two problems in one run."""
     problem = load_problem(run.problem, store.path.parent)
-    recorded = run.config.get("problem_version", "")
+    recorded = RunSpec.of(run).problem_version
     if problem.fingerprint != recorded:
         raise UserError(
             f"problem {run.problem} changed since run {run.id} started (its files' fingerprint "
@@ -125,11 +119,9 @@ def run_problem(store: Store, run: RunRecord) -> Problem:
 def run_hardware(run: RunRecord, current: HardwareSpec) -> HardwareSpec:
     """The ceilings the run is scored against: those recorded when it started (evaluations are
     cached under their key, the committed best among them), even if this machine's changed."""
-    recorded = run.config.get("hardware_spec")
-    if recorded is not None:
-        spec = HardwareSpec.model_validate(recorded)
-        if spec.key() == run.hardware:
-            return spec
+    recorded = RunSpec.of(run).hardware_spec
+    if recorded is not None and recorded.key() == run.hardware:
+        return recorded
     if current.key() == run.hardware:
         return current
     raise UserError(
@@ -153,7 +145,7 @@ def hardware_note(run: RunRecord, current: HardwareSpec) -> str:
 def check_models(run: RunRecord, llm: Config) -> None:
     """A resume asks the models the run was started with: replies are replayed by prompt and
     model, so another model would pay again for every answer already recorded."""
-    recorded: dict[str, str] = run.config.get("models", {})
+    recorded = RunSpec.of(run).models
     now = {agent: llm.endpoint(agent).model for agent in AGENTS}
     changed = [a for a in AGENTS if recorded.get(a) not in (None, now[a])]
     if changed:
@@ -171,13 +163,11 @@ def run_budget(
     """The run's budget as recorded (``max_usd`` replaces its dollars when given; a run recorded
     before budgets were, ``fallback``'s), with what every earlier session of the run spent
     already counted."""
-    limits = run.config.get("budget")
-    if limits is None:
-        limits = fallback.budget.model_dump() if fallback is not None else {}
+    limits = RunSpec.of(run).budget or (fallback.budget if fallback else BudgetConfig())
     spent = store.spent([run.id])
     return Budget(
-        max_usd=max_usd if max_usd is not None else limits.get("max_usd"),
-        max_tokens=limits.get("max_tokens"),
+        max_usd=max_usd if max_usd is not None else limits.max_usd,
+        max_tokens=limits.max_tokens,
         spent_usd=spent.usd,
         spent_tokens=spent.tokens,
         unknown_cost_calls=spent.unknown_cost_calls,
@@ -191,8 +181,9 @@ def starting_source(store: Store, run: RunRecord, problem: Problem, backend: str
         for record in store.kernels(run.id):
             if record.hash == run.baseline_hash:
                 return record.source
-    if run.config.get("start_source"):
-        return str(run.config["start_source"])
+    start = RunSpec.of(run).start_source
+    if start:
+        return start
     path = problem.kernel_path("baseline", backend)
     return path.read_text() if path.is_file() else None
 
@@ -253,7 +244,9 @@ def execute_run(store: Store, run: RunRecord, inputs: RunInputs, resume: bool) -
     """Run (or resume) ``run`` to its end; its status is committed whatever happens. Everything
     is taken from the run's record: problem, workload, backend, search settings, the hardware
     spec it is scored against, its budget, and the runs it may replay from."""
-    search = SearchConfig.model_validate(run.config["search"])
+    search = RunSpec.of(run).search
+    if search is None:
+        raise UserError(f"run {run.id} is an `accelopt mcp` session, not a search: it has no loop")
     problem = run_problem(store, run)
     backend = get_backend(run.backend)
     hardware = run_hardware(run, inputs.hardware)
@@ -362,8 +355,7 @@ def _client(
     if resume:
         check_models(run, inputs.llm)
     budget = inputs.budget or run_budget(store, run, fallback=inputs.llm)
-    replay_from = tuple(run.config.get("replay_from", ()))
-    recorder = store.recorder(run.id, replay_from)
+    recorder = store.recorder(run.id, RunSpec.of(run).replay_from)
     client = LLMClient(inputs.llm, recorder=recorder, replay=True, budget=budget)
     if inputs.check_llm:
         asyncio.run(check_endpoints(list(client.endpoints.values())))

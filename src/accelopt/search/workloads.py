@@ -16,6 +16,7 @@ from accelopt.errors import UserError
 from accelopt.problems.records import Problem
 from accelopt.profiling.evaluation import Evaluation
 from accelopt.profiling.stats import geomean
+from accelopt.search.spec import RunSpec
 from accelopt.store.records import RunRecord
 from accelopt.store.store import Store
 
@@ -48,12 +49,6 @@ class RunWorkloads:
 
     def role(self, workload: str) -> WorkloadRole:
         return WorkloadRole.TUNED if workload in self.tuned else WorkloadRole.HELD_OUT
-
-    def config(self) -> dict[str, list[str]]:
-        """What the run records (nothing for a run on one workload, as runs always were)."""
-        if not self.several:
-            return {}
-        return {"workloads": list(self.tuned), "held_out": list(self.held_out)}
 
 
 def choose_workloads(
@@ -91,8 +86,8 @@ def _key(problem: Problem, workload: str) -> tuple[tuple[str, int], ...]:
 
 def run_workloads(run: RunRecord) -> RunWorkloads:
     """The workloads a run recorded (a run made before runs had several: its one workload)."""
-    tuned = tuple(run.config.get("workloads") or (run.workload,))
-    return RunWorkloads(tuned, tuple(run.config.get("held_out") or ()))
+    spec = RunSpec.of(run)
+    return RunWorkloads(spec.tuned(run), spec.held_out)
 
 
 @dataclass(frozen=True)
@@ -208,6 +203,6 @@ def generalization(store: Store, run: RunRecord) -> Generalization:
             baseline[name] = found[run.baseline_hash]
         if run.best_hash in found:
             best[name] = found[run.best_hash]
-    sizes = run.config.get("workload_sizes", {})
+    sizes = RunSpec.of(run).workload_sizes
     rows = workload_figures(chosen, sizes, baseline, best)
     return Generalization(chosen, tuple(rows), tuple(group_figures(rows)))

@@ -25,6 +25,7 @@ from accelopt.reports.run_report import (
     load_run,
     run_report,
 )
+from accelopt.search.spec import RunSpec
 from accelopt.store.records import RunStatus
 from accelopt.store.store import Store
 
@@ -59,7 +60,8 @@ def live_figures(data: RunData) -> dict[str, Any]:
         for c in report.candidates
     ]
     last = data.iterations[-1] if data.iterations else None
-    planned = run.config.get("search", {}).get("iterations")
+    search = RunSpec.of(run).search
+    planned = search.iterations if search is not None else None
     cost = report.cost
     return {
         "run": run.id,

@@ -35,7 +35,7 @@ class RunRecord:
     backend: str
     hardware: str  # HardwareSpec.key()
     strategy: str  # "beam" | "sampling" | "agent" (an ``accelopt mcp`` session)
-    config: dict[str, Any]  # the search parameters and models, as JSON
+    spec: dict[str, Any]  # the run's settings as JSON (``search.spec.RunSpec``), kept unread
     status: RunStatus = RunStatus.RUNNING
     baseline_hash: str = ""
     best_hash: str = ""

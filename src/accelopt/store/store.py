@@ -156,7 +156,7 @@ class Store:
                     run.backend,
                     run.hardware,
                     run.strategy,
-                    json.dumps(run.config),
+                    json.dumps(run.spec),
                     run.status,
                     run.baseline_hash,
                     run.best_hash,
@@ -335,10 +335,10 @@ class Store:
         run = self.get_run(run_id)
         if run is None:
             return {}
-        harness_version = harness_version or harness_key(run.config.get("problem_version", ""))
+        harness_version = harness_version or harness_key(run.spec.get("problem_version", ""))
         if workload is not None:
             return self._workload_evaluations(run, workload, harness_version)
-        tuned = run.config.get("workloads") or [run.workload]
+        tuned = run.spec.get("workloads") or [run.workload]
         found = [self._workload_evaluations(run, w, harness_version) for w in tuned]
         if len(found) == 1:
             return found[0]
@@ -355,8 +355,8 @@ class Store:
         run = self.get_run(run_id)
         if run is None:
             return set()
-        raced = harness_key(run.config.get("problem_version", "")) + "+raced:%"
-        workload = (run.config.get("workloads") or [run.workload])[0]
+        raced = harness_key(run.spec.get("problem_version", "")) + "+raced:%"
+        workload = (run.spec.get("workloads") or [run.workload])[0]
         with self._read() as conn:
             rows = conn.execute(
                 "SELECT DISTINCT k.hash FROM run_kernels k JOIN evaluations e"
@@ -872,7 +872,7 @@ def _run(row: sqlite3.Row) -> RunRecord:
         backend=row["backend"],
         hardware=row["hardware"],
         strategy=row["strategy"],
-        config=json.loads(row["config"]),
+        spec=json.loads(row["config"]),
         status=RunStatus(row["status"]),
         baseline_hash=row["baseline_hash"],
         best_hash=row["best_hash"],
