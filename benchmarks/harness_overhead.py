@@ -45,7 +45,7 @@ def main() -> None:
     os.environ["ACCELOPT_CACHE_DIR"] = cache
 
     from accelopt.backends.kernel import Kernel
-    from accelopt.hardware.measure import measure_cpu
+    from accelopt.hardware.cpu_spec import measure_cpu
     from accelopt.problems.loader import list_problems, load_problem
     from accelopt.profiling.config import EvalConfig
     from accelopt.profiling.parent.evaluator import Evaluator

@@ -81,7 +81,7 @@ def main() -> None:
     atexit.register(shutil.rmtree, tmp, ignore_errors=True)  # its caches run to gigabytes
     os.environ["ACCELOPT_CACHE_DIR"] = str(tmp / "cache")
 
-    from accelopt.hardware.measure import measure_cpu
+    from accelopt.hardware.cpu_spec import measure_cpu
     from accelopt.llm.config import Config
     from accelopt.profiling.config import EvalConfig
     from accelopt.profiling.evaluation import Evaluation

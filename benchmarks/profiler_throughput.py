@@ -121,7 +121,7 @@ def main() -> None:
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 
     import ray
-    from accelopt.hardware.measure import measure_cpu
+    from accelopt.hardware.cpu_spec import measure_cpu
     from accelopt.profiling.config import EvalConfig
 
     hardware = measure_cpu()

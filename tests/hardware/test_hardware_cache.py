@@ -17,8 +17,9 @@ from accelopt.hardware import (
     save_cpu_spec,
 )
 from accelopt.hardware import cache as hw_cache
+from accelopt.hardware.figures import Figure, Measurement
 from accelopt.hardware.load import Load
-from accelopt.hardware.measure import CEILINGS, Figure, Measurement
+from accelopt.hardware.measure import CEILINGS
 from accelopt.hardware.roofline import BOUNDS
 from accelopt.hardware.spec import Confidence
 

@@ -7,8 +7,8 @@ import platform
 import pytest
 
 from accelopt.errors import UserError
+from accelopt.hardware.cpu_spec import machine_isa
 from accelopt.hardware.isa import describe_isa, detect_isa, isa_from_macros, parse_macros
-from accelopt.hardware.measure import machine_isa
 from accelopt.hardware.toolchain import Compiler, find_compiler, target_flags
 
 X86 = platform.machine().lower() in ("x86_64", "amd64")

@@ -11,7 +11,6 @@ from accelopt.hardware import HardwareSpec, measure_cpu
 from accelopt.hardware import measure as measure_module
 from accelopt.hardware.cpuinfo import available_cpus
 from accelopt.hardware.isa import detect_isa
-from accelopt.hardware.load import Load
 from accelopt.hardware.measure import (
     CEILINGS,
     FMA,
@@ -19,8 +18,6 @@ from accelopt.hardware.measure import (
     PATTERNS,
     VECTOR,
     Compiler,
-    Figure,
-    Measurement,
     Microbench,
     bandwidth_provenance,
     base_flags,
@@ -28,7 +25,6 @@ from accelopt.hardware.measure import (
     find_compiler,
     run,
     run_triad,
-    spread,
     triad_elements,
 )
 from accelopt.hardware.spec import Confidence
@@ -189,33 +185,6 @@ def test_microbenchmarks_build_for_aarch64(tmp_path, source):
     subprocess.run(
         [*command, str(MICROBENCH_DIR / source), "-o", str(tmp_path / "t.o")], check=True
     )
-
-
-def test_spread():
-    assert spread(100.0, 90.0) == pytest.approx(0.1)  # best, median
-    assert spread(100.0, 100.0) == 0.0
-    assert spread(0.0, 0.0) == 0.0
-
-
-def _figures(**spreads: float) -> dict[str, Figure]:
-    return {name: Figure(1e10, value, "measured: test") for name, value in spreads.items()}
-
-
-def test_a_wide_spread_makes_a_measurement_provisional():
-    quiet = Load(loadavg=0.1, running=1, cpus=2, steal=0.0)
-    calm = Measurement(_figures(matmul_rate=0.02, bandwidth=0.1), quiet)
-    assert not calm.provisional
-    assert calm.describe().startswith("quiet during the measurement (load average 0.10")
-    noisy = Measurement(_figures(matmul_rate=0.3, bandwidth=0.1), quiet)
-    assert noisy.provisional
-    assert noisy.reasons == ("matmul_rate repeats spread 30% (a quiet machine: under 10%)",)
-    assert noisy.describe().startswith("provisional, measured while the machine was busy: ")
-
-
-def test_a_busy_machine_makes_a_measurement_provisional():
-    busy = Load(loadavg=0.1, running=1, cpus=2, steal=0.2)  # the hypervisor took a fifth
-    measured = Measurement(_figures(bandwidth=0.01), busy)
-    assert measured.reasons == ("the hypervisor stole 20% of the CPU time",)
 
 
 def test_bandwidth_provenance_names_the_winner_and_every_pattern():

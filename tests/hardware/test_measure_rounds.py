@@ -6,9 +6,9 @@ from dataclasses import dataclass, field
 import pytest
 
 from accelopt.hardware import measure
+from accelopt.hardware.figures import AGREEMENT_LIMITS
 from accelopt.hardware.load import Load
 from accelopt.hardware.measure import (
-    AGREEMENT_LIMITS,
     CEILINGS,
     FLOPS_REPEATS,
     ROUND_ORDER,
@@ -16,9 +16,6 @@ from accelopt.hardware.measure import (
     ROUNDS,
     TRIAD_REPEATS,
     Compiler,
-    Rounds,
-    Sample,
-    disagreement,
     measure_figures,
 )
 from accelopt.hardware.spec import Confidence
@@ -188,19 +185,3 @@ def test_the_provenance_names_every_round(bench):
     assert "best of 3 (spread 1%)" in text
     assert "the best of 3 rounds over " in text
     assert "gave 260.0, 265.0 and 262.0 GFLOP/s (they differ by 2%); 2 threads, " in text
-
-
-def test_disagreement():
-    assert disagreement([46.2, 26.1, 44.0]) == pytest.approx((46.2 - 26.1) / 46.2)
-    assert disagreement([5.0, 5.0]) == 0.0
-    assert disagreement([]) == 0.0
-
-
-def test_rounds_describe_themselves():
-    samples = tuple(Sample(v * 1e9, 0.0, "x", at) for v, at in [(1.0, 0.0), (2.0, 1.5)])
-    assert Rounds("bandwidth", samples).describe() == "2 rounds over 1.5 s gave 1.0 and 2.0 GB/s"
-    assert (
-        Rounds("bandwidth", samples, control=True)
-        .describe()
-        .startswith("1 round and a control over 1.5 s")
-    )

@@ -10,9 +10,9 @@ from accelopt.cli.output import console, shows_table, write_json
 from accelopt.errors import UserError
 from accelopt.hardware.cache import load_cpu_spec, measure_and_cache
 from accelopt.hardware.datasheet import DATASHEET
+from accelopt.hardware.figures import AGREEMENT_LIMITS, SPREAD_LIMITS
 from accelopt.hardware.gpu import GpuInfo, current_gpu
 from accelopt.hardware.gpu_spec import NO_GPU, load_measured, measure_gpu_and_cache, triton_spec
-from accelopt.hardware.measure import AGREEMENT_LIMITS, SPREAD_LIMITS
 from accelopt.hardware.spec import Confidence, HardwareSpec
 from accelopt.views import HARDWARE_BACKENDS, unknown_backend
 
@@ -104,13 +104,13 @@ def sandbox_facts() -> dict[str, str]:
     from accelopt import settings
     from accelopt.backends.cpu.remote import probe_isolation
     from accelopt.hardware.toolchain import compiler_for
-    from accelopt.profiling.worker.sandbox import network_isolation_possible
+    from accelopt.profiling.isolation import worker_network
 
     try:
         facts = probe_isolation(compiler_for(settings.c_compiler()), settings.environment())
     except Exception as exc:  # reported, never fatal for `hardware`
         return {"error": str(exc).splitlines()[0] if str(exc) else type(exc).__name__}
-    facts["network"] = "none" if network_isolation_possible() else "host"
+    facts["network"] = worker_network()
     return facts
 
 

@@ -1,8 +1,8 @@
 """Device ceilings and the roofline: published specs for accelerators, measured ones for CPUs."""
 
 from accelopt.hardware.cache import load_cpu_spec, measure_and_cache, save_cpu_spec
+from accelopt.hardware.cpu_spec import measure_cpu
 from accelopt.hardware.datasheet import DATASHEET, datasheet_spec
-from accelopt.hardware.measure import measure_cpu
 from accelopt.hardware.roofline import (
     SUSPICIOUS_FRACTION,
     Roofline,

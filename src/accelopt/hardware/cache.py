@@ -33,9 +33,11 @@ from typing import Any
 
 import accelopt.hardware.devicelock as devicelock
 from accelopt import settings
+from accelopt.hardware.cpu_spec import measure_cpu
 from accelopt.hardware.cpuinfo import available_cpus, cpu_model_name
+from accelopt.hardware.figures import Figure, unit
 from accelopt.hardware.load import machine_load
-from accelopt.hardware.measure import CEILINGS, Figure, measure_cpu, measure_figures, unit
+from accelopt.hardware.measure import CEILINGS, measure_figures
 from accelopt.hardware.spec import MEASUREMENT_NOTES, HardwareSpec
 
 # What the profiling service calls to re-measure a ceiling: (spec, ceiling, why) -> the spec with

@@ -15,48 +15,38 @@ GIGA = 1e9
 GIB = 2**30
 MIB = 2**20
 
+
+def _gh100_sxm(name: str, bandwidth_tb: float, chip: str) -> HardwareSpec:
+    """An SXM part of the GH100 chip: FP32 67 TFLOP/s (both rates), 132 SMs, 50 MB L2 (NVIDIA
+    H100 Tensor Core GPU Architecture whitepaper); ``chip`` says which part the whitepaper's
+    figures are for. Its datasheet, ``NVIDIA <name> Tensor Core GPU datasheet``, SXM column, gives
+    the FP32 rate and ``bandwidth_tb``, the GPU memory bandwidth in TB/s."""
+    sheet = f"datasheet: NVIDIA {name.upper()} Tensor Core GPU datasheet (SXM)"
+    whitepaper = f"whitepaper: NVIDIA H100 Tensor Core GPU Architecture ({chip})"
+    return HardwareSpec(
+        name=name,
+        backend="triton",
+        matmul_rate=67 * TERA,
+        vector_rate=67 * TERA,
+        bandwidth=bandwidth_tb * TERA,
+        cores=132,
+        llc_bytes=50 * MIB,
+        provenance={
+            "matmul_rate": f"{sheet}, FP32 67 TFLOP/s (non-tensor rate, used for matmul too)",
+            "vector_rate": f"{sheet}, FP32 67 TFLOP/s",
+            "bandwidth": f"{sheet}, GPU memory bandwidth {bandwidth_tb:g} TB/s",
+            "cores": f"{whitepaper}, 132 SMs",
+            "llc_bytes": f"{whitepaper}, 50 MB L2 cache",
+        },
+    )
+
+
 # NVIDIA H100 Tensor Core GPU datasheet, SXM column: FP32 67 TFLOP/s, GPU memory bandwidth
 # 3.35 TB/s. NVIDIA H100 Tensor Core GPU Architecture whitepaper: 132 SMs and 50 MB L2 on H100 SXM5.
-H100 = HardwareSpec(
-    name="h100",
-    backend="triton",
-    matmul_rate=67 * TERA,
-    vector_rate=67 * TERA,
-    bandwidth=3.35 * TERA,
-    cores=132,
-    llc_bytes=50 * MIB,
-    provenance={
-        "matmul_rate": "datasheet: NVIDIA H100 Tensor Core GPU datasheet (SXM), FP32 67 TFLOP/s "
-        "(non-tensor rate, used for matmul too)",
-        "vector_rate": "datasheet: NVIDIA H100 Tensor Core GPU datasheet (SXM), FP32 67 TFLOP/s",
-        "bandwidth": "datasheet: NVIDIA H100 Tensor Core GPU datasheet (SXM), GPU memory "
-        "bandwidth 3.35 TB/s",
-        "cores": "whitepaper: NVIDIA H100 Tensor Core GPU Architecture, H100 SXM5 has 132 SMs",
-        "llc_bytes": "whitepaper: NVIDIA H100 Tensor Core GPU Architecture, 50 MB L2 cache",
-    },
-)
-
+H100 = _gh100_sxm("h100", 3.35, "H100 SXM5")
 # NVIDIA H200 Tensor Core GPU datasheet, SXM column: FP32 67 TFLOP/s, GPU memory bandwidth
 # 4.8 TB/s. Same GH100 chip as H100 SXM5: 132 SMs, 50 MB L2.
-H200 = HardwareSpec(
-    name="h200",
-    backend="triton",
-    matmul_rate=67 * TERA,
-    vector_rate=67 * TERA,
-    bandwidth=4.8 * TERA,
-    cores=132,
-    llc_bytes=50 * MIB,
-    provenance={
-        "matmul_rate": "datasheet: NVIDIA H200 Tensor Core GPU datasheet (SXM), FP32 67 TFLOP/s "
-        "(non-tensor rate, used for matmul too)",
-        "vector_rate": "datasheet: NVIDIA H200 Tensor Core GPU datasheet (SXM), FP32 67 TFLOP/s",
-        "bandwidth": "datasheet: NVIDIA H200 Tensor Core GPU datasheet (SXM), GPU memory "
-        "bandwidth 4.8 TB/s",
-        "cores": "whitepaper: NVIDIA H100 Tensor Core GPU Architecture (same GH100 chip), 132 SMs",
-        "llc_bytes": "whitepaper: NVIDIA H100 Tensor Core GPU Architecture (same GH100 chip), "
-        "50 MB L2 cache",
-    },
-)
+H200 = _gh100_sxm("h200", 4.8, "same GH100 chip")
 
 # Trainium1, exactly the constants of the published NKIBench (AccelOpt paper) roofline, for one
 # NeuronCore-v2 (a kernel runs on one of the chip's two cores):

@@ -57,9 +57,7 @@ class Load:
 
     def describe(self) -> str:
         """One line: busy and why, or quiet and the figures."""
-        if self.busy:
-            return "busy: " + "; ".join(self.reasons)
-        return f"quiet: {describe_figures(self)}"
+        return verdict(self.reasons, "busy", f"quiet: {describe_figures(self)}")
 
 
 def parse_loadavg(text: str) -> tuple[float, int]:
@@ -115,6 +113,11 @@ def busy_reasons(
     if steal is not None and steal > STEAL_LIMIT:
         reasons.append(f"the hypervisor stole {steal:.0%} of the CPU time")
     return tuple(reasons)
+
+
+def verdict(reasons: tuple[str, ...], doubt: str, quiet: str) -> str:
+    """One line on what was seen: ``doubt`` and the reasons for it, or ``quiet`` when none."""
+    return f"{doubt}: " + "; ".join(reasons) if reasons else quiet
 
 
 def describe_figures(load: Load) -> str:
