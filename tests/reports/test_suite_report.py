@@ -41,8 +41,9 @@ def test_a_timed_suite_run_renders_table_bars_and_roofline(run_cli, tmp_path, ma
     evaluations = bench(run_cli, tmp_path, *FAST)
     assert {e.hardware for e in evaluations} == {machine.key()}
     problems = [load_problem(name) for name in PROBLEMS]
-    path = write_suite_report(tmp_path / "out" / "suite.html", evaluations, problems, machine,
-                              KINDS, "small workload", notes=["numpy: test BLAS"])  # fmt: skip
+    report = suite_report(evaluations, problems, machine, KINDS, "small workload",
+                          notes=["numpy: test BLAS"])  # fmt: skip
+    path = write_suite_report(tmp_path / "out" / "suite.html", report)
     html = path.read_text()
     page = parse(html)
     assert page.ids >= SECTIONS
@@ -59,8 +60,8 @@ def test_a_timed_suite_run_renders_table_bars_and_roofline(run_cli, tmp_path, ma
 def test_a_check_only_suite_run_renders_with_empty_charts(run_cli, tmp_path, machine):
     evaluations = bench(run_cli, tmp_path, "--check-only", "--seeds", "1")
     problems = [load_problem(name) for name in PROBLEMS]
-    html = write_suite_report(tmp_path / "c.html", evaluations, problems, machine, KINDS,
-                              "check only").read_text()  # fmt: skip
+    report = suite_report(evaluations, problems, machine, KINDS, "check only")
+    html = write_suite_report(tmp_path / "c.html", report).read_text()
     page = parse(html)
     assert page.ids >= SECTIONS and len(page.svg_parents) == 2
     assert "no timed kernels" in html

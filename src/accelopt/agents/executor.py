@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from accelopt.agents.code import extract_code
 from accelopt.agents.context import ProblemView
 from accelopt.agents.planner import Plan
-from accelopt.agents.prompting import chat
+from accelopt.agents.prompting import chat, problem_context
 from accelopt.backends.facts import BackendFacts
 from accelopt.llm.chat import ChatModel
 from accelopt.llm.records import LLMCall, Message
@@ -42,9 +42,7 @@ def executor_messages(given: ExecutorInput) -> list[Message]:
     """The executor's system and user messages (deterministic: a replay key)."""
     return chat(
         "executor",
-        problem=given.problem,
-        facts=given.facts,
-        facts_text=given.facts.render(),
+        **problem_context(given.problem, given.facts),
         kernel_source=given.kernel_source.strip(),
         plan=given.plan,
     )

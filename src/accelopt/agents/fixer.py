@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from accelopt.agents.context import ProblemView
 from accelopt.agents.executor import WrittenKernel, kernel_from
-from accelopt.agents.prompting import chat
+from accelopt.agents.prompting import chat, problem_context
 from accelopt.backends.facts import BackendFacts
 from accelopt.llm.chat import ChatModel
 from accelopt.llm.records import Message
@@ -97,9 +97,7 @@ def fixer_context(given: FixerInput) -> dict[str, object]:
     status = str(given.status)
     where, meaning = failure_phase(given.error)
     return {
-        "problem": given.problem,
-        "facts": given.facts,
-        "facts_text": given.facts.render(),
+        **problem_context(given.problem, given.facts),
         "kernel_source": given.kernel_source.rstrip(),  # leading lines kept: line numbers hold
         "parent_source": given.parent_source.rstrip(),
         "plan_title": given.plan_title.strip(),

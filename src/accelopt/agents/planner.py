@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from accelopt.agents.attempts import TriedPlan
 from accelopt.agents.context import ProblemView
-from accelopt.agents.prompting import chat
+from accelopt.agents.prompting import chat, problem_context
 from accelopt.backends.facts import BackendFacts
 from accelopt.llm.chat import ChatModel
 from accelopt.llm.records import LLMCall, Message
@@ -181,9 +181,7 @@ def planner_messages(given: PlannerInput) -> list[Message]:
     key)."""
     return chat(
         "planner",
-        problem=given.problem,
-        facts=given.facts,
-        facts_text=given.facts.render(),
+        **problem_context(given.problem, given.facts),
         kernel_source=given.kernel_source.strip(),
         profile_text=render_profile(given.profile).strip(),
         lessons=list(given.lessons),

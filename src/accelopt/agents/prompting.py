@@ -6,6 +6,8 @@ from typing import Any
 
 import jinja2
 
+from accelopt.agents.context import ProblemView
+from accelopt.backends.facts import BackendFacts
 from accelopt.llm.records import Message
 
 _ENV = jinja2.Environment(
@@ -21,6 +23,12 @@ _ENV = jinja2.Environment(
 def render(template: str, **context: Any) -> str:
     """Render ``prompts/<template>.jinja``; jinja2.UndefinedError when a variable is missing."""
     return _ENV.get_template(f"{template}.jinja").render(**context).strip() + "\n"
+
+
+def problem_context(problem: ProblemView, facts: BackendFacts) -> dict[str, Any]:
+    """What the planner, the executor and the fixer are all shown: the problem, and the backend's
+    facts (the templates branch on them) with their text."""
+    return {"problem": problem, "facts": facts, "facts_text": facts.render()}
 
 
 def chat(agent: str, **context: Any) -> list[Message]:

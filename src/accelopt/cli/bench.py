@@ -36,6 +36,7 @@ from accelopt.profiling.evaluation import Evaluation
 from accelopt.profiling.factory import make_profiler
 from accelopt.profiling.parent.rescoring import lowers_a_ceiling, rescore_all
 from accelopt.profiling.profiler import evaluate_all
+from accelopt.reports.suite_report import suite_report, write_suite_report
 from accelopt.views import evaluation_json, problem_json, problem_show_json
 
 app = typer.Typer(
@@ -89,6 +90,14 @@ def _kinds(kernel: str) -> tuple[str, ...]:
     return (kernel,)
 
 
+HtmlOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--html", help="also write an HTML report with charts", callback=writable_option("--html")
+    ),
+]
+
+
 @app.command("run")
 def run_command(
     problem: Annotated[
@@ -105,14 +114,7 @@ def run_command(
     min_time: Annotated[float, typer.Option(help="seconds of timed calls, at least")] = 0.2,
     threads: Annotated[int | None, typer.Option(help="OpenMP threads (default: all cores)")] = None,
     workers: Annotated[int, typer.Option(help="worker processes checking in parallel")] = 2,
-    html: Annotated[
-        Path | None,
-        typer.Option(
-            "--html",
-            help="also write an HTML report with charts",
-            callback=writable_option("--html"),
-        ),
-    ] = None,
+    html: HtmlOption = None,
     profiler: common.ProfilerOption = "local",
     ray_address: common.RayAddressOption = None,
     workspace: common.WorkspaceOption = None,
@@ -126,44 +128,53 @@ def run_command(
         selected = [p for p in selected if workload in p.workloads]
     problems = [views.problem_and_workload(p.name, workload, workspace) for p in selected]
     config = common.eval_config(check_only, seeds, min_calls, min_time, threads, workers)
-    hardware = common.hardware_for(backend)
+    start = common.hardware_for(backend)
+    jobs, kinds = _suite_jobs(problems, kinds, backend, workload)
+    if not jobs:
+        raise UserError(f"the selected problems ship no {kernel} kernel for backend {backend!r}")
+    with make_profiler(profiler, start, config, ray_address=ray_address) as prof:
+        evaluations = evaluate_all(prof, jobs)
+        threads = prof.threads
+        hardware = prof.hardware  # a ceiling a kernel beat may have been raised meanwhile
+    evaluations, note = _against_one_ceiling(evaluations, problems, start, hardware)
+    if note:
+        err_console.print(note, highlight=False, markup=False)
+    units = f"{hardware.cores} SMs" if backend == "triton" else f"{threads} threads"
+    title = f"{workload} workload on {hardware.name} ({units}, {profiler} profiler)"
+    blas = [f"numpy column: {blas_description(threads)}"] if "numpy" in kinds else []
+    if html is not None:
+        report = suite_report(evaluations, problems, hardware, kinds, title, blas)
+        path = write_suite_report(html, report)
+        err_console.print(f"suite report written to {path}", highlight=False)
+    if shows_table(json_path):
+        console.print(suite_table(problems, kinds, evaluations, title, hardware))
+        _print_errors_and_notes(evaluations, blas)
+    for line in timing_warnings(evaluations) + isolation_warnings(evaluations):
+        err_console.print(line, style="yellow", highlight=False, markup=False)
+    write_json(json_path, [evaluation_json(e, hardware) for e in evaluations])
+
+
+def _suite_jobs(
+    problems: list[Problem], kinds: tuple[str, ...], backend: str, workload: str
+) -> tuple[list[tuple[Kernel, Problem, str]], tuple[str, ...]]:
+    """The (kernel, problem, workload) of every shipped kernel of ``kinds``, and the kinds that
+    have one (the table's columns)."""
     jobs = [
         (k, p, workload)
         for p in problems
         for kind in kinds
         if (k := suite_kernel(p, kind, backend)) is not None
     ]
-    if not jobs:
-        raise UserError(f"the selected problems ship no {kernel} kernel for backend {backend!r}")
-    kinds = tuple(kind for kind in kinds if any(k.name == kind for k, _, _ in jobs))
-    with make_profiler(profiler, hardware, config, ray_address=ray_address) as prof:
-        evaluations = evaluate_all(prof, jobs)
-        threads = prof.threads
-        final = prof.hardware  # a ceiling a kernel beat may have been raised meanwhile
-    evaluations, note = _against_one_ceiling(evaluations, problems, hardware, final)
-    if note:
-        err_console.print(note, highlight=False, markup=False)
-    hardware = final
-    units = f"{hardware.cores} SMs" if backend == "triton" else f"{threads} threads"
-    title = f"{workload} workload on {hardware.name} ({units}, {profiler} profiler)"
-    blas = [f"numpy column: {blas_description(threads)}"] if "numpy" in kinds else []
-    if html is not None:
-        from accelopt.reports.suite_report import write_suite_report
+    return jobs, tuple(kind for kind in kinds if any(k.name == kind for k, _, _ in jobs))
 
-        path = write_suite_report(html, evaluations, problems, hardware, kinds, title, notes=blas)
-        err_console.print(f"suite report written to {path}", highlight=False)
-    if shows_table(json_path):
-        console.print(suite_table(problems, kinds, evaluations, title, hardware))
-        for e in evaluations:
-            if e.error:
-                console.print(
-                    f"{e.problem} / {e.kernel}: {e.status.value}: {e.error}", markup=False
-                )
-        for note in blas:
-            console.print(note, highlight=False)
-    for line in timing_warnings(evaluations) + isolation_warnings(evaluations):
-        err_console.print(line, style="yellow", highlight=False, markup=False)
-    write_json(json_path, [evaluation_json(e, hardware) for e in evaluations])
+
+def _print_errors_and_notes(evaluations: list[Evaluation], notes: list[str]) -> None:
+    """Under the table: each kernel's error, then the notes (how NumPy's BLAS is set up)."""
+    for e in evaluations:
+        if e.error:
+            console.print(f"{e.problem} / {e.kernel}: {e.status.value}: {e.error}", markup=False)
+    for note in notes:
+        console.print(note, highlight=False)
 
 
 def _against_one_ceiling(

@@ -83,7 +83,8 @@ def suite_report(
     notes: Sequence[str] = (),
 ) -> SuiteReport:
     """The page's data model, from the evaluations of ``bench run`` (pure), all scored against
-    ``hardware`` (``rescoring.rescore_all``)."""
+    ``hardware`` (``rescoring.rescore_all``). ``notes``: lines shown under the table (e.g. how
+    NumPy's BLAS is set up)."""
     by_key = {(e.problem, e.kernel): e for e in evaluations}
     points, skipped = roofline_points(evaluations, {p.name: p for p in problems})
     return SuiteReport(
@@ -181,16 +182,7 @@ def render_suite_report(report: SuiteReport) -> str:
                   roofline_svg=svg(roof))  # fmt: skip
 
 
-def write_suite_report(
-    path: Path,
-    evaluations: Sequence[Evaluation],
-    problems: Sequence[Problem],
-    hardware: HardwareSpec,
-    kinds: Sequence[str],
-    title: str,
-    notes: Sequence[str] = (),
-) -> Path:
-    """Write the suite report of ``bench run`` to ``path`` (an HTML file); returns the path.
-    ``notes``: lines shown under the table (e.g. how NumPy's BLAS is set up)."""
-    report = suite_report(evaluations, problems, hardware, kinds, title, notes)
+def write_suite_report(path: Path, report: SuiteReport) -> Path:
+    """Write the suite report of ``bench run`` (built by ``suite_report``) to ``path`` (an HTML
+    file); returns the path."""
     return write_page(Path(path), render_suite_report(report))

@@ -90,6 +90,17 @@ def create_app(jobs: EvaluationJobs, views: Views, token: str | None) -> FastAPI
         docs_url=None,  # the interactive pages load scripts from a CDN; the schema is enough
         redoc_url=None,
     )
+    auth = [Depends(_bearer(token))]
+    _evaluation_routes(app, jobs, auth)
+    _view_routes(app, views, auth)
+    _page_routes(app)
+    app.add_middleware(BodyLimit, limit=MAX_BODY_BYTES)  # type: ignore[arg-type]
+    return app
+
+
+def _bearer(token: str | None) -> Callable[[Request], None]:
+    """The dependency of the ``/v1`` routes: ``Authorization: Bearer <token>``, or 401 (nothing
+    asked when ``token`` is None)."""
 
     def authorized(request: Request) -> None:
         if token is None:
@@ -102,7 +113,11 @@ def create_app(jobs: EvaluationJobs, views: Views, token: str | None) -> FastAPI
                 "--token-file)", headers={"WWW-Authenticate": "Bearer"},
             )  # fmt: skip
 
-    auth = [Depends(authorized)]
+    return authorized
+
+
+def _evaluation_routes(app: FastAPI, jobs: EvaluationJobs, auth: list[Any]) -> None:
+    """Submitting a kernel, its evaluation's state and result, and the queue's health."""
 
     @app.post("/v1/evaluations", status_code=202, response_model=Submitted, dependencies=auth)
     def submit(body: EvaluationRequest) -> Submitted:
@@ -121,6 +136,15 @@ def create_app(jobs: EvaluationJobs, views: Views, token: str | None) -> FastAPI
         if job is None:
             raise HTTPException(404, f"no evaluation {job_id!r} (finished ones are kept a while)")
         return EvaluationStatus(**job.as_json())
+
+    @app.get("/v1/health", dependencies=auth)
+    def health() -> dict[str, Any]:
+        return {"ok": True, "capacity": jobs.capacity, "max_queued": jobs.max_queued,
+                "jobs": jobs.counts()}  # fmt: skip
+
+
+def _view_routes(app: FastAPI, views: Views, auth: list[Any]) -> None:
+    """The read-only routes: problems and runs as the CLI's JSON, and a run's live figures."""
 
     @app.get("/v1/problems", dependencies=auth)
     def problems() -> list[dict[str, Any]]:
@@ -143,6 +167,10 @@ def create_app(jobs: EvaluationJobs, views: Views, token: str | None) -> FastAPI
         """What the run's dashboard page shows, while the run goes (see dashboard.live_figures)."""
         return _run_view(views.live, run_id)
 
+
+def _page_routes(app: FastAPI) -> None:
+    """The dashboard's pages: no data in them, so no token (their script sends it)."""
+
     @app.get("/", include_in_schema=False)
     def home() -> RedirectResponse:
         return RedirectResponse("/runs")
@@ -154,14 +182,6 @@ def create_app(jobs: EvaluationJobs, views: Views, token: str | None) -> FastAPI
     @app.get("/runs/{run_id}", include_in_schema=False)
     def run_page(run_id: str) -> HTMLResponse:
         return _page("run", run_id=run_id)
-
-    @app.get("/v1/health", dependencies=auth)
-    def health() -> dict[str, Any]:
-        return {"ok": True, "capacity": jobs.capacity, "max_queued": jobs.max_queued,
-                "jobs": jobs.counts()}  # fmt: skip
-
-    app.add_middleware(BodyLimit, limit=MAX_BODY_BYTES)  # type: ignore[arg-type]
-    return app
 
 
 def _page(template: str, **context: Any) -> HTMLResponse:

@@ -15,9 +15,8 @@ from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
-import jinja2
-
 from accelopt import __version__
+from accelopt.reports.html import page_environment
 from accelopt.reports.plots import STATUS_COLORS
 from accelopt.reports.run_report import (
     KernelFigures,
@@ -32,13 +31,7 @@ from accelopt.store.store import Store
 POLL_MS = 1500  # how often a page asks for new figures while its run goes
 IDLE_POLL_MS = 10_000  # ... and once it has ended (it may be resumed)
 
-_ENV = jinja2.Environment(
-    loader=jinja2.PackageLoader("accelopt.serve", "templates"),
-    undefined=jinja2.StrictUndefined,
-    autoescape=True,
-    trim_blocks=True,
-    lstrip_blocks=True,
-)
+_ENV = page_environment("accelopt.serve")
 
 
 def live_json(store: Store, run_id: str) -> dict[str, Any] | None:

@@ -229,16 +229,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _chat_completion(self, body: dict[str, Any]) -> None:
         owner = self.server.owner
-        messages = body.get("messages")
-        request = RecordedRequest(
-            model=str(body.get("model", "")),
-            messages=messages if isinstance(messages, list) else [],
-            body=body,
-            headers=self._headers(),
-            path=self.path,
-            at=time.monotonic(),
-        )
-        owner.record(request)
+        request = owner.receive(body, self._headers(), self.path)
         if not owner._authorized(request.headers):
             return self._send_json(401, error_body(401))
         reply = owner.next_reply(request)

@@ -43,7 +43,6 @@ from accelopt.llm.records import LLMCall, Message
 from accelopt.llm.retry import MalformedReplyError
 from accelopt.testing.scripting import (
     DEFAULT_MODEL,
-    RecordedRequest,
     Reply,
     ReplySource,
     Script,
@@ -182,15 +181,9 @@ class ScriptedChat(Script):
         """One try: the request logged as the server logs it, the scripted reply, and the
         completion or the exception the openai client would have made of it."""
         body = json.loads(json.dumps(request_body(endpoint, messages)))  # as sent on the wire
-        request = RecordedRequest(
-            model=str(body["model"]),
-            messages=body["messages"],
-            body=body,
-            headers={"authorization": f"Bearer {endpoint.api_key}"},
-            path=urlsplit(endpoint.base_url).path.rstrip("/") + "/chat/completions",
-            at=time.monotonic(),
-        )
-        self.record(request)
+        headers = {"authorization": f"Bearer {endpoint.api_key}"}
+        path = urlsplit(endpoint.base_url).path.rstrip("/") + "/chat/completions"
+        request = self.receive(body, headers, path)
         reply = self.next_reply(request)
         if reply.delay_s > 0:
             await asyncio.sleep(min(reply.delay_s, endpoint.timeout_s))

@@ -171,10 +171,22 @@ class Script:
         with self._lock:
             return [*self._scripts, DEFAULT_MODEL]
 
-    def record(self, request: RecordedRequest) -> None:
-        """Log a request (before it is answered)."""
+    def receive(self, body: dict, headers: dict[str, str], path: str) -> RecordedRequest:
+        """Log a chat-completions request arriving now (before it is answered) and return it: its
+        model and messages as the JSON ``body`` gives them (no model: ``""``; messages that are
+        not a list: none)."""
+        messages = body.get("messages")
+        request = RecordedRequest(
+            model=str(body.get("model", "")),
+            messages=messages if isinstance(messages, list) else [],
+            body=body,
+            headers=headers,
+            path=path,
+            at=time.monotonic(),
+        )
         with self._lock:
             self._requests.append(request)
+        return request
 
     def next_reply(self, request: RecordedRequest) -> Reply:
         """The reply to ``request``: the next one scripted for its model, else ``default``, else
