@@ -36,7 +36,7 @@ PACKAGE = "accelopt"
 # Bottom to top; the packages of one tuple are peers at one level. A module may import from its
 # own top-level package and from the levels below it, never from a peer or a level above.
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("errors", "formatting"),  # leaves: they import nothing of accelopt
+    ("errors", "formatting", "templating"),  # leaves: they import nothing of accelopt
     ("settings",),  # reads the environment; its errors are UserErrors
     ("llm", "memory", "problems"),
     ("redaction",),  # finds the API keys the LLM config names (llm.config)

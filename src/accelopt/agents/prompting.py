@@ -4,20 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-import jinja2
-
+from accelopt import templating
 from accelopt.agents.context import ProblemView
 from accelopt.backends.facts import BackendFacts
 from accelopt.llm.records import Message
 
-_ENV = jinja2.Environment(
-    loader=jinja2.PackageLoader("accelopt.agents", "prompts"),
-    undefined=jinja2.StrictUndefined,
-    autoescape=False,
-    keep_trailing_newline=False,
-    trim_blocks=True,
-    lstrip_blocks=True,
-)
+_ENV = templating.environment("accelopt.agents", "prompts", kind="text")
 
 
 def render(template: str, **context: Any) -> str:

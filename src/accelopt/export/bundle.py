@@ -20,9 +20,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import jinja2
-
-from accelopt import __version__
+from accelopt import __version__, templating
 from accelopt.backends.base import get_backend
 from accelopt.backends.kernel import Kernel
 from accelopt.backends.status import Status
@@ -39,12 +37,7 @@ RUNTIME_DIR = "_accelopt"  # runtime.py and the two files beside it, as in this 
 RUNTIME_FILES = ("runtime.py", "runtime_build.py", "runtime_torch.py")
 HEADER_NAME = "kernel.h"
 BUILD_TIMEOUT_S = 300.0
-_templates = jinja2.Environment(
-    loader=jinja2.FileSystemLoader(HERE / "templates"),
-    keep_trailing_newline=True,
-    undefined=jinja2.StrictUndefined,
-    autoescape=False,  # Python, C and Markdown, never HTML
-)
+_templates = templating.environment("accelopt.export", kind="source")
 
 
 @dataclass(frozen=True)

@@ -5,18 +5,13 @@ with the model's own parameters (the import's ``parameter`` arguments, by state_
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
-import jinja2
-
+from accelopt import templating
 from accelopt.problems.records import Problem
 
-_template = jinja2.Environment(
-    loader=jinja2.FileSystemLoader(Path(__file__).parent / "templates"),
-    keep_trailing_newline=True,
-    undefined=jinja2.StrictUndefined,
-    autoescape=False,  # Python source, never HTML
-).get_template("model_new.py.jinja")
+_template = templating.environment("accelopt.export", kind="source").get_template(
+    "model_new.py.jinja"
+)
 
 
 def model_new(problem: Problem, module: str) -> str | None:

@@ -10,10 +10,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import jinja2
 from markupsafe import Markup
 
-from accelopt import __version__, formatting
+from accelopt import __version__, formatting, templating
 
 
 @dataclass(frozen=True)
@@ -39,19 +38,7 @@ def _diff_kind(line: str) -> str:
     return {"+": "add", "-": "del"}.get(line[:1], "ctx")
 
 
-def page_environment(package: str) -> jinja2.Environment:
-    """The Jinja2 environment of the HTML pages under a package's ``templates/`` (the reports',
-    the dashboard's): strict (a missing variable is an error) and auto-escaping."""
-    return jinja2.Environment(
-        loader=jinja2.PackageLoader(package, "templates"),
-        undefined=jinja2.StrictUndefined,
-        autoescape=True,
-        trim_blocks=True,
-        lstrip_blocks=True,
-    )
-
-
-_ENV = page_environment("accelopt.reports")
+_ENV = templating.environment("accelopt.reports", kind="html")
 _ENV.filters.update(
     ms=formatting.latency,
     pct=formatting.percent,

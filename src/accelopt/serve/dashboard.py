@@ -15,8 +15,7 @@ from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
-from accelopt import __version__
-from accelopt.reports.html import page_environment
+from accelopt import __version__, templating
 from accelopt.reports.plots import STATUS_COLORS
 from accelopt.reports.run_report import (
     KernelFigures,
@@ -31,7 +30,7 @@ from accelopt.store.store import Store
 POLL_MS = 1500  # how often a page asks for new figures while its run goes
 IDLE_POLL_MS = 10_000  # ... and once it has ended (it may be resumed)
 
-_ENV = page_environment("accelopt.serve")
+_ENV = templating.environment("accelopt.serve", kind="html")
 
 
 def live_json(store: Store, run_id: str) -> dict[str, Any] | None:
