@@ -10,6 +10,7 @@ from accelopt.errors import UserError
 from accelopt.memory.records import Experience
 from accelopt.memory.retrieval import (
     MAX_TERMS,
+    Lookup,
     dedupe,
     near_duplicate,
     query_terms,
@@ -165,7 +166,7 @@ def test_speedup_breaks_a_relevance_tie(store: Store) -> None:
         make_experience("Block matmul alpha", "Block the matmul loops.", speedup=1.2),
         make_experience("Block matmul bravo", "Block the matmul loops.", speedup=3.0),
     )
-    ranked = rank(store, backend="cpu", problem_text="matmul blocking", kernel_text="", k=2)
+    ranked = rank(store, Lookup("matmul blocking", "", backend="cpu", k=2))
     hits = store.search_experiences("matmul blocking")
     assert hits[0][1] == pytest.approx(hits[1][1])
     assert hits[0][1] > 0

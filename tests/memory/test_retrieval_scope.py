@@ -12,6 +12,7 @@ from accelopt.memory.records import Experience
 from accelopt.memory.retrieval import (
     SAME_HARDWARE_FACTOR,
     SAME_PROBLEM_FACTOR,
+    Lookup,
     preference,
     rank,
     retrieve,
@@ -128,11 +129,11 @@ def test_a_same_problem_lesson_outranks_an_equally_relevant_one() -> None:
     other = lesson("Block loops alpha", problem="batched_matmul", speedup=1.6)
     same = lesson("Block loops bravo", problem="matmul", speedup=1.5)
     source = FakeSource(other, same)
-    ranked = rank(source, problem_text="tile", kernel_text="", backend="cpu", problem="matmul")
+    ranked = rank(source, Lookup("tile", "", backend="cpu", problem="matmul"))
     assert [e.problem for e, _ in ranked] == ["matmul", "batched_matmul"]
     (_, s_same), (_, s_other) = ranked
     assert s_same / s_other == pytest.approx(1.5 * weight(1.5) / weight(1.6))
-    plain = rank(source, problem_text="tile", kernel_text="", backend="cpu")
+    plain = rank(source, Lookup("tile", "", backend="cpu"))
     assert [e.problem for e, _ in plain] == ["batched_matmul", "matmul"]
 
 

@@ -33,6 +33,7 @@ import math
 import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from typing import Protocol
 
 from accelopt.errors import UserError
@@ -235,28 +236,33 @@ def _scope_run(scope: str, run_id: str | None) -> str | None:
     return run_id if scope == "run" else None
 
 
-def rank(
-    store: ExperienceSource,
-    *,
-    problem_text: str,
-    kernel_text: str,
-    backend: str | None,
-    hardware: str | None = None,
-    problem: str | None = None,
-    k: int = 16,
-    scope: str = "workspace",
-    run_id: str | None = None,
-) -> list[tuple[Experience, float]]:
-    """The top ``k`` experiences of ``backend`` (None: every backend) with their scores, best
-    first, preferring those of ``problem`` and ``hardware`` (see the module doc)."""
-    run = _scope_run(scope, run_id)
-    if scope == "off" or k <= 0:
+@dataclass(frozen=True)
+class Lookup:
+    """What the planner asks of the memory: the arguments of ``retrieve``, which says what each
+    one means."""
+
+    problem_text: str
+    kernel_text: str
+    backend: str | None
+    hardware: str | None = None
+    problem: str | None = None
+    k: int = 16
+    scope: str = "workspace"
+    run_id: str | None = None
+
+
+def rank(store: ExperienceSource, lookup: Lookup) -> list[tuple[Experience, float]]:
+    """The top ``k`` experiences of the lookup's backend with their scores, best first,
+    preferring those of its problem and hardware (see the module doc)."""
+    run = _scope_run(lookup.scope, lookup.run_id)
+    k, backend = lookup.k, lookup.backend
+    if lookup.scope == "off" or k <= 0:
         return []
 
     def prefer(exp: Experience) -> float:
-        return preference(exp, problem=problem, hardware=hardware)
+        return preference(exp, problem=lookup.problem, hardware=lookup.hardware)
 
-    hits = _search(store, query_terms(problem_text, kernel_text), k, run, backend)
+    hits = _search(store, query_terms(lookup.problem_text, lookup.kernel_text), k, run, backend)
     kept = dedupe(((exp, score(rel, exp.speedup, prefer(exp))) for exp, rel in hits), prefer)
     if len(kept) < k:
         pool = [e for e in store.experiences(run_id=run, backend=backend) if _of(e, backend)]
@@ -309,15 +315,5 @@ def retrieve(
     "workspace" all; the top ``k`` by relevance × speedup weight × preference for the same
     ``problem`` (its name) and ``hardware`` (a ``HardwareSpec.key``), near-duplicates merged,
     best first."""
-    ranked = rank(
-        store,
-        problem_text=problem_text,
-        kernel_text=kernel_text,
-        backend=backend,
-        hardware=hardware,
-        problem=problem,
-        k=k,
-        scope=scope,
-        run_id=run_id,
-    )
-    return [exp for exp, _ in ranked]
+    lookup = Lookup(problem_text, kernel_text, backend, hardware, problem, k, scope, run_id)
+    return [exp for exp, _ in rank(store, lookup)]

@@ -1,6 +1,6 @@
 """What the importers of other formats (KernelBench, FlashInfer Trace) share: the refusal, the
-result, the name check, the overrides a generated ``problem.py`` may pass, and the atomic write of
-a problem folder (nothing half-imported stays behind)."""
+result, the name check and the atomic write of a problem folder (nothing half-imported stays
+behind). What their loaders share is in ``imported.py``."""
 
 from __future__ import annotations
 
@@ -15,10 +15,7 @@ from typing import Any
 
 from accelopt.errors import UserError
 from accelopt.problems.loader import NAME_PATTERN
-from accelopt.problems.records import CostModel, Problem, Sizes, Workload
-
-COST_TERMS = ("matmul_flops", "vector_flops", "bytes")
-OVERRIDES = (*COST_TERMS, "tolerance")  # what load_imported(...) in a problem.py may replace
+from accelopt.problems.records import Problem
 
 
 class ImportRefused(UserError):
@@ -60,20 +57,6 @@ def check_name(name: str, dest_root: Path, reserved: Collection[str], hint: str)
         raise exists_refusal(name, hint)
 
 
-def check_overrides(overrides: Mapping[str, Any]) -> None:
-    """The keyword arguments of ``load_imported``: cost terms (functions of the sizes) and the
-    tolerance, nothing else."""
-    unknown = sorted(set(overrides) - set(OVERRIDES))
-    if unknown:
-        raise TypeError(
-            f"load_imported() got unknown keyword arguments {', '.join(unknown)}; it takes "
-            f"{', '.join(OVERRIDES)}"
-        )
-    for term in COST_TERMS:
-        if term in overrides and not callable(overrides[term]):
-            raise TypeError(f"load_imported({term}=...) must be a function of the sizes")
-
-
 def write_problem(
     dest_root: Path,
     name: str,
@@ -106,34 +89,3 @@ def write_problem(
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return final
-
-
-def counted_cost_model(
-    name: str,
-    directory: Path,
-    workloads: Mapping[str, Workload],
-    counted: Mapping[str, Mapping[str, float]],
-    overrides: Mapping[str, Any],
-    counted_notes: Mapping[str, str],
-) -> tuple[CostModel, dict[str, str]]:
-    """The cost model of an imported problem: each term the value counted at import for the
-    workload whose sizes these are (``counted``: workload -> term -> value), unless problem.py
-    passes its own function; and how each term was obtained."""
-
-    def counted_term(term: str) -> Callable[[Sizes], float]:
-        def cost(sizes: Sizes) -> float:
-            for w, workload in workloads.items():
-                if all(sizes.get(k) == v for k, v in workload.sizes.items()):
-                    return float(counted[w][term])
-            raise ValueError(
-                f"problem {name!r} has counted costs for its workloads only, and the sizes "
-                f"{dict(sizes)} are none of them: pass {term}=lambda s: ... to load_imported in "
-                f"{directory / 'problem.py'}"
-            )
-
-        return cost
-
-    terms = {t: overrides.get(t) or counted_term(t) for t in COST_TERMS}
-    notes = dict(counted_notes)
-    notes.update({t: "set in problem.py" for t in COST_TERMS if t in overrides})
-    return CostModel(**terms), notes

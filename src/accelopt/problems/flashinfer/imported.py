@@ -19,8 +19,13 @@ from typing import Any
 import numpy as np
 
 from accelopt.problems.flashinfer.schema import Definition
-from accelopt.problems.imports import check_overrides, counted_cost_model
-from accelopt.problems.records import Arrays, Problem, TensorSpec, Workload
+from accelopt.problems.imported import (
+    ImportedParts,
+    check_import,
+    imported_problem,
+    workload_records,
+)
+from accelopt.problems.records import Arrays, Problem, TensorSpec
 
 FORMAT = "flashinfer-trace/1"
 DEFINITION_FILE = "definition.json"
@@ -111,30 +116,57 @@ def build_problem(
     name: str,
     overrides: Mapping[str, Any],
 ) -> Problem:
-    check_overrides(overrides)
-    if meta.get("format") != FORMAT:
-        raise ValueError(
-            f"{directory / IMPORT_FILE} has format {meta.get('format')!r}, not {FORMAT!r}: "
-            "import the FlashInfer Trace definition again"
-        )
+    again = "import the FlashInfer Trace definition again"
+    check_import(directory / IMPORT_FILE, meta, overrides, FORMAT, again)
+    inputs, outputs = tensor_specs(definition)
+    records = workload_records(meta)
+    uses_safetensors = any(d.get("safetensors") for d in records.values())
+    parts = ImportedParts(
+        description=definition.description or f"FlashInfer Trace definition {definition.name}.",
+        inputs=inputs,
+        outputs=outputs,
+        reference=_reference(definition, str(directory / DEFINITION_FILE), inputs, outputs),
+        generator=_generator(directory, inputs, records),
+        reference_text=reference_text(definition),
+        tolerance=meta.get("tolerance", DEFAULT_TOLERANCE),
+        requires=("torch", "safetensors") if uses_safetensors else ("torch",),
+    )
+    return imported_problem(name, directory, meta, parts, overrides)
+
+
+def tensor_specs(definition: Definition) -> tuple[tuple[TensorSpec, ...], tuple[TensorSpec, ...]]:
+    """The definition's inputs and outputs as kernel arguments, each shape in its axes."""
     inputs = tuple(TensorSpec(n, tuple(s.shape or ())) for n, s in definition.inputs.items())
     outputs = tuple(TensorSpec(n, tuple(s.shape or ())) for n, s in definition.outputs.items())
+    return inputs, outputs
+
+
+def _reference(
+    definition: Definition,
+    filename: str,
+    inputs: Sequence[TensorSpec],
+    outputs: Sequence[TensorSpec],
+) -> Callable[..., Arrays]:
+    """The definition's run() as a problem's reference (the source runs on first call)."""
     output_names = [t.name for t in outputs]
-    records = dict(meta["workloads"])
-    workloads = {w: Workload(w, dict(d["sizes"])) for w, d in records.items()}
-    for alias, target in meta.get("aliases", {}).items():
-        workloads[alias] = Workload(alias, dict(records[target]["sizes"]))
-        records[alias] = records[target]
-    filename = str(directory / DEFINITION_FILE)
-    by_shape: dict[tuple, str] = {}
-    for w, wl in workloads.items():
-        by_shape.setdefault(tuple(s.dims(wl.sizes) for s in inputs), w)
 
     def reference(*arrays: np.ndarray) -> Arrays:
         if len(arrays) != len(inputs):
             raise TypeError(f"the reference takes {len(inputs)} arrays; got {len(arrays)}")
         run = reference_run(definition.reference, filename)
         return call_reference(run, arrays, output_names)
+
+    return reference
+
+
+def _generator(
+    directory: Path, inputs: Sequence[TensorSpec], records: Mapping[str, Mapping[str, Any]]
+) -> Callable[[np.random.Generator, list[tuple[int, ...]]], Arrays]:
+    """The inputs of the workload whose shapes are asked for; of two workloads with the same input
+    shapes, the first (in import.json's order)."""
+    by_shape: dict[tuple, str] = {}
+    for w, record in records.items():
+        by_shape.setdefault(tuple(s.dims(record["sizes"]) for s in inputs), w)
 
     def generator(rng: np.random.Generator, shapes: list[tuple[int, ...]]) -> Arrays:
         """N(0, 1) float32 for a ``random`` input, as flashinfer-bench draws it (torch.randn);
@@ -149,27 +181,7 @@ def build_problem(
                 arrays.append(rng.standard_normal(shape, dtype=np.float32))
         return tuple(arrays)
 
-    counted = {w: records[w]["costs"] for w in workloads}
-    cost, notes = counted_cost_model(
-        name, directory, workloads, counted, overrides, meta["cost_notes"]
-    )
-    uses_safetensors = any(d.get("safetensors") for d in records.values())
-    return Problem(
-        name=name,
-        description=definition.description or f"FlashInfer Trace definition {definition.name}.",
-        params=tuple(meta["params"]),
-        inputs=inputs,
-        outputs=outputs,
-        reference=reference,
-        cost=cost,
-        workloads=workloads,
-        directory=directory,
-        tolerance=float(overrides.get("tolerance", meta.get("tolerance", DEFAULT_TOLERANCE))),
-        generator=generator,
-        cost_notes=notes,
-        requires=("torch", "safetensors") if uses_safetensors else ("torch",),
-        reference_text=reference_text(definition),
-    )
+    return generator
 
 
 def read_safetensor(directory: Path, stored: Mapping[str, str], shape: Sequence[int]):

@@ -4,7 +4,7 @@ choose the workloads, count the costs, then write ``<dest_root>/<name>/`` atomic
 from __future__ import annotations
 
 import re
-from collections.abc import Collection
+from collections.abc import Collection, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -20,6 +20,7 @@ from accelopt.problems.flashinfer.imported import (
     WORKLOADS_FILE,
     build_problem,
     reference_run,
+    tensor_specs,
     torch_module,
 )
 from accelopt.problems.flashinfer.schema import Definition
@@ -147,59 +148,30 @@ def import_definition(
     if not chosen.kept:
         why = f" ({'; '.join(notes)})" if notes else ""
         raise ImportRefused(f"definition {definition.name} has no workload accelopt can use{why}")
-    params = list(definition.axes)
-    inputs = [TensorSpec(n, tuple(s.shape or ())) for n, s in definition.inputs.items()]
-    outputs = [TensorSpec(n, tuple(s.shape or ())) for n, s in definition.outputs.items()]
-    args = inputs + outputs
-    run = _run(definition)
-    records: dict[str, dict[str, Any]] = {}
-    counted: dict[tuple, dict[str, float]] = {}
-    all_notes: dict[str, str] = {}
-    for kept in chosen.kept:
-        key = tuple(sorted(kept.sizes.items()))
-        if key not in counted:
-            try:
-                costs, term_notes = checks.count(definition, run, kept.sizes, inputs, outputs)
-            except checks.Uncountable as exc:
-                notes.append(f"workload {kept.uuid}: its costs cannot be counted ({exc}): left out")
-                continue
-            counted[key] = costs
-            all_notes = all_notes or term_notes
-        records[kept.uuid] = {"sizes": kept.sizes, "costs": counted[key]}
-        if kept.safetensors:
-            records[kept.uuid]["safetensors"] = kept.safetensors
+    records, cost_notes = _counted_workloads(definition, chosen.kept, notes)
     if not records:
         raise ImportRefused(
             f"definition {definition.name} has no workload accelopt can use ({'; '.join(notes)})"
         )
-    smallest = min(
-        records, key=lambda w: sum(t.nbytes(records[w]["sizes"]) for t in args)
-    )  # the first of the smallest
-    aliases = {} if "cpu" in records else {"cpu": smallest}
-    if not aliases:
-        notes.append("a workload's uuid is 'cpu', so there is no cpu alias")
+    inputs, outputs = tensor_specs(definition)
+    args = [*inputs, *outputs]
     payload = {
         "format": FORMAT,
         "name": name,
         "definition": definition.name,
         "op_type": definition.op_type,
         "dataset": str(dataset.resolve()),
-        "params": params,
+        "params": list(definition.axes),
         "arguments": [t.name for t in args],
         "workloads": records,
-        "aliases": aliases,
+        "aliases": _aliases(records, args, notes),
         "tolerance": DEFAULT_TOLERANCE,
-        "cost_notes": all_notes,
+        "cost_notes": cost_notes,
         "notes": notes,
         "torch": torch_module().__version__,
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
     }
-    body = "".join(f"{line.text}\n" for line in lines)
-    example = f'4 * s["{params[0]}"]' if params else "0"
-    problem_py = PROBLEM_PY.format(name=name, definition=definition.name, example=example)
-    files: dict[str, bytes | Path] = {DEFINITION_FILE: text.encode(), WORKLOADS_FILE: body.encode()}
-    files |= {stored: Path(source) for stored, source in chosen.blobs.items()}
-    files["problem.py"] = problem_py.encode()
+    files = _files(name, definition, text, lines, chosen.blobs)
 
     def loads(folder: Path) -> None:
         parsed = Definition.model_validate_json(text)
@@ -208,6 +180,61 @@ def import_definition(
     directory = write_problem(dest_root, name, files, payload, loads, NAME_HINT)
     problem = build_problem(directory, payload, definition, name, {})
     return Imported(name, directory, problem, tuple(notes))
+
+
+def _counted_workloads(
+    definition: Definition, kept: Sequence[wls.Kept], notes: list[str]
+) -> tuple[dict[str, dict[str, Any]], dict[str, str]]:
+    """import.json's workloads (by uuid: sizes, counted costs, safetensors inputs) and how the
+    costs were counted; a workload whose costs cannot be counted is left out, with a note. The
+    costs are counted once for each set of sizes."""
+    inputs, outputs = tensor_specs(definition)
+    run = _run(definition)
+    records: dict[str, dict[str, Any]] = {}
+    counted: dict[tuple, dict[str, float]] = {}
+    all_notes: dict[str, str] = {}
+    for workload in kept:
+        key = tuple(sorted(workload.sizes.items()))
+        if key not in counted:
+            try:
+                costs, term_notes = checks.count(definition, run, workload.sizes, inputs, outputs)
+            except checks.Uncountable as exc:
+                notes.append(
+                    f"workload {workload.uuid}: its costs cannot be counted ({exc}): left out"
+                )
+                continue
+            counted[key] = costs
+            all_notes = all_notes or term_notes
+        records[workload.uuid] = {"sizes": workload.sizes, "costs": counted[key]}
+        if workload.safetensors:
+            records[workload.uuid]["safetensors"] = workload.safetensors
+    return records, all_notes
+
+
+def _aliases(
+    records: Mapping[str, Mapping[str, Any]], args: Sequence[TensorSpec], notes: list[str]
+) -> dict[str, str]:
+    """``cpu``: the first of the smallest workloads, unless a workload's uuid is ``cpu``."""
+    if "cpu" in records:
+        notes.append("a workload's uuid is 'cpu', so there is no cpu alias")
+        return {}
+    smallest = min(records, key=lambda w: sum(t.nbytes(records[w]["sizes"]) for t in args))
+    return {"cpu": smallest}
+
+
+def _files(
+    name: str, definition: Definition, text: str, lines: list[wls.Line], blobs: Mapping[str, Path]
+) -> dict[str, bytes | Path]:
+    """The files of the problem folder (relative path -> bytes, or a file to copy): the
+    definition and its workload lines as they came, the safetensors files, ``problem.py``."""
+    body = "".join(f"{line.text}\n" for line in lines)
+    params = list(definition.axes)
+    example = f'4 * s["{params[0]}"]' if params else "0"
+    problem_py = PROBLEM_PY.format(name=name, definition=definition.name, example=example)
+    files: dict[str, bytes | Path] = {DEFINITION_FILE: text.encode(), WORKLOADS_FILE: body.encode()}
+    files |= {stored: Path(source) for stored, source in blobs.items()}
+    files["problem.py"] = problem_py.encode()
+    return files
 
 
 def _run(definition: Definition):

@@ -97,8 +97,32 @@ def run_on(
     """Run the file with the constants overridden, on ``device`` ("meta", or None: real CPU
     tensors). Raises ImportRefused for what no device can fix, MetaFailed on the meta device.
     ``forward=False``: build the model and the inputs only (``outputs`` stays None)."""
-    torch = runtime.torch_module()
+    runtime.torch_module()  # first: a clear message when torch is missing
     ns = ns if ns is not None else execute(source, overrides)
+    run, model, (inputs, state) = _set_up(source, ns, seed, device)
+    if not forward:
+        run.tensors = (inputs, state, [])
+        return run
+    try:
+        out = _forward(model, inputs, run, count)
+    except Exception as exc:
+        failure = _fail(source, "forward", exc, device)
+        if isinstance(failure, MetaFailed):
+            run.error = str(failure)
+            return run
+        raise failure from None
+    outs = _checked_outputs(source, out, run, device)
+    run.outputs = [tuple(t.shape) for t in outs]
+    if device is None:
+        run.tensors = (inputs, state, outs)
+    return run
+
+
+def _set_up(
+    source: Source, ns: dict[str, Any], seed: int, device: str | None
+) -> tuple[Run, Any, tuple[list[Any], list[Any]]]:
+    """Build the model and its inputs on ``device`` and check them: the run without outputs, the
+    model, and its input and state tensors."""
     constants = integer_constants(source, ns)
     try:
         model = runtime.build_model(ns, seed, device)
@@ -109,6 +133,17 @@ def run_on(
     except Exception as exc:
         raise _fail(source, "get_inputs()", exc, device) from None
     names = runtime.forward_names(model, len(inputs))
+    _check_inputs(source, names, inputs, device)
+    groups = runtime.state_groups(model)[0]
+    for keys, t in groups:
+        _check_device(source, f"parameter {keys[0]!r}", t, device)
+    run = Run(constants, ns, names, [tuple(t.shape) for t in inputs], [], None)
+    run.groups = [(keys, tuple(t.shape)) for keys, t in groups]
+    return run, model, (inputs, [t for _, t in groups])
+
+
+def _check_inputs(source: Source, names: list[str], inputs: list[Any], device: str | None) -> None:
+    torch = runtime.torch_module()
     for name, t in zip(names, inputs, strict=True):
         if not isinstance(t, torch.Tensor):
             raise ImportRefused(
@@ -121,25 +156,20 @@ def run_on(
                 "float32 tensors only"
             )
         _check_device(source, f"input {name!r}", t, device)
-    groups = runtime.state_groups(model)[0]
-    for keys, t in groups:
-        _check_device(source, f"parameter {keys[0]!r}", t, device)
-    run = Run(constants, ns, names, [tuple(t.shape) for t in inputs], [], None)
-    run.groups = [(keys, tuple(t.shape)) for keys, t in groups]
-    if not forward:
-        run.tensors = (inputs, [t for _, t in groups], [])
-        return run
-    try:
-        if count:
-            out, run.counts = count_forward(model, inputs)
-        else:
-            out = runtime.forward(model, inputs)
-    except Exception as exc:
-        failure = _fail(source, "forward", exc, device)
-        if isinstance(failure, MetaFailed):
-            run.error = str(failure)
-            return run
-        raise failure from None
+
+
+def _forward(model: Any, inputs: list[Any], run: Run, count: bool) -> Any:
+    """The model's forward on ``inputs``; with ``count``, its costs go to ``run.counts``."""
+    if count:
+        out, run.counts = count_forward(model, inputs)
+        return out
+    return runtime.forward(model, inputs)
+
+
+def _checked_outputs(source: Source, out: Any, run: Run, device: str | None) -> list[Any]:
+    """Forward's result as a list of float32 tensors on ``device`` (``run.tuple_output`` says
+    whether it was a tuple), or ImportRefused."""
+    torch = runtime.torch_module()
     outs = runtime.flatten_outputs(out)
     if outs is None:
         raise ImportRefused(
@@ -155,10 +185,7 @@ def run_on(
                 "tensors only"
             )
         _check_device(source, label, t, device)
-    run.outputs = [tuple(t.shape) for t in outs]
-    if device is None:
-        run.tensors = (inputs, [t for _, t in groups], outs)
-    return run
+    return outs
 
 
 def _arrays(tensors: list[Any]) -> list[np.ndarray]:

@@ -7,14 +7,15 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from accelopt.problems.imports import check_overrides, counted_cost_model
-from accelopt.problems.records import Arrays, Problem, TensorSpec, Workload
+from accelopt.problems.imported import ImportedParts, check_import, imported_problem
+from accelopt.problems.records import Arrays, Problem, TensorSpec
 
 FORMAT = 1
 
@@ -48,78 +49,79 @@ def _namespace(text: str, filename: str, constants: Mapping[str, int]) -> dict[s
 def build_problem(
     directory: Path, meta: Mapping[str, Any], text: str, name: str, overrides: Mapping[str, Any]
 ) -> Problem:
-    check_overrides(overrides)
-    if meta.get("format") != FORMAT:
-        raise ValueError(
-            f"{directory / 'import.json'} has format {meta.get('format')!r}, not {FORMAT}: "
-            "import the KernelBench file again"
-        )
-    filename = meta["file"]
+    again = "import the KernelBench file again"
+    check_import(directory / "import.json", meta, overrides, FORMAT, again)
     args = meta["arguments"]
     inputs = tuple(TensorSpec(a["name"], tuple(a["shape"])) for a in args if a["role"] != "output")
     outputs = tuple(TensorSpec(a["name"], tuple(a["shape"])) for a in args if a["role"] == "output")
-    n_inputs = sum(a["role"] == "input" for a in args)
-    groups = [tuple(a["keys"]) for a in args if a["role"] == "parameter"]
-    workloads = {w: Workload(w, dict(d["sizes"])) for w, d in meta["workloads"].items()}
-    constants = {w: dict(d["constants"]) for w, d in meta["workloads"].items()}
-    by_shape = {tuple(s.dims(wl.sizes) for s in inputs): w for w, wl in workloads.items()}
+    records = meta["workloads"]
+    model = _Model(
+        name=name,
+        filename=meta["file"],
+        text=text,
+        n_inputs=sum(a["role"] == "input" for a in args),
+        groups=[tuple(a["keys"]) for a in args if a["role"] == "parameter"],
+        constants={w: dict(d["constants"]) for w, d in records.items()},
+        by_shape={tuple(s.dims(d["sizes"]) for s in inputs): w for w, d in records.items()},
+    )
+    parts = ImportedParts(
+        description=meta["description"],
+        inputs=inputs,
+        outputs=outputs,
+        reference=model.reference,
+        generator=model.generate,
+        reference_text=reference_text(meta, text),
+        tolerance=meta["tolerance"],
+    )
+    return imported_problem(name, directory, meta, parts, overrides)
 
-    def recognize(shapes: list[tuple[int, ...]]) -> str:
+
+@dataclass(frozen=True)
+class _Model:
+    """``model.py`` as the reference and the generator run it: with the constants of the workload
+    whose input shapes they are given (an imported problem runs on its own workloads only)."""
+
+    name: str  # the problem's
+    filename: str  # the KernelBench file's
+    text: str
+    n_inputs: int
+    groups: list[tuple[str, ...]]  # the state_dict keys of each parameter argument
+    constants: dict[str, dict[str, int]]  # by workload
+    by_shape: dict[tuple[tuple[int, ...], ...], str]  # the workload of each set of input shapes
+
+    def namespace(self, shapes: Sequence[Sequence[int]]) -> dict[str, Any]:
         key = tuple(tuple(int(n) for n in s) for s in shapes)
-        if key not in by_shape:
-            known = "; ".join(f"{w}: {list(s)}" for s, w in by_shape.items())
+        if key not in self.by_shape:
+            known = "; ".join(f"{w}: {list(s)}" for s, w in self.by_shape.items())
             raise ValueError(
-                f"problem {name!r}: input shapes {list(key)} are those of no workload ({known}); "
-                "an imported problem runs on its own workloads only"
+                f"problem {self.name!r}: input shapes {list(key)} are those of no workload "
+                f"({known}); an imported problem runs on its own workloads only"
             )
-        return by_shape[key]
+        return _namespace(self.text, self.filename, self.constants[self.by_shape[key]])
 
-    def reference(*arrays: np.ndarray) -> Arrays:
+    def reference(self, *arrays: np.ndarray) -> Arrays:
         from accelopt.problems.kernelbench.runtime import Reference
 
-        w = recognize([a.shape for a in arrays])
-        ns = _namespace(text, filename, constants[w])
-        key = (id(ns), tuple(groups), n_inputs)
+        ns = self.namespace([a.shape for a in arrays])
+        key = (id(ns), tuple(self.groups), self.n_inputs)
         with _lock:
             if key not in _references:
-                _references[key] = Reference(ns, n_inputs, groups)
+                _references[key] = Reference(ns, self.n_inputs, self.groups)
             return _references[key](*arrays)
 
-    def generator(rng: np.random.Generator, shapes: list[tuple[int, ...]]) -> Arrays:
+    def generate(self, rng: np.random.Generator, shapes: list[tuple[int, ...]]) -> Arrays:
         from accelopt.problems.kernelbench.runtime import generate
 
-        w = recognize(shapes)
-        ns = _namespace(text, filename, constants[w])
+        ns = self.namespace(shapes)
         with _lock:
-            arrays = generate(ns, n_inputs, rng)
+            arrays = generate(ns, self.n_inputs, rng)
         got = [tuple(a.shape) for a in arrays]
         if got != [tuple(s) for s in shapes]:
             raise ValueError(
-                f"problem {name!r}: {filename} now makes inputs of shapes {got}, not {shapes}: "
-                "import it again"
+                f"problem {self.name!r}: {self.filename} now makes inputs of shapes {got}, not "
+                f"{shapes}: import it again"
             )
         return arrays
-
-    counted = {w: d["costs"] for w, d in meta["workloads"].items()}
-    cost, notes = counted_cost_model(
-        name, directory, workloads, counted, overrides, meta["cost_notes"]
-    )
-    return Problem(
-        name=name,
-        description=meta["description"],
-        params=tuple(meta["params"]),
-        inputs=inputs,
-        outputs=outputs,
-        reference=reference,
-        cost=cost,
-        workloads=workloads,
-        directory=directory,
-        tolerance=float(overrides.get("tolerance", meta["tolerance"])),
-        generator=generator,
-        cost_notes=notes,
-        requires=("torch",),
-        reference_text=reference_text(meta, text),
-    )
 
 
 def reference_text(meta: Mapping[str, Any], text: str) -> str:

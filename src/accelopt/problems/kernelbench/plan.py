@@ -5,10 +5,17 @@ result is the content of ``import.json``."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from accelopt.problems.kernelbench.analysis import MetaFailed, RealCheck, Run, real_check, run_on
+from accelopt.problems.kernelbench.analysis import (
+    MetaFailed,
+    RealCheck,
+    Run,
+    Shape,
+    real_check,
+    run_on,
+)
 from accelopt.problems.kernelbench.costs import (
     Counts,
     available_memory,
@@ -16,7 +23,7 @@ from accelopt.problems.kernelbench.costs import (
     optimistic_seconds,
     reference_bytes,
 )
-from accelopt.problems.kernelbench.shapes import Probe, name_arguments, name_axes
+from accelopt.problems.kernelbench.shapes import Argument, Probe, name_arguments, name_axes
 from accelopt.problems.kernelbench.source import (
     ImportRefused,
     Source,
@@ -200,38 +207,78 @@ def plan_import(source: Source, sets: Mapping[str, int], fit: bool) -> tuple[dic
     """The content of import.json (less format, name, torch and date), and notes for the user."""
     ns = execute(source, {})
     constants = integer_constants(source, ns)
+    _check_constants(source, sets, constants)
+    overrides, check, meta, fitted = settle(source, sets, fit)
+    cpu = check.run
+    lost = [c for c in constants if c not in cpu.constants]
+    if lost:
+        raise ImportRefused(f"with the --set values, {', '.join(lost)} are no longer integers")
+    notes: list[str] = []
+    cpu_counts = _cpu_counts(meta, cpu, notes)
+    notes += _check_notes(check, fitted)
+    runs = _workload_runs(source, constants, (cpu, cpu_counts), notes)
     order = list(constants)
+    args, rename_notes = name_arguments(cpu, order)
+    notes += _zero_output_notes(args, check.zero_outputs)
+    dims = {w: r.shapes for w, (r, _) in runs.items()}
+    sizes = {w: {c: r.constants[c] for c in order} for w, (r, _) in runs.items()}
+    probe = _prober(source, overrides, cpu)
+    shapes, derived, axis_notes = name_axes(args, dims, sizes, order, probe)
+    notes += rename_notes + axis_notes
+    sentence = first_sentence(getattr(ns["Model"], "__doc__", None))
+    payload = {
+        "file": source.filename,
+        "description": f"KernelBench {source.filename}: {sentence or 'its Model has no docstring'}",
+        "constants": constants,
+        "sets": dict(sets),
+        "fitted": {c: list(v) for c, v in fitted.items()},
+        "params": [*order, *derived],
+        "workloads": _workloads(runs, sizes, derived),
+        "arguments": _arguments(args, shapes, dims),
+        "cost_notes": cost_notes(cpu_counts),
+        "tolerance": TOLERANCE,
+        "reference_seconds": round(check.seconds, 4),
+        "fp32_error": check.fp32_error,
+    }
+    return payload, notes
+
+
+def _check_constants(source: Source, sets: Mapping[str, int], constants: dict[str, int]) -> None:
+    """Refuse a --set of no integer constant, and a constant that cannot be a size parameter."""
     for k in sets:
         if k not in constants:
-            known = ", ".join(order) or "none"
+            known = ", ".join(constants) or "none"
             raise ImportRefused(
                 f"--set {k}: {source.filename} has no integer constant {k} (its constants: {known})"
             )
-    for c in order:
+    for c in constants:
         if not is_c_name(c):
             raise ImportRefused(
                 f"constant {c} of {source.filename} cannot be a size parameter: C kernels get it "
                 f"as `#define {c} {constants[c]}`, and {c} is a C keyword, a name C kernels use or "
                 "not a C identifier; rename it in the file"
             )
-    overrides, check, meta, fitted = settle(source, sets, fit)
-    notes: list[str] = []
-    cpu = check.run
-    if any(c not in cpu.constants for c in order):
-        lost = [c for c in order if c not in cpu.constants]
-        raise ImportRefused(f"with the --set values, {', '.join(lost)} are no longer integers")
+
+
+def _cpu_counts(meta: Run | None, cpu: Run, notes: list[str]) -> Counts:
+    """The costs of the default workload: counted on the meta device, else on real tensors."""
     if meta is not None and meta.outputs is not None and meta.counts is not None:
-        cpu_counts = meta.counts
-    else:
-        assert cpu.counts is not None
-        cpu_counts = cpu.counts
-        why = meta.error if meta is not None else "the meta device cannot build it"
-        notes.append(f"costs of workload cpu were counted on real tensors: {why}")
+        return meta.counts
+    assert cpu.counts is not None
+    why = meta.error if meta is not None else "the meta device cannot build it"
+    notes.append(f"costs of workload cpu were counted on real tensors: {why}")
+    return cpu.counts
+
+
+def _check_notes(check: RealCheck, fitted: Mapping[str, tuple[int, int]]) -> list[str]:
+    """What the user should know of the default workload: what --fit changed, and a float32
+    forward of PyTorch's own already over the tolerance."""
+    notes = []
     if fitted:
         changes = ", ".join(f"{c} from {a} to {b}" for c, (a, b) in fitted.items())
         notes.append(
             f"--fit halved {changes}, so that the default workload fits this machine "
-            f"(arguments {size_text(cpu.args_bytes32)} in float32, float64 forward "
+            f"(arguments {size_text(check.run.args_bytes32)} in float32, float64 forward "
             f"{check.seconds:.2f} s)"
         )
     if check.fp32_error > TOLERANCE:
@@ -239,39 +286,52 @@ def plan_import(source: Source, sets: Mapping[str, int], fit: bool) -> tuple[dic
             f"PyTorch's own float32 forward is {check.fp32_error:.1e} off the float64 reference "
             f"(relative L2), over the tolerance {TOLERANCE:g}: raise tolerance= in problem.py"
         )
+    return notes
+
+
+def _workload_runs(
+    source: Source, constants: Mapping[str, int], cpu: tuple[Run, Counts], notes: list[str]
+) -> dict[str, tuple[Run, Counts]]:
+    """The run and costs of each workload: ``source`` (the file's own sizes) where it can be
+    one, then ``cpu`` (the default)."""
     runs: dict[str, tuple[Run, Counts]] = {}
-    if all(constants[c] == cpu.constants[c] for c in order):
-        runs["source"] = (cpu, cpu_counts)
+    if all(constants[c] == cpu[0].constants[c] for c in constants):
+        runs["source"] = cpu
     elif (found := _source_run(source, notes)) is not None:
-        src = found[0]
-        n_in = len(cpu.inputs) + len(cpu.groups)
-        if src.structure() != cpu.structure():
+        src, default = found[0], cpu[0]
+        n_in = len(default.inputs) + len(default.groups)
+        if src.structure() != default.structure():
             notes.append(
                 "workload source (the file's own sizes) is left out: it gives other arguments "
                 "(another number of tensors, ranks or parameters) than the default workload"
             )
-        elif src.shapes[:n_in] == cpu.shapes[:n_in]:
+        elif src.shapes[:n_in] == default.shapes[:n_in]:
             notes.append(
                 "workload source is left out: its inputs have the shapes of the default "
                 "workload's, and the reference recognizes a workload by its input shapes"
             )
         else:
             runs["source"] = found
-    runs["cpu"] = (cpu, cpu_counts)
+    runs["cpu"] = cpu
+    return runs
 
-    args, rename_notes = name_arguments(cpu, order)
+
+def _zero_output_notes(args: list[Argument], zero_outputs: Iterable[int]) -> list[str]:
     outputs = [a for a in args if a.role == "output"]
-    for i in check.zero_outputs:
-        notes.append(
-            f"output {outputs[i].name!r} is all zeros on the default workload: a kernel that "
-            "writes zeros passes"
-        )
-    dims = {w: r.shapes for w, (r, _) in runs.items()}
-    sizes = {w: {c: r.constants[c] for c in order} for w, (r, _) in runs.items()}
-    probe = _prober(source, overrides, cpu)
-    shapes, derived, axis_notes = name_axes(args, dims, sizes, order, probe)
-    notes += rename_notes + axis_notes
-    workloads = {
+    return [
+        f"output {outputs[i].name!r} is all zeros on the default workload: a kernel that "
+        "writes zeros passes"
+        for i in zero_outputs
+    ]
+
+
+def _workloads(
+    runs: Mapping[str, tuple[Run, Counts]],
+    sizes: Mapping[str, dict[str, int]],
+    derived: Mapping[str, Mapping[str, int]],
+) -> dict[str, dict[str, Any]]:
+    """import.json's workloads: the file's constants, the sizes (derived ones too), the costs."""
+    return {
         w: {
             "constants": sizes[w],
             "sizes": {**sizes[w], **{d: v[w] for d, v in derived.items()}},
@@ -283,27 +343,18 @@ def plan_import(source: Source, sets: Mapping[str, int], fit: bool) -> tuple[dic
         }
         for w, (run, counts) in runs.items()
     }
+
+
+def _arguments(
+    args: list[Argument], shapes: Sequence[Sequence[str]], dims: Mapping[str, list[Shape]]
+) -> list[dict[str, Any]]:
+    """import.json's arguments: name, role, shape in size parameters, origin, state keys and
+    each workload's dimensions."""
     arguments = []
-    for arg, shape, i in zip(args, shapes, range(len(args)), strict=True):
+    for i, (arg, shape) in enumerate(zip(args, shapes, strict=True)):
         entry = {"name": arg.name, "role": arg.role, "shape": list(shape), "origin": arg.origin}
         if arg.keys:
             entry["keys"] = list(arg.keys)
         entry["dims"] = {w: list(d[i]) for w, d in dims.items()}
         arguments.append(entry)
-    sentence = first_sentence(getattr(ns["Model"], "__doc__", None))
-    description = f"KernelBench {source.filename}: {sentence or 'its Model has no docstring'}"
-    payload = {
-        "file": source.filename,
-        "description": description,
-        "constants": constants,
-        "sets": dict(sets),
-        "fitted": {c: list(v) for c, v in fitted.items()},
-        "params": [*order, *derived],
-        "workloads": workloads,
-        "arguments": arguments,
-        "cost_notes": cost_notes(cpu_counts),
-        "tolerance": TOLERANCE,
-        "reference_seconds": round(check.seconds, 4),
-        "fp32_error": check.fp32_error,
-    }
-    return payload, notes
+    return arguments
