@@ -204,7 +204,7 @@ def _why(outcome: attacks.Outcome) -> str:
 def _mode() -> str:
     if os.geteuid() != 0:
         return "user"
-    from accelopt.backends.cpu.kernel_process import DROP_TO_NOBODY, drop_mode
+    from accelopt.backends.cpu.containment import DROP_TO_NOBODY, drop_mode
 
     return "nobody" if drop_mode() == DROP_TO_NOBODY else "root-without-capabilities"
 
@@ -257,7 +257,7 @@ def _judge(name: str, evaluation: Evaluation, honest_s: float | None) -> tuple[b
 
 def _evaluator_rows() -> list[Row]:
     from accelopt.backends.kernel import Kernel
-    from accelopt.hardware.measure import measure_cpu
+    from accelopt.hardware.cpu_spec import measure_cpu
     from accelopt.problems import load_problem
     from accelopt.profiling.parent.evaluator import Evaluator
 

@@ -23,7 +23,7 @@ def cc() -> Compiler:
 @pytest.fixture(scope="session")
 def headers_for() -> Callable[[str], set[str]]:
     """``headers_for(arch)``: what a C kernel for ``arch`` may include, written out here rather
-    than taken from checks.py, so that a test comparing a header list with it can fail."""
+    than taken from headers.py, so that a test comparing a header list with it can fail."""
     common = {
         "float.h", "limits.h", "math.h", "omp.h", "stdalign.h", "stdbool.h", "stddef.h",
         "stdint.h", "stdlib.h", "string.h",

@@ -7,7 +7,12 @@ import re
 
 import pytest
 
-from accelopt.backends.cpu.compiler import compile_kernel, prototype, trim_compiler_output
+from accelopt.backends.cpu.compiler import (
+    BuildInputs,
+    compile_kernel,
+    prototype,
+    trim_compiler_output,
+)
 from accelopt.backends.status import Status
 
 BROKEN = """\
@@ -31,7 +36,9 @@ def line_of(source: str, text: str) -> int:
 
 def build(cc, tmp_path, source: str, signature: str = prototype(1, 1)):
     (tmp_path / "work").mkdir(exist_ok=True)
-    return compile_kernel(source, {"M": 4}, signature, tmp_path / "work", tmp_path / "c", 60, cc)
+    return compile_kernel(
+        BuildInputs(source, {"M": 4}, signature, cc), tmp_path / "work", tmp_path / "c", 60
+    )
 
 
 def test_the_reported_line_is_the_sources_line(cc, tmp_path):

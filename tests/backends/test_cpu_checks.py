@@ -8,22 +8,21 @@ import time
 import pytest
 
 from accelopt.backends.cpu.backend import CpuBackend
-from accelopt.backends.cpu.checks import (
-    ACCEPTED_HEADERS,
-    COMMON_HEADERS,
-    MAX_SOURCE_BYTES,
-    allowed_headers,
-    check_preprocessed_output,
-    check_source,
-    intrinsics_headers,
-)
+from accelopt.backends.cpu.checks import MAX_SOURCE_BYTES, check_preprocessed_output, check_source
 from accelopt.backends.cpu.compiler import (
     LIBS,
+    BuildInputs,
     check_preprocessed,
     compile_kernel,
     kernel_flags,
     prototype,
-    run_compiler,
+)
+from accelopt.backends.cpu.compiler_process import run_compiler
+from accelopt.backends.cpu.headers import (
+    ACCEPTED_HEADERS,
+    COMMON_HEADERS,
+    allowed_headers,
+    intrinsics_headers,
 )
 from accelopt.backends.kernel import Kernel
 from accelopt.backends.status import Status
@@ -99,7 +98,7 @@ def test_a_guarded_path_per_architecture_passes_on_every_target(arch):
 
 def test_a_guarded_path_per_architecture_compiles_here(cc, tmp_path):
     built = compile_kernel(
-        GUARDED, {"M": 4, "N": 4}, prototype(1, 1), tmp_path, tmp_path / "so", 60, cc
+        BuildInputs(GUARDED, {"M": 4, "N": 4}, prototype(1, 1), cc), tmp_path, tmp_path / "so", 60
     )
     assert built.ok, built.error
 
@@ -112,7 +111,10 @@ def test_another_architectures_header_outside_a_guard_does_not_compile(cc, tmp_p
         source = body("", f"#include <{header}>")
         assert check_source(source) is None
         built = compile_kernel(
-            source, {"M": 4, "N": 4}, prototype(1, 1), tmp_path, tmp_path / "so", 60, cc
+            BuildInputs(source, {"M": 4, "N": 4}, prototype(1, 1), cc),
+            tmp_path,
+            tmp_path / "so",
+            60,
         )
         assert built.status is Status.COMPILE_ERROR, header
 
@@ -536,7 +538,10 @@ def test_macro_bypasses_are_rejected_at_the_build(
     built = CpuBackend().build(Kernel(source), load_problem("silu"), {"M": 4, "N": 4}, 60)
     assert built.status is Status.REJECTED, built.error
     assert named in built.error
-    assert check_preprocessed(source, {"M": 4, "N": 4}, prototype(1, 1), cc) == built.error
+    assert (
+        check_preprocessed(BuildInputs(source, {"M": 4, "N": 4}, prototype(1, 1), cc))
+        == built.error
+    )
 
 
 @pytest.mark.parametrize(("source", "named"), MACRO_BYPASSES.values(), ids=MACRO_BYPASSES.keys())
@@ -577,7 +582,7 @@ HARMLESS = {
 def test_harmless_code_passes_the_preprocessed_check_and_builds(source, cc, tmp_path):
     assert check_source(source) is None
     built = compile_kernel(
-        source, {"M": 4, "N": 4}, prototype(1, 1), tmp_path, tmp_path / "so", 60, cc
+        BuildInputs(source, {"M": 4, "N": 4}, prototype(1, 1), cc), tmp_path, tmp_path / "so", 60
     )
     assert built.ok, built.error
 
@@ -607,5 +612,5 @@ def test_system_header_lines_are_not_read_but_the_kernels_lines_are():
 )
 def test_what_could_forge_a_line_marker_is_rejected_before_preprocessing(spoof, cc):
     source = spoof + "__attribute__((constructor)) static void init(void) { }\n" + body("")
-    reason = check_preprocessed(source, {"M": 4, "N": 4}, prototype(1, 1), cc)
+    reason = check_preprocessed(BuildInputs(source, {"M": 4, "N": 4}, prototype(1, 1), cc))
     assert reason is not None and ("line directive" in reason or "raw string" in reason)

@@ -14,14 +14,14 @@ import pytest
 
 from accelopt.backends.cpu import compiler
 from accelopt.backends.cpu.compiler import (
-    COMPILER_MEMORY_BYTES,
     MAX_ERROR_LINES,
+    BuildInputs,
     cache_key,
     compile_kernel,
     prototype,
-    run_compiler,
     trim_compiler_output,
 )
+from accelopt.backends.cpu.compiler_process import COMPILER_MEMORY_BYTES, run_compiler
 from accelopt.backends.status import Status
 
 DOUBLE = "void kernel(const float *x, float *y) { for (int i = 0; i < M; i++) y[i] = 2 * x[i]; }\n"
@@ -89,18 +89,20 @@ def test_prototype_lists_inputs_then_outputs():
 
 
 def test_cache_key_changes_with_every_part(cc):
-    key = cache_key(DOUBLE, {"M": 4}, SIGNATURE, cc)
-    assert key == cache_key(DOUBLE, {"M": 4}, SIGNATURE, cc)
-    assert key != cache_key(DOUBLE + "\n", {"M": 4}, SIGNATURE, cc)
-    assert key != cache_key(DOUBLE, {"M": 8}, SIGNATURE, cc)
-    assert key != cache_key(DOUBLE, {"M": 4, "N": 1}, SIGNATURE, cc)
-    assert key != cache_key(DOUBLE, {"M": 4}, prototype(2, 1), cc)
-    assert key != cache_key(DOUBLE, {"M": 4}, SIGNATURE, replace(cc, version=cc.version + "x"))
+    key = cache_key(BuildInputs(DOUBLE, {"M": 4}, SIGNATURE, cc))
+    assert key == cache_key(BuildInputs(DOUBLE, {"M": 4}, SIGNATURE, cc))
+    assert key != cache_key(BuildInputs(DOUBLE + "\n", {"M": 4}, SIGNATURE, cc))
+    assert key != cache_key(BuildInputs(DOUBLE, {"M": 8}, SIGNATURE, cc))
+    assert key != cache_key(BuildInputs(DOUBLE, {"M": 4, "N": 1}, SIGNATURE, cc))
+    assert key != cache_key(BuildInputs(DOUBLE, {"M": 4}, prototype(2, 1), cc))
+    assert key != cache_key(
+        BuildInputs(DOUBLE, {"M": 4}, SIGNATURE, replace(cc, version=cc.version + "x"))
+    )
 
 
 def test_cache_key_ignores_the_order_of_defines(cc):
-    assert cache_key(DOUBLE, {"M": 4, "N": 2}, SIGNATURE, cc) == cache_key(
-        DOUBLE, {"N": 2, "M": 4}, SIGNATURE, cc
+    assert cache_key(BuildInputs(DOUBLE, {"M": 4, "N": 2}, SIGNATURE, cc)) == cache_key(
+        BuildInputs(DOUBLE, {"N": 2, "M": 4}, SIGNATURE, cc)
     )
 
 
@@ -116,21 +118,24 @@ def dirs(tmp_path):
 
 def test_second_compile_is_cached(cc, dirs):
     work, cache = dirs
-    first = compile_kernel(DOUBLE, {"M": 4}, SIGNATURE, work, cache, 60, cc)
+    first = compile_kernel(BuildInputs(DOUBLE, {"M": 4}, SIGNATURE, cc), work, cache, 60)
     assert first.ok and not first.cached
     assert first.artifact is not None and first.artifact.is_file()
     assert first.artifact.parent == cache and first.seconds > 0
-    second = compile_kernel(DOUBLE, {"M": 4}, SIGNATURE, work, cache, 60, cc)
+    second = compile_kernel(BuildInputs(DOUBLE, {"M": 4}, SIGNATURE, cc), work, cache, 60)
     assert second.ok and second.cached
     assert second.artifact == first.artifact
 
 
 def test_changed_define_or_source_is_a_new_build(cc, dirs):
     work, cache = dirs
-    first = compile_kernel(DOUBLE, {"M": 4}, SIGNATURE, work, cache, 60, cc)
-    other_size = compile_kernel(DOUBLE, {"M": 8}, SIGNATURE, work, cache, 60, cc)
+    first = compile_kernel(BuildInputs(DOUBLE, {"M": 4}, SIGNATURE, cc), work, cache, 60)
+    other_size = compile_kernel(BuildInputs(DOUBLE, {"M": 8}, SIGNATURE, cc), work, cache, 60)
     other_source = compile_kernel(
-        DOUBLE.replace("2 * x[i]", "3 * x[i]"), {"M": 4}, SIGNATURE, work, cache, 60, cc
+        BuildInputs(DOUBLE.replace("2 * x[i]", "3 * x[i]"), {"M": 4}, SIGNATURE, cc),
+        work,
+        cache,
+        60,
     )
     for built in (other_size, other_source):
         assert built.ok and not built.cached
@@ -141,7 +146,7 @@ def test_changed_define_or_source_is_a_new_build(cc, dirs):
 def test_compile_error_names_kernel_c_and_leaves_nothing_behind(cc, dirs):
     work, cache = dirs
     source = "void kernel(const float *x, float *y) { y[0] = x[0] * nope; }\n"
-    built = compile_kernel(source, {"M": 4}, SIGNATURE, work, cache, 60, cc)
+    built = compile_kernel(BuildInputs(source, {"M": 4}, SIGNATURE, cc), work, cache, 60)
     assert built.status is Status.COMPILE_ERROR and not built.ok
     assert "kernel.c:1:" in built.error and "nope" in built.error
     assert str(work) not in built.error
@@ -151,7 +156,7 @@ def test_compile_error_names_kernel_c_and_leaves_nothing_behind(cc, dirs):
 def test_signature_mismatch_is_a_compile_error(cc, dirs):
     work, cache = dirs
     source = "void kernel(const float *x, float *y, float *z) { y[0] = z[0] = x[0]; }\n"
-    built = compile_kernel(source, {"M": 4}, SIGNATURE, work, cache, 60, cc)
+    built = compile_kernel(BuildInputs(source, {"M": 4}, SIGNATURE, cc), work, cache, 60)
     assert built.status is Status.COMPILE_ERROR
     assert "conflicting types" in built.error
     assert str(work) not in built.error
@@ -160,14 +165,14 @@ def test_signature_mismatch_is_a_compile_error(cc, dirs):
 def test_sizes_arrive_as_defines(cc, dirs):
     work, cache = dirs
     source = "#if M != 4 || N != 6\n#error wrong sizes\n#endif\n" + DOUBLE
-    assert compile_kernel(source, {"M": 4, "N": 6}, SIGNATURE, work, cache, 60, cc).ok
-    wrong = compile_kernel(source, {"M": 5, "N": 6}, SIGNATURE, work, cache, 60, cc)
+    assert compile_kernel(BuildInputs(source, {"M": 4, "N": 6}, SIGNATURE, cc), work, cache, 60).ok
+    wrong = compile_kernel(BuildInputs(source, {"M": 5, "N": 6}, SIGNATURE, cc), work, cache, 60)
     assert wrong.status is Status.COMPILE_ERROR and "wrong sizes" in wrong.error
 
 
 def test_compile_timeout_is_a_compile_error(cc, dirs):
     work, cache = dirs
-    built = compile_kernel(DOUBLE, {"M": 4}, SIGNATURE, work, cache, 1e-3, cc)
+    built = compile_kernel(BuildInputs(DOUBLE, {"M": 4}, SIGNATURE, cc), work, cache, 1e-3)
     assert built.status is Status.COMPILE_ERROR
     assert "ran past" in built.error
     assert list(cache.glob("*")) == []
@@ -179,7 +184,7 @@ def test_a_quoted_include_finds_nothing_in_the_work_directory(cc, dirs):
     work, cache = dirs
     (work / "math.h").write_text("#error a planted header\n")
     source = '#include "math.h"\n' + DOUBLE
-    built = compile_kernel(source, {"M": 4}, SIGNATURE, work, cache, 60, cc)
+    built = compile_kernel(BuildInputs(source, {"M": 4}, SIGNATURE, cc), work, cache, 60)
     assert built.ok, built.error
     assert sorted(p.name for p in work.iterdir()) == ["math.h"]  # the build directory is gone
 
@@ -199,7 +204,7 @@ def test_a_macro_bomb_runs_out_of_the_memory_limit(cc, dirs):
     work, cache = dirs
     start = time.perf_counter()
     built = compile_kernel(
-        MACRO_BOMB, {"M": 4}, SIGNATURE, work, cache, 60, cc, memory_bytes=256 << 20
+        BuildInputs(MACRO_BOMB, {"M": 4}, SIGNATURE, cc), work, cache, 60, memory_bytes=256 << 20
     )
     assert time.perf_counter() - start < 15
     assert built.status is Status.COMPILE_ERROR
@@ -212,7 +217,7 @@ def test_a_macro_bomb_runs_out_of_the_memory_limit(cc, dirs):
 def test_a_kernel_quoting_the_limits_words_gets_its_own_error(cc, dirs):
     work, cache = dirs
     source = "#error out of memory: virtual memory exhausted, File too large\n" + DOUBLE
-    built = compile_kernel(source, {"M": 4}, SIGNATURE, work, cache, 60, cc)
+    built = compile_kernel(BuildInputs(source, {"M": 4}, SIGNATURE, cc), work, cache, 60)
     assert built.status is Status.COMPILE_ERROR
     assert built.error.startswith("kernel.c:1:2: error: #error out of memory")
 
@@ -248,7 +253,7 @@ def test_a_preprocessed_kernel_over_the_limit_is_a_compile_error(cc, dirs, monke
     work, cache = dirs
     statements = "    y[0] = x[0] 0 C(+1);\n" * 50  # 4096 "+1"s each: 600 KB preprocessed
     source = MACRO_BOMB.split("void kernel")[0] + f"{DOUBLE[:-3]}\n{statements}}}\n"
-    built = compile_kernel(source, {"M": 4}, SIGNATURE, work, cache, 60, cc)
+    built = compile_kernel(BuildInputs(source, {"M": 4}, SIGNATURE, cc), work, cache, 60)
     assert built.status is Status.COMPILE_ERROR
     assert built.error == "the preprocessed kernel is over 0.25 MiB (a macro expansion too large?)"
 
@@ -270,7 +275,7 @@ def sha256(path):
 
 def test_cached_objects_are_read_only_with_their_hash(cc, dirs):
     work, cache = dirs
-    built = compile_kernel(DOUBLE, {"M": 4}, SIGNATURE, work, cache, 60, cc)
+    built = compile_kernel(BuildInputs(DOUBLE, {"M": 4}, SIGNATURE, cc), work, cache, 60)
     assert built.artifact is not None
     recorded = built.artifact.with_suffix(".sha256")
     assert recorded.read_text().strip() == sha256(built.artifact)
@@ -281,28 +286,30 @@ def test_cached_objects_are_read_only_with_their_hash(cc, dirs):
 
 def test_an_object_replaced_in_the_cache_is_rebuilt_not_loaded(cc, dirs, caplog):
     work, cache = dirs
-    first = compile_kernel(DOUBLE, {"M": 4}, SIGNATURE, work, cache, 60, cc)
-    other = compile_kernel(DOUBLE.replace("2 *", "3 *"), {"M": 4}, SIGNATURE, work, cache, 60, cc)
+    first = compile_kernel(BuildInputs(DOUBLE, {"M": 4}, SIGNATURE, cc), work, cache, 60)
+    other = compile_kernel(
+        BuildInputs(DOUBLE.replace("2 *", "3 *"), {"M": 4}, SIGNATURE, cc), work, cache, 60
+    )
     assert first.artifact is not None and other.artifact is not None
     good = sha256(first.artifact)
     os.replace(shutil.copy(other.artifact, cache / "copy"), first.artifact)  # as a kernel could
     assert sha256(first.artifact) != good
     with caplog.at_level(logging.WARNING, logger=compiler.__name__):
-        again = compile_kernel(DOUBLE, {"M": 4}, SIGNATURE, work, cache, 60, cc)
+        again = compile_kernel(BuildInputs(DOUBLE, {"M": 4}, SIGNATURE, cc), work, cache, 60)
     assert again.ok and not again.cached and again.artifact == first.artifact
     assert sha256(first.artifact) == good  # the build is reproducible: the same object again
     assert "not the one built" in caplog.text and "its hash differs" in caplog.text
-    third = compile_kernel(DOUBLE, {"M": 4}, SIGNATURE, work, cache, 60, cc)
+    third = compile_kernel(BuildInputs(DOUBLE, {"M": 4}, SIGNATURE, cc), work, cache, 60)
     assert third.cached
 
 
 def test_an_object_without_its_hash_is_rebuilt(cc, dirs, caplog):
     work, cache = dirs
-    first = compile_kernel(DOUBLE, {"M": 4}, SIGNATURE, work, cache, 60, cc)
+    first = compile_kernel(BuildInputs(DOUBLE, {"M": 4}, SIGNATURE, cc), work, cache, 60)
     assert first.artifact is not None
     first.artifact.with_suffix(".sha256").unlink()
     with caplog.at_level(logging.WARNING, logger=compiler.__name__):
-        again = compile_kernel(DOUBLE, {"M": 4}, SIGNATURE, work, cache, 60, cc)
+        again = compile_kernel(BuildInputs(DOUBLE, {"M": 4}, SIGNATURE, cc), work, cache, 60)
     assert again.ok and not again.cached
     assert "no recorded hash" in caplog.text
     assert first.artifact.with_suffix(".sha256").read_text().strip() == sha256(first.artifact)

@@ -17,11 +17,12 @@ from accelopt.backends.cpu import compiler
 from accelopt.backends.cpu.compiler import (
     LIBS,
     LINK_FLAGS,
+    BuildInputs,
     compile_kernel,
     kernel_flags,
     prototype,
-    run_compiler,
 )
+from accelopt.backends.cpu.compiler_process import run_compiler
 from accelopt.backends.cpu.objects import ALLOWED_LIBRARIES, check_object
 from accelopt.backends.status import Status
 from accelopt.errors import CompilerNotFoundError
@@ -57,7 +58,9 @@ def without(flag: str) -> tuple[str, ...]:
 
 
 def test_an_openmp_kernel_passes(cc, tmp_path):
-    built = compile_kernel(KERNEL, {"M": 16}, prototype(1, 1), tmp_path, tmp_path / "so", 60, cc)
+    built = compile_kernel(
+        BuildInputs(KERNEL, {"M": 16}, prototype(1, 1), cc), tmp_path, tmp_path / "so", 60
+    )
     assert built.ok and built.artifact is not None, built.error
     assert check_object(built.artifact) is None
 
@@ -239,7 +242,7 @@ def test_an_empty_file_is_refused(tmp_path):
 def test_a_refused_object_is_not_cached(cc, tmp_path, monkeypatch):
     monkeypatch.setattr(compiler, "check_object", lambda path: "the built object is refused")
     cache = tmp_path / "so"
-    built = compile_kernel(KERNEL, {"M": 16}, prototype(1, 1), tmp_path, cache, 60, cc)
+    built = compile_kernel(BuildInputs(KERNEL, {"M": 16}, prototype(1, 1), cc), tmp_path, cache, 60)
     assert built.status is Status.REJECTED and built.error == "the built object is refused"
     assert list(cache.iterdir()) == []
 
@@ -248,7 +251,9 @@ def test_a_constructor_the_source_checks_miss_is_refused_on_the_object(cc, tmp_p
     """Defence in depth: with the preprocessed check off, the object check still refuses."""
     monkeypatch.setattr(compiler, "check_preprocessed_output", lambda lines, arch: None)
     cache = tmp_path / "so"
-    built = compile_kernel(CONSTRUCTOR, {"M": 16}, prototype(1, 1), tmp_path, cache, 60, cc)
+    built = compile_kernel(
+        BuildInputs(CONSTRUCTOR, {"M": 16}, prototype(1, 1), cc), tmp_path, cache, 60
+    )
     assert built.status is Status.REJECTED and "init()" in built.error
     assert list(cache.iterdir()) == []
 

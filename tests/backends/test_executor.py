@@ -179,7 +179,7 @@ def test_the_kernel_process_holds_no_descriptor_but_its_own(device, accelopt_cac
 def test_the_parent_is_not_dumpable_once_it_evaluates():
     import ctypes
 
-    from accelopt.profiling.worker.sandbox import protect_parent
+    from accelopt.profiling.parent.environment import protect_parent
 
     protect_parent()
     libc = ctypes.CDLL(None)

@@ -8,7 +8,7 @@ import pytest
 
 from accelopt.backends.base import get_backend
 from accelopt.backends.cpu import remarks as remarks_module
-from accelopt.backends.cpu.compiler import prototype
+from accelopt.backends.cpu.compiler import BuildInputs, prototype
 from accelopt.backends.cpu.remarks import vectorization_remarks
 from accelopt.problems import load_problem
 
@@ -24,7 +24,7 @@ def gcc(cc):
 
 
 def remarks(cc, source: str, **kwargs) -> list[str]:
-    return vectorization_remarks(source, SIZES, SIGNATURE, cc, **kwargs)
+    return vectorization_remarks(BuildInputs(source, SIZES, SIGNATURE, cc), **kwargs)
 
 
 def line_of(source: str, text: str) -> int:

@@ -7,7 +7,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from accelopt.backends.triton.torch_device import TensorCanaries, TorchDevice  # noqa: E402
+from accelopt.backends.triton.torch_device import TorchDevice  # noqa: E402
 
 
 def test_upload_into_and_back_keeps_the_bits() -> None:
@@ -32,7 +32,7 @@ def test_empty_and_fill() -> None:
 
 def test_canaries_catch_a_call_that_writes_nothing_and_pass_one_that_writes() -> None:
     outputs = [[torch.zeros(10), torch.zeros(2, 3)], [torch.zeros(10), torch.zeros(2, 3)]]
-    canaries = TensorCanaries(outputs, seed=1)
+    canaries = TorchDevice("cpu").canaries(outputs, seed=1)
     canaries.arm(1)
     assert not canaries.written()
     assert torch.isnan(outputs[1][0]).sum() >= 2 and torch.isnan(outputs[1][1]).sum() >= 2
@@ -44,7 +44,7 @@ def test_canaries_catch_a_call_that_writes_nothing_and_pass_one_that_writes() ->
 
 def test_canaries_catch_a_call_that_writes_all_but_the_last_element() -> None:
     outputs = [[torch.zeros(8)]]
-    canaries = TensorCanaries(outputs, seed=2)
+    canaries = TorchDevice("cpu").canaries(outputs, seed=2)
     canaries.arm(0)
     outputs[0][0][:-1] = 1.0
     assert not canaries.written()

@@ -22,23 +22,24 @@ ROOFLINE_RULE = (
 )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class BackendFacts:
     """The kernel contract of a backend and the ceilings of the device it runs on.
 
     ``contract``, ``forbidden`` and ``ceilings`` are written for a prompt: ``contract`` is a few
     precise lines, ``forbidden`` one rule per line as the checks enforce them, ``ceilings`` one line
-    per ceiling with where its figure came from.
+    per ceiling with where its figure came from. A kernel that is not built ahead (Python) has
+    no compile command and no headers.
     """
 
     backend: str
     language: str  # the code-fence tag of kernel sources: "c", "python"
     toolchain: str  # for people and prompts: "C11 + OpenMP, compiled by gcc 12.2"
     contract: str
-    compile_command: str
-    allowed_headers: tuple[str, ...]
-    forbidden: tuple[str, ...]
     ceilings: str
+    compile_command: str = ""
+    allowed_headers: tuple[str, ...] = ()
+    forbidden: tuple[str, ...] = ()
 
     def render(self) -> str:
         """A compact Markdown block for a prompt."""

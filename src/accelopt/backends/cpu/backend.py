@@ -8,18 +8,18 @@ from typing import TYPE_CHECKING, Any
 
 from accelopt import settings
 from accelopt.backends.base import BuildResult, KernelError
-from accelopt.backends.buffers import BUFFER_ALIGNMENT
-from accelopt.backends.cpu import checks, symbols
 from accelopt.backends.cpu.checks import check_source
 from accelopt.backends.cpu.compiler import (
     LIBS,
     LINK_FLAGS,
     OPT_FLAGS,
     OTHER_FLAGS,
+    BuildInputs,
     compile_kernel,
-    kernel_flags,
     prototype,
 )
+from accelopt.backends.cpu.contract import compile_command, contract_text, forbidden_rules
+from accelopt.backends.cpu.headers import allowed_headers
 from accelopt.backends.cpu.kernel_process import ExecutorStartError
 from accelopt.backends.cpu.openmp import refusal as openmp_refusal
 from accelopt.backends.cpu.remarks import vectorization_remarks
@@ -50,6 +50,13 @@ def sandbox_refused(cc: Compiler) -> str:
     if facts.get("seccomp") == "1" and facts.get("seccomp_load") == "1":
         return ""
     return "seccomp filters cannot be installed"
+
+
+def build_inputs(source: str, problem: Problem, sizes: Sizes, cc: Compiler) -> BuildInputs:
+    """``source`` built for ``sizes`` of ``problem``: the sizes as -D macros, the contract's
+    prototype for its inputs and outputs."""
+    defines = {p: int(sizes[p]) for p in problem.params}
+    return BuildInputs(source, defines, prototype(len(problem.inputs), len(problem.outputs)), cc)
 
 
 class CpuBackend:
@@ -115,13 +122,10 @@ class CpuBackend:
             return BuildResult(Status.REJECTED, reason)
         compiler = compiler_for(settings.c_compiler())
         built = compile_kernel(
-            kernel.source,
-            {p: int(sizes[p]) for p in problem.params},
-            prototype(len(problem.inputs), len(problem.outputs)),
+            build_inputs(kernel.source, problem, sizes, compiler),
             work_dir=Path.cwd(),
             cache_dir=settings.cache_dir() / "kernels",
             timeout_s=timeout_s,
-            cc=compiler,
         )
         banned = disallowed_symbols(built.artifact, compiler) if built.artifact else []
         if banned:
@@ -150,104 +154,24 @@ class CpuBackend:
         self._threads = threads
 
     def facts(self, hardware: HardwareSpec) -> BackendFacts:
-        """The C kernel contract (docs/architecture.md, Contracts) with the lists the checks and
-        the compiler use."""
+        """The C kernel contract (``contract.py``) with the lists the checks and the compiler
+        use, for the compiler ``CC`` names."""
         try:
             cc = compiler_for(settings.c_compiler())
             command, version = " ".join(cc.command), f", compiled by {cc.version}"
         except CompilerNotFoundError:  # this machine's flags, as if CC were there
             cc = Compiler(command=(settings.c_compiler(),), version="")
             command, version = settings.c_compiler(), ""
-        flags, arch = kernel_flags(cc), cc.arch
-        contract = "\n".join(
-            [
-                "One C11 translation unit (GNU dialect, -std=gnu11) that defines",
-                "  void kernel(const float *in0, ..., float *out0, ...)",
-                "with the problem's inputs (const float *) then its outputs (float *), in the "
-                "problem's order. The prototype is force-included: another signature does not "
-                "build.",
-                "Every tensor is float32, row-major and contiguous; every buffer is "
-                f"{BUFFER_ALIGNMENT}-byte aligned (aligned vector loads and stores are legal on "
-                "every argument).",
-                "Sizes are compile-time #defines named after the problem's size parameters "
-                "(e.g. M, N, K): the kernel is compiled for one workload's sizes.",
-                "Destination-passing: the kernel writes its results into the output buffers and "
-                "must write every element of every output (outputs are NaN before each call).",
-                "It must not modify its inputs (checked after each call) and must keep no state "
-                "across calls (it is called many times, on several buffer sets).",
-                "OpenMP is available; the harness sets the thread count (by default "
-                f"{hardware.cores}, the device's cores). "
-                "Scratch memory from malloc/aligned_alloc must be freed before returning.",
-                self._intrinsics_rule(arch),
-            ]
-        )
-        libc = ", ".join(sorted(name for name in symbols.ALLOWED if not name.startswith("_")))
-        prefixes = ", ".join(f"{prefix}*" for prefix in symbols.ALLOWED_PREFIXES)
-        forbidden = [
-            "#include of any header not in the allowed list; #include_next, #import, #line and "
-            "# <number> directives; raw string literals",
-            f"inline assembly (asm, __asm__): {checks.intrinsics_advice(arch)}",
-            *self._banned_calls(),
-            "token pasting (##): it can hide names from the checks",
-            "#pragma redefine_extname and #pragma weak: they rename symbols",
-            "[[...]] attributes (use __attribute__ for what is permitted)",
-            "__attribute__((" + "/".join(sorted(checks.FORBIDDEN_ATTRIBUTES)) + ")), however "
-            "spelled (checked after preprocessing): a kernel runs only when called, from where "
-            "the compiler puts it",
-            "GNU nested functions (they need an executable stack)",
-            "system calls: the kernel runs in a sandboxed process where opening files, the "
-            "network, processes and signals kill it (REJECTED)",
-            "importing any function other than libm, OpenMP and libmvec (symbols "
-            f"{prefixes}) and: {libc} (checked on the built object, whatever the spelling)",
-        ]
         return BackendFacts(
             backend=self.name,
             language="c",
             toolchain=f"C11 + OpenMP{version}",
-            contract=contract,
-            compile_command=" ".join(
-                [
-                    command,
-                    *flags,
-                    "-include <prototype>",
-                    "-D<size>=<value> ...",
-                    "-o kernel.so",
-                    "kernel.c",
-                    *LIBS,
-                ]
-            ),
-            allowed_headers=checks.allowed_headers(arch),
-            forbidden=tuple(forbidden),
+            contract=contract_text(cc.arch, hardware.cores),
+            compile_command=compile_command(command, cc),
+            allowed_headers=allowed_headers(cc.arch),
+            forbidden=forbidden_rules(cc.arch),
             ceilings=describe_ceilings(hardware, matmul="matmul (FMA)", cores="cores/threads"),
         )
-
-    @staticmethod
-    def _intrinsics_rule(arch: str) -> str:
-        """Which intrinsics the target has, and how a source carries another architecture's."""
-        headers = set(checks.intrinsics_headers(arch))
-        others = ", ".join(
-            f"<{h}>" for h in sorted(checks.ACCEPTED_HEADERS - checks.COMMON_HEADERS - headers)
-        )
-        sve = " (SVE only where the vector ISA below has it: guard with #ifdef __ARM_FEATURE_SVE)"
-        return (
-            f"Target architecture: {arch}; {checks.intrinsics_advice(arch)}"
-            f"{sve if 'arm_sve.h' in headers else ''}. Another architecture's intrinsics "
-            f"({others}) belong only in a branch for it (#if defined(__x86_64__) / #elif "
-            "defined(__aarch64__) / #else portable C), which is not compiled here."
-        )
-
-    @staticmethod
-    def _banned_calls(examples: int = 6) -> list[str]:
-        """One rule per category of functions the source checks refuse, with a few names."""
-        by_category: dict[str, list[str]] = {}
-        for name, category in checks.BANNED.items():
-            by_category.setdefault(category, []).append(name)
-        rules = []
-        for category, names in sorted(by_category.items()):
-            shown = sorted(names, key=lambda n: (len(n), n))[:examples]
-            extra = ", the exec* family" if category == "process control" else ""
-            rules.append(f"calls to {category} functions ({', '.join(shown)}, ...{extra})")
-        return rules
 
     def remarks(self, source: str, problem: Problem, sizes: Sizes) -> list[str]:
         """GCC's vectorization report on the kernel; [] if the checks reject it or it does not
@@ -260,9 +184,4 @@ class CpuBackend:
         except CompilerNotFoundError:
             return []
         with devicelock.shared(devicelock.lock_path(self.name)):
-            return vectorization_remarks(
-                source,
-                {p: int(sizes[p]) for p in problem.params},
-                prototype(len(problem.inputs), len(problem.outputs)),
-                compiler,
-            )
+            return vectorization_remarks(build_inputs(source, problem, sizes, compiler))

@@ -2,24 +2,12 @@
 
 These are a first fence, not the sandbox: the worker process (limits, scratch directory, no
 network) is what contains a kernel. They catch what a kernel has no business doing, with a reason
-an agent can act on.
-
-Headers. A kernel may include the common headers (``COMMON_HEADERS``) and the vector intrinsics
-headers of its target architecture (``INTRINSICS_HEADERS``: ``<immintrin.h>`` on x86-64,
-``<arm_neon.h>`` and ``<arm_sve.h>`` on aarch64); the target is the architecture of the compiler
-accelopt builds kernels with (``CC``, ``-dumpmachine``), and that list is what the agents are told
-(``allowed_headers``). The check itself accepts the intrinsics headers of every architecture
-accelopt knows (``ACCEPTED_HEADERS``), so that one source can carry a fast path per architecture
-behind ``#if defined(__x86_64__)`` / ``#elif defined(__aarch64__)``: the preprocessor never reads an
-include in a branch that is not taken, and another architecture's header outside such a branch
-does not compile (the target's compiler does not ship it, or it stops with an #error). Accepting
-it opens nothing: these headers only declare intrinsics, and the symbols of the built object are
-checked anyway (``symbols.py``). The target only changes what the rejection messages advise.
+an agent can act on. What a kernel may include is ``headers.py``'s.
 
 Time. These checks run in the parent process, on text an LLM wrote: every pass is linear in the
 length of the source (comments and literals in one left-to-right scan, directives line by line,
-attributes with a token scanner that keeps a stack of parentheses), and a source over
-``MAX_SOURCE_BYTES`` is rejected before any of them.
+attributes with a token scanner that keeps a stack of parentheses: ``token_scan.py``), and a
+source over ``MAX_SOURCE_BYTES`` is rejected before any of them.
 
 Macros. The text checks see what the kernel spells, not what its macros expand to. The compiler's
 ``-E`` output is checked again at the build (``check_preprocessed_output``, run by
@@ -31,33 +19,17 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
-from accelopt import settings
-from accelopt.errors import CompilerNotFoundError
-from accelopt.hardware.toolchain import compiler_for, host_arch, normal_arch
+from accelopt.backends.cpu.headers import (
+    ACCEPTED_HEADERS,
+    allowed_headers,
+    intrinsics_advice,
+    target_arch,
+)
+from accelopt.backends.cpu.token_scan import TokenScanner
 
 MAX_SOURCE_BYTES = 1 << 20  # 1 MiB: kernels are a few KiB; a larger source is a bug or an attack
-
-COMMON_HEADERS = frozenset(
-    {
-        "math.h",
-        "string.h",
-        "stdlib.h",
-        "stdint.h",
-        "omp.h",
-        "stddef.h",
-        "stdbool.h",
-        "float.h",
-        "limits.h",
-        "stdalign.h",
-    }
-)
-INTRINSICS_HEADERS: dict[str, tuple[str, ...]] = {
-    "x86_64": ("immintrin.h",),
-    "aarch64": ("arm_neon.h", "arm_sve.h"),
-}
-ACCEPTED_HEADERS = COMMON_HEADERS.union(*INTRINSICS_HEADERS.values())
 
 _PROCESS = {
     "system", "popen", "pclose", "fork", "vfork", "clone", "posix_spawn", "posix_spawnp",
@@ -98,28 +70,11 @@ _DISTINCTIVE = _PROCESS | {
     "fopen", "freopen", "fdopen", "tmpfile", "mmap", "mprotect", "environ", "__environ",
 }  # fmt: skip
 _ASM = {"asm", "__asm__", "__asm"}
-# Why each attribute is refused; it is refused in any spelling: __attribute__((__alias__)),
-# __attribute ((alias)), [[gnu::alias]], and through macros (on the preprocessed kernel).
-_ATTRIBUTE_WHY = {
-    "constructor": "a kernel runs only when called",
-    "destructor": "a kernel runs only when called",
-    "ifunc": "its resolver would run when the object is loaded",
-    "target_clones": "its resolver would run when the object is loaded",
-    "alias": "it makes one symbol stand for another",
-    "weakref": "it makes one symbol stand for another",
-    "symver": "it makes one symbol stand for another",
-    "copy": "it copies the attributes of another declaration",
-    "section": "it places code or data where the loader would run or execute it",
-    "naked": "a naked function is a body of assembly",
-}
-FORBIDDEN_ATTRIBUTES = frozenset(_ATTRIBUTE_WHY)
-_ATTRIBUTE_KEYWORDS = frozenset({"__attribute__", "__attribute"})
 _RAW_STRING = (
     'raw string literals (R"(...)") are not allowed: they span lines that the checks could not '
     "tell from code"
 )
 _RENAMING_PRAGMA = "#pragma redefine_extname and #pragma weak are not allowed: they rename symbols"
-_BRACKET_ATTRIBUTE = "[[...]] attributes are not allowed; use __attribute__ for what is permitted"
 _BLANKS = " \t\f\v"
 # GCC's newlines are LF, CR LF and a lone CR; a backslash then blanks then a newline is a splice.
 _SPLICE = re.compile(r"\\[ \t\f\v]*\n")
@@ -139,20 +94,7 @@ _INCLUDE = re.compile(
 _NAME = re.compile(r"\b[A-Za-z_]\w*")
 _EXEC_SUFFIXES = frozenset({"l", "lp", "le", "v", "vp", "vpe", "ve"})
 _WORD = re.compile(r"[A-Za-z_]\w*|\d")
-# The tokens the attribute scan needs (identifiers, numbers so that 0x1f is no name, brackets of
-# every kind with their digraphs); ``_EVERY_TOKEN`` adds each other character as one token.
-_TOKEN = re.compile(r"[A-Za-z_$][\w$]*|\.?\d(?:[eEpP][+-]|[\w.$])*|<:|:>|<%|%>|[()\[\]{}]")
-_EVERY_TOKEN = re.compile(_TOKEN.pattern + r"|\S")
 _LINEMARKER = re.compile(r'# \d+ "(?P<file>(?:[^"\\\n]|\\.)*)"(?P<flags>(?: \d+)*)[ \t]*')
-# Words that may stand before `( ... ) {` inside a function body without making it a function
-# definition: `if (x) {`, `return (struct s){...}`, `sizeof (T){...}`.
-_NOT_A_FUNCTION = frozenset(
-    {
-        "if", "for", "while", "switch", "return", "sizeof", "else", "do", "case", "goto",
-        "_Alignof", "__alignof__", "__alignof", "alignof", "typeof", "__typeof__", "__typeof",
-        "_Generic", "__extension__", "__real__", "__imag__", "_Static_assert", "static_assert",
-    }
-)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -199,118 +141,6 @@ def _check_size(source: str) -> str | None:
     limit = _mib(MAX_SOURCE_BYTES)
     shown = _mib(size) if _mib(size) != limit else f"{size} bytes"
     return f"the kernel source is {shown}; the limit is {limit}"
-
-
-_ATTRIBUTE_PAREN = "(__attribute__"  # what the stack holds for an attribute's outer "("
-
-
-@dataclass
-class _Scanner:
-    """One pass over C tokens with stacks for parentheses and brackets (linear time, one tight
-    loop), for what only the token structure shows: the names inside ``__attribute__((...))``
-    and ``[[...]]``, and (``nested``) a function defined inside a function body.
-    ``brackets_allowed=False`` refuses every ``[[`` (the source check); the check of the
-    preprocessed kernel reads the names inside instead. ``scan`` may be called line by line."""
-
-    nested: bool = False
-    brackets_allowed: bool = True
-    # The token before each open "(" (a name makes it a call or a declarator), or
-    # _ATTRIBUTE_PAREN for the outer one of an attribute; for those, the (prev, closed) state
-    # before the keyword, restored when it closes: `f(int x) __attribute__((...)) {` is `f(...) {`.
-    parens: list[str] = field(default_factory=list)
-    restores: list[tuple[str, str]] = field(default_factory=list)
-    brackets: list[bool] = field(default_factory=list)  # True: the second `[` of a `[[`
-    state: tuple[int, int, str, str, tuple[str, str]] = (0, 0, "", "", ("", ""))
-
-    def scan(self, code: str, every_token: bool = False) -> str | None:
-        """Feed the tokens of ``code``; the reason to reject, or None. One loop with the state
-        in local variables: a call per token would make a 1 MiB source take seconds."""
-        parens, restores, brackets = self.parens, self.restores, self.brackets
-        # open braces, open attribute regions, the previous token, when it is ")" the token
-        # before its "(", and (prev, closed) before the last __attribute__ keyword
-        braces, attributes, prev, closed, saved = self.state
-        for token in (_EVERY_TOKEN if every_token else _TOKEN).findall(code):
-            if token == "(":
-                if prev in _ATTRIBUTE_KEYWORDS:
-                    parens.append(_ATTRIBUTE_PAREN)
-                    restores.append(saved)
-                    attributes += 1
-                else:
-                    parens.append(prev)
-            elif token == ")":
-                before = parens.pop() if parens else ""
-                if before is _ATTRIBUTE_PAREN:
-                    attributes -= 1
-                    prev, closed = restores.pop()
-                else:
-                    prev, closed = ")", before
-                continue
-            elif token in _OPEN_BRACKETS:
-                attribute = prev in _OPEN_BRACKETS
-                brackets.append(attribute)
-                attributes += attribute
-                if attribute and not self.brackets_allowed:
-                    return _BRACKET_ATTRIBUTE
-            elif token in _CLOSE_BRACKETS:
-                if brackets and brackets.pop():
-                    attributes -= 1
-            elif token in _OPEN_BRACES:
-                if self.nested and braces and prev == ")" and _defines_a_function(closed):
-                    return _nested_function(closed)
-                braces += 1
-            elif token in _CLOSE_BRACES:
-                braces = max(0, braces - 1)
-            elif token in _ATTRIBUTE_KEYWORDS:
-                saved = (prev, closed)
-            elif attributes and token.strip("_") in FORBIDDEN_ATTRIBUTES:
-                return f"the {token!r} attribute is not allowed: {_ATTRIBUTE_WHY[token.strip('_')]}"
-            prev = token
-        self.state = (braces, attributes, prev, closed, saved)
-        return None
-
-
-_OPEN_BRACKETS = frozenset({"[", "<:"})
-_CLOSE_BRACKETS = frozenset({"]", ":>"})
-_OPEN_BRACES = frozenset({"{", "<%"})
-_CLOSE_BRACES = frozenset({"}", "%>"})
-
-
-def _defines_a_function(name: str) -> bool:
-    """Whether `name ( ... ) {` inside braces is a function definition: a name, not a keyword."""
-    return bool(name) and (name[0].isalpha() or name[0] in "_$") and name not in _NOT_A_FUNCTION
-
-
-def _nested_function(name: str) -> str:
-    return (
-        f"a function defined inside another function ({name}) is not allowed: define it at "
-        "file scope (a nested function can need an executable stack)"
-    )
-
-
-def intrinsics_headers(arch: str) -> tuple[str, ...]:
-    """The vector intrinsics headers of ``arch`` (``x86_64``, ``aarch64``, ...); () if unknown."""
-    return INTRINSICS_HEADERS.get(normal_arch(arch), ())
-
-
-def allowed_headers(arch: str) -> tuple[str, ...]:
-    """What a kernel for ``arch`` may include, sorted: the common and the intrinsics headers."""
-    return tuple(sorted(COMMON_HEADERS.union(intrinsics_headers(arch))))
-
-
-def intrinsics_advice(arch: str) -> str:
-    """What to use instead of inline assembly on ``arch``: "use the intrinsics of <...>"."""
-    headers = "/".join(f"<{h}>" for h in intrinsics_headers(arch))
-    if not headers:
-        return f"write portable C (accelopt knows no intrinsics header for {arch})"
-    return f"use the intrinsics of {headers}"
-
-
-def target_arch() -> str:
-    """The architecture kernels are compiled for: that of ``CC`` (this machine's without one)."""
-    try:
-        return compiler_for(settings.c_compiler()).arch
-    except CompilerNotFoundError:
-        return host_arch()
 
 
 def _check_includes(text: str, arch: str | None) -> str | None:
@@ -416,7 +246,7 @@ def check_source(source: str, arch: str | None = None) -> str | None:
     return (
         _check_directives(lexed.code)
         or _check_identifiers(lexed.code, arch)
-        or _Scanner(brackets_allowed=False).scan(lexed.code)
+        or TokenScanner(brackets_allowed=False).scan(lexed.code)
     )
 
 
@@ -454,7 +284,7 @@ def check_preprocessed_output(lines: Iterable[str], arch: str | None = None) -> 
     clear reason; the safety net is the object check (``objects.py``), which refuses an
     executable stack, the only thing a nested function's trampoline could gain.
     """
-    scanner = _Scanner(nested=True)
+    scanner = TokenScanner(nested=True)
     system_headers: set[str] = set()
     system = False
     for line in lines:
@@ -474,7 +304,7 @@ def check_preprocessed_output(lines: Iterable[str], arch: str | None = None) -> 
     return None
 
 
-def _check_preprocessed_line(line: str, scanner: _Scanner, arch: str | None) -> str | None:
+def _check_preprocessed_line(line: str, scanner: TokenScanner, arch: str | None) -> str | None:
     if line.startswith("#"):
         words = line[1:].split(None, 2)
         if words[:1] == ["pragma"]:

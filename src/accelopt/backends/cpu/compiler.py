@@ -1,12 +1,13 @@
 """Compile a C kernel into a shared object, cached by (source, flags, sizes, compiler version).
 
-The compiler reads hostile text, so it runs under limits (``run_compiler``: address space, CPU
-time, file size, no core file, a deadline, and a bounded capture of what it prints), in a fresh
-directory of its own. Before it compiles, the preprocessed kernel is checked
+The compiler reads hostile text, so it runs under limits (``compiler_process.run_compiler``:
+address space, CPU time, file size, no core file, a deadline, and a bounded capture of what it
+prints), in a fresh directory of its own. Before it compiles, the preprocessed kernel is checked
 (``check_preprocessed``: what macros spell); after it links, the object is
 (``objects.check_object``: what the loader would do). Only an object that passed both reaches the
 cache, read-only, with its SHA-256 recorded beside it; a cached object is loaded again only while
-it still has that hash (and still passes the object check), else it is deleted and rebuilt.
+it still has that hash (and still passes the object check), else it is deleted and rebuilt
+(``hashed_files.py``).
 """
 
 from __future__ import annotations
@@ -16,20 +17,24 @@ import logging
 import os
 import re
 import resource
-import signal
 import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Mapping
-from contextlib import suppress
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
-from functools import partial
 from pathlib import Path
-from typing import IO
 
 from accelopt.backends.base import BuildResult
 from accelopt.backends.cpu.checks import check_before_preprocessing, check_preprocessed_output
+from accelopt.backends.cpu.compiler_process import (
+    COMPILER_FILE_BYTES,
+    COMPILER_MEMORY_BYTES,
+    effective_limit,
+    run_compiler,
+)
+from accelopt.backends.cpu.hashed_files import hash_path, publish, recorded_hash, sha256_of
 from accelopt.backends.cpu.objects import check_object
 from accelopt.backends.status import Status
 from accelopt.hardware.cpuinfo import cpu_model_name
@@ -56,10 +61,7 @@ LINK_FLAGS: tuple[str, ...] = (
 LIBS: tuple[str, ...] = ("-lm",)
 MAX_ERROR_LINES = 20
 
-COMPILER_MEMORY_BYTES = 2 << 30  # RLIMIT_AS of the compiler (cc1, as, ld each)
-COMPILER_FILE_BYTES = 256 << 20  # RLIMIT_FSIZE: the largest file the compiler may write
 MAX_PREPROCESSED_BYTES = 16 << 20  # the -E output (kernel and headers) the checks read
-MAX_OUTPUT_BYTES = 1 << 20  # what is kept of the compiler's messages; the rest is dropped
 
 SOURCE_NAME = "kernel.c"
 HEADER_NAME = "accelopt_contract.h"
@@ -84,16 +86,29 @@ def prototype(n_inputs: int, n_outputs: int) -> str:
     return f"void kernel({', '.join(args)});\n"
 
 
-def cache_key(source: str, defines: Mapping[str, int], signature: str, cc: Compiler) -> str:
-    parts = [source, " ".join(kernel_flags(cc) + LIBS), repr(sorted(defines.items())), signature]
+@dataclass(frozen=True)
+class BuildInputs:
+    """What a build of one kernel reads: its source, its sizes (``-D`` macros), the contract's
+    prototype (force-included) and the compiler."""
+
+    source: str
+    defines: Mapping[str, int]
+    signature: str
+    cc: Compiler
+
+
+def cache_key(inputs: BuildInputs) -> str:
+    cc, defines = inputs.cc, repr(sorted(inputs.defines.items()))
+    parts = [inputs.source, " ".join(kernel_flags(cc) + LIBS), defines, inputs.signature]
     parts += [*cc.command, cc.version, cpu_model_name()]  # -march=native depends on the CPU
     return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:24]
 
 
-# Where the compiler's messages point. kernel.c is the kernel's source verbatim (``_write_inputs``):
-# the prototype is force-included (-include, its own file) and the sizes are -D macros, so nothing
-# is prepended and "kernel.c:12:" is line 12 of the source as written. Only messages about the
-# other two places are renamed, so that the reader knows they are not in the kernel.
+# Where the compiler's messages point. kernel.c is the kernel's source verbatim
+# (``build_directory``): the prototype is force-included (-include, its own file) and the sizes
+# are -D macros, so nothing is prepended and "kernel.c:12:" is line 12 of the source as written.
+# Only messages about the other two places are renamed, so that the reader knows they are not in
+# the kernel.
 _PLACES = (
     (f"./{HEADER_NAME}", f"{HEADER_NAME} (the contract's prototype, force-included)"),
     (HEADER_NAME, f"{HEADER_NAME} (the contract's prototype, force-included)"),
@@ -120,100 +135,6 @@ def trim_compiler_output(text: str, source_path: str) -> str:
     if len(keep) > MAX_ERROR_LINES:
         keep = [*keep[:MAX_ERROR_LINES], f"... ({len(keep) - MAX_ERROR_LINES} more lines)"]
     return "\n".join(keep)
-
-
-# -- running the compiler under limits ----------------------------------------------------------
-
-
-def effective_limit(which: int, wanted: int) -> int:
-    """``wanted``, or less when this process's hard limit is lower (a child cannot raise it)."""
-    _, hard = resource.getrlimit(which)
-    return wanted if hard == resource.RLIM_INFINITY else min(wanted, hard)
-
-
-def _limit_child(cpu_s: int, memory_bytes: int, file_bytes: int) -> None:
-    """Runs in the child between fork and exec (only setrlimit calls: no locks, nothing to
-    deadlock on): the limits cc1, as and ld inherit."""
-    resource.setrlimit(resource.RLIMIT_AS, (memory_bytes, memory_bytes))
-    resource.setrlimit(resource.RLIMIT_FSIZE, (file_bytes, file_bytes))
-    cpu_hard = effective_limit(resource.RLIMIT_CPU, cpu_s + 1)
-    resource.setrlimit(resource.RLIMIT_CPU, (min(cpu_s, cpu_hard), cpu_hard))
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-
-
-class _Capture(threading.Thread):
-    """Reads a pipe to its end, keeping the first ``limit`` bytes and counting the rest: a
-    compiler that floods errors neither blocks on a full pipe nor fills memory."""
-
-    def __init__(self, stream: IO[bytes], limit: int) -> None:
-        super().__init__(name="accelopt-compiler-output", daemon=True)
-        self.fd, self.limit = stream.fileno(), limit
-        self.chunks: list[bytes] = []
-        self.kept = self.dropped = 0
-
-    def run(self) -> None:
-        while chunk := os.read(self.fd, 1 << 16):
-            room = max(0, self.limit - self.kept)
-            self.chunks.append(chunk[:room])
-            self.kept += min(room, len(chunk))
-            self.dropped += max(0, len(chunk) - room)
-
-    def text(self) -> str:
-        text = b"".join(self.chunks).decode("utf-8", "replace")
-        return f"{text}\n... ({self.dropped} more bytes of output)" if self.dropped else text
-
-
-def _kill_group(pid: int) -> None:
-    with suppress(ProcessLookupError):
-        os.killpg(pid, signal.SIGKILL)
-
-
-def run_compiler(
-    cmd: list[str],
-    timeout_s: float,
-    *,
-    cwd: Path | None = None,
-    memory_bytes: int = COMPILER_MEMORY_BYTES,
-    file_bytes: int = COMPILER_FILE_BYTES,
-    max_output_bytes: int = MAX_OUTPUT_BYTES,
-) -> tuple[int, str]:
-    """Run the compiler; its exit code and what it printed (stdout and stderr, at most
-    ``max_output_bytes``). In its own process group, so that a timeout (``TimeoutExpired``)
-    kills cc1 and the linker too; each process under RLIMIT_AS ``memory_bytes``, RLIMIT_FSIZE
-    ``file_bytes`` (SIGXFSZ at its default, even where the caller ignores it), RLIMIT_CPU just
-    past the timeout, and no core file."""
-    cpu_s = max(1, int(timeout_s) + 1)
-    limits = partial(
-        _limit_child,
-        cpu_s,
-        effective_limit(resource.RLIMIT_AS, memory_bytes),
-        effective_limit(resource.RLIMIT_FSIZE, file_bytes),
-    )
-    proc = subprocess.Popen(
-        cmd,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        cwd=cwd,
-        start_new_session=True,
-        preexec_fn=limits,  # restore_signals (the default) resets an ignored SIGXFSZ
-    )
-    assert proc.stdout is not None
-    capture = _Capture(proc.stdout, max_output_bytes)
-    capture.start()
-    try:
-        proc.wait(timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        _kill_group(proc.pid)
-        proc.wait()
-        raise
-    finally:
-        capture.join(timeout=5)
-        if capture.is_alive():  # a child still holds the pipe open
-            _kill_group(proc.pid)
-            capture.join()
-        proc.stdout.close()
-    return proc.returncode, capture.text()
 
 
 def _size(n_bytes: int) -> str:
@@ -244,25 +165,30 @@ def _limit_hit(output: str, memory_bytes: int, file_bytes: int, too_large: str) 
 
 
 @dataclass(frozen=True)
-class _Build:
-    """One build: its private directory, the compiler and its limits, and the deadline."""
+class KernelBuild:
+    """One build: its private directory (the kernel's inputs written there), the compiler and its
+    limits, and the deadline."""
 
     dir: Path
-    cc: Compiler
-    defines: Mapping[str, int]
+    inputs: BuildInputs
     deadline: float  # time.monotonic()
     timeout_s: float
     memory_bytes: int
 
+    def execute(self, cmd: list[str], file_bytes: int = COMPILER_FILE_BYTES) -> tuple[int, str]:
+        """Run ``cmd`` in the build directory under the build's limits: its exit code and what it
+        printed; ``TimeoutExpired`` past the deadline."""
+        left = self.deadline - time.monotonic()
+        if left <= 0:
+            raise subprocess.TimeoutExpired(cmd, self.timeout_s)
+        return run_compiler(
+            cmd, left, cwd=self.dir, memory_bytes=self.memory_bytes, file_bytes=file_bytes
+        )
+
     def run(self, cmd: list[str], file_bytes: int, too_large: str) -> BuildResult | None:
         """Run ``cmd`` in the build directory: None when it succeeded, else COMPILE_ERROR."""
-        left = self.deadline - time.monotonic()
         try:
-            if left <= 0:
-                raise subprocess.TimeoutExpired(cmd, self.timeout_s)
-            code, out = run_compiler(
-                cmd, left, cwd=self.dir, memory_bytes=self.memory_bytes, file_bytes=file_bytes
-            )
+            code, out = self.execute(cmd, file_bytes)
         except subprocess.TimeoutExpired:
             return BuildResult(Status.COMPILE_ERROR, f"compilation ran past {self.timeout_s:g} s")
         if code == 0:
@@ -270,21 +196,37 @@ class _Build:
         reason = _limit_hit(out, self.memory_bytes, file_bytes, too_large)
         return BuildResult(Status.COMPILE_ERROR, reason or trim_compiler_output(out, SOURCE_NAME))
 
-    def command(self, *args: str) -> list[str]:
-        """The compiler with the contract's flags, prototype and sizes, then ``args``."""
-        defines = [f"-D{k}={v}" for k, v in self.defines.items()]
-        return [*self.cc.command, *kernel_flags(self.cc), "-include", HEADER_NAME, *defines, *args]
+    def command(self, *args: str, shared: bool = True) -> list[str]:
+        """The compiler with the contract's flags (``shared=False``: without ``-shared``, for an
+        object file), prototype and sizes, then ``args``."""
+        cc = self.inputs.cc
+        flags = [flag for flag in kernel_flags(cc) if shared or flag != "-shared"]
+        defines = [f"-D{k}={v}" for k, v in self.inputs.defines.items()]
+        return [*cc.command, *flags, "-include", HEADER_NAME, *defines, *args]
 
 
-def _write_inputs(directory: Path, source: str, signature: str) -> None:
-    (directory / SOURCE_NAME).write_text(source)
-    (directory / HEADER_NAME).write_text(signature)
+@contextmanager
+def build_directory(
+    inputs: BuildInputs,
+    timeout_s: float,
+    *,
+    memory_bytes: int = COMPILER_MEMORY_BYTES,
+    prefix: str = "accelopt-build-",
+    parent: Path | None = None,
+) -> Iterator[KernelBuild]:
+    """A build in a fresh directory (under ``parent``) holding the source as ``kernel.c`` and the
+    prototype as its header, its deadline ``timeout_s`` from now; removed afterwards."""
+    with tempfile.TemporaryDirectory(prefix=prefix, dir=parent) as name:
+        directory = Path(name)
+        (directory / SOURCE_NAME).write_text(inputs.source)
+        (directory / HEADER_NAME).write_text(inputs.signature)
+        yield KernelBuild(directory, inputs, time.monotonic() + timeout_s, timeout_s, memory_bytes)
 
 
-def _check_preprocessed(build: _Build, source: str) -> BuildResult | None:
+def _check_preprocessed(build: KernelBuild) -> BuildResult | None:
     """REJECTED when the source or its preprocessed text is refused (``checks.py``),
     COMPILE_ERROR when it does not preprocess, None when it may be compiled."""
-    reason = check_before_preprocessing(source)
+    reason = check_before_preprocessing(build.inputs.source)
     if reason:
         return BuildResult(Status.REJECTED, reason)
     failed = build.run(
@@ -295,47 +237,22 @@ def _check_preprocessed(build: _Build, source: str) -> BuildResult | None:
     if failed:
         return failed
     with (build.dir / PREPROCESSED_NAME).open(encoding="utf-8", errors="replace") as lines:
-        reason = check_preprocessed_output(lines, build.cc.arch)
+        reason = check_preprocessed_output(lines, build.inputs.cc.arch)
     return BuildResult(Status.REJECTED, reason) if reason else None
 
 
 def check_preprocessed(
-    source: str,
-    defines: Mapping[str, int],
-    signature: str,
-    cc: Compiler,
-    *,
-    timeout_s: float = 60.0,
-    memory_bytes: int = COMPILER_MEMORY_BYTES,
+    inputs: BuildInputs, *, timeout_s: float = 60.0, memory_bytes: int = COMPILER_MEMORY_BYTES
 ) -> str | None:
     """Why the kernel must be rejected once its macros are expanded, or None (also when it does
     not preprocess in time: the build reports that). Runs the compiler's preprocessor with the
     build's flags, prototype and sizes, under the build's limits; ``checks.py`` reads the output
     (``check_preprocessed_output``). ``compile_kernel`` runs this check itself."""
-    with tempfile.TemporaryDirectory(prefix="accelopt-preprocess-") as directory:
-        _write_inputs(Path(directory), source, signature)
-        build = _Build(
-            Path(directory), cc, defines, time.monotonic() + timeout_s, timeout_s, memory_bytes
-        )
-        result = _check_preprocessed(build, source)
+    with build_directory(
+        inputs, timeout_s, memory_bytes=memory_bytes, prefix="accelopt-preprocess-"
+    ) as build:
+        result = _check_preprocessed(build)
     return result.error if result is not None and result.status is Status.REJECTED else None
-
-
-def _sha256(path: Path) -> str:
-    with path.open("rb") as file:
-        return hashlib.file_digest(file, "sha256").hexdigest()
-
-
-def _hash_path(target: Path) -> Path:
-    return target.with_suffix(".sha256")
-
-
-def _recorded_hash(target: Path) -> str | None:
-    try:
-        with _hash_path(target).open("rb") as file:
-            return file.read(128).decode("ascii", "replace").strip()
-    except OSError:
-        return None
 
 
 def _reusable(target: Path) -> bool:
@@ -343,10 +260,10 @@ def _reusable(target: Path) -> bool:
     still passes the object check. Otherwise (replaced, altered, no hash) it is deleted, so that
     it is built again and never loaded."""
     try:
-        actual = _sha256(target)
+        actual = sha256_of(target)
     except OSError:  # not cached (or deleted meanwhile)
         return False
-    recorded = _recorded_hash(target)
+    recorded = recorded_hash(target)
     if recorded is None:
         why = "no recorded hash"
     elif recorded != actual:
@@ -361,28 +278,13 @@ def _reusable(target: Path) -> bool:
         why,
     )
     target.unlink(missing_ok=True)
-    _hash_path(target).unlink(missing_ok=True)
+    hash_path(target).unlink(missing_ok=True)
     return False
 
 
-def _publish(built: Path, target: Path) -> None:
-    """Put the object in the cache read-only, its hash first (read-only, replaced atomically):
-    whoever sees the object sees its hash."""
-    digest = _sha256(built)
-    built.chmod(0o444)
-    hash_tmp = built.with_suffix(".sha256")
-    try:
-        hash_tmp.write_text(digest + "\n")
-        hash_tmp.chmod(0o444)
-        os.replace(hash_tmp, _hash_path(target))
-        os.replace(built, target)
-    finally:
-        hash_tmp.unlink(missing_ok=True)
-
-
-def _compile_checked(build: _Build, source: str, target: Path) -> BuildResult:
+def _compile_checked(build: KernelBuild, target: Path) -> BuildResult:
     """Check the preprocessed kernel, compile it, check the object, and cache it."""
-    failed = _check_preprocessed(build, source)
+    failed = _check_preprocessed(build)
     if failed:
         return failed
     unique = f"{os.getpid()}.{threading.get_ident()}"
@@ -398,36 +300,30 @@ def _compile_checked(build: _Build, source: str, target: Path) -> BuildResult:
         reason = check_object(built)
         if reason:
             return BuildResult(Status.REJECTED, reason)
-        _publish(built, target)
+        publish(built, target)
     finally:
         built.unlink(missing_ok=True)
     return BuildResult(None, artifact=target)
 
 
 def compile_kernel(
-    source: str,
-    defines: Mapping[str, int],
-    signature: str,
+    inputs: BuildInputs,
     work_dir: Path,
     cache_dir: Path,
     timeout_s: float,
-    cc: Compiler,
     *,
     memory_bytes: int = COMPILER_MEMORY_BYTES,
 ) -> BuildResult:
-    """Compile ``source`` with the sizes as ``-D`` defines; reuse the cached object when it is
+    """Compile the source with the sizes as ``-D`` defines; reuse the cached object when it is
     still the one built. REJECTED when the preprocessed kernel or the object is refused,
     COMPILE_ERROR when the compiler fails, hits a limit or runs past ``timeout_s`` (for the
     preprocessing and the compile together). The compiler works in a fresh directory under
     ``work_dir``: a quoted ``#include`` finds nothing there but the kernel."""
     start = time.perf_counter()
-    target = cache_dir / f"{cache_key(source, defines, signature, cc)}.so"
+    target = cache_dir / f"{cache_key(inputs)}.so"
     if _reusable(target):
         return BuildResult(None, artifact=target, seconds=time.perf_counter() - start, cached=True)
     cache_dir.mkdir(parents=True, exist_ok=True)
-    deadline = time.monotonic() + timeout_s
-    with tempfile.TemporaryDirectory(prefix="accelopt-build-", dir=work_dir) as directory:
-        _write_inputs(Path(directory), source, signature)
-        build = _Build(Path(directory), cc, defines, deadline, timeout_s, memory_bytes)
-        result = _compile_checked(build, source, target)
+    with build_directory(inputs, timeout_s, memory_bytes=memory_bytes, parent=work_dir) as build:
+        result = _compile_checked(build, target)
     return replace(result, seconds=time.perf_counter() - start)

@@ -12,7 +12,7 @@
  * its threads inherit both; each seccomp filter is installed on every thread at once
  * (SECCOMP_FILTER_FLAG_TSYNC, failing closed). Threads a kernel makes later inherit all of it.
  * The worker then reads /proc/<pid>/task/<tid>/status and refuses to call the kernel if any thread
- * is less contained than it should be (kernel_process.py).
+ * is less contained than it should be (containment.py).
  *
  * File descriptors, set up by the worker:
  *   0 /dev/null, 1 and 2 the evaluation's log (what a kernel prints),

@@ -12,7 +12,6 @@ pages like NumPy's), so the kernel streams the same kind of memory the ceilings 
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import hashlib
 import os
 import select
@@ -25,13 +24,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
 from accelopt import settings
 from accelopt.backends.base import MEMORY_FAULTS, KernelError, KernelLoadError
+from accelopt.backends.cpu.containment import drop_mode, every_thread
+from accelopt.backends.cpu.hashed_files import publish, recorded_hash, sha256_of
 from accelopt.backends.cpu.openmp import openmp_environment
+from accelopt.backends.cpu.process_memory import transfer
 from accelopt.backends.status import Status
 from accelopt.hardware.toolchain import Compiler
 
@@ -45,7 +46,7 @@ EXIT_FORBIDDEN = 97
 EXIT_PROTOCOL = 98
 CALIBRATION_ROUNDS = 64
 SETUP_TIMEOUT_S = 30.0
-IOV_MAX = 1024
+PROBE_THREADS = 2
 # What the executor's environment keeps of the worker's: the OpenMP settings libgomp reads
 # (openmp.py) and the locale, nothing else.
 _LOCALE_PREFIXES = ("LANG", "LC_")
@@ -78,11 +79,6 @@ def executor_env(worker_env: Mapping[str, str]) -> dict[str, str]:
     return locale | openmp_environment(worker_env)
 
 
-def _sha256(path: Path) -> str:
-    with path.open("rb") as f:
-        return hashlib.file_digest(f, "sha256").hexdigest()
-
-
 @cache
 def executor_binary(cc: Compiler) -> Path:
     """The executor built by ``cc`` (once per source and compiler, in the cache; read-only, with
@@ -92,12 +88,9 @@ def executor_binary(cc: Compiler) -> Path:
     key = hashlib.sha256(b"\0".join([source, *(p.encode() for p in cc.command),
                                       cc.version.encode(), " ".join(FLAGS).encode()]))  # fmt: skip
     target = settings.cache_dir() / "executor" / f"accelopt-executor-{key.hexdigest()[:16]}"
-    digest = target.with_suffix(".sha256")
-    try:
-        if target.is_file() and digest.read_text().strip() == _sha256(target):
+    with contextlib.suppress(OSError):  # not built yet: build it
+        if sha256_of(target) == recorded_hash(target):
             return target
-    except OSError:
-        pass  # no hash recorded: build it
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
     cmd = [*cc.command, *FLAGS, "-o", str(tmp), str(SOURCE), *LIBS]
@@ -105,142 +98,8 @@ def executor_binary(cc: Compiler) -> Path:
     if out.returncode != 0:
         tmp.unlink(missing_ok=True)
         raise ExecutorStartError(f"the kernel executor does not build: {out.stderr.strip()[-400:]}")
-    tmp.chmod(0o555)
-    hash_tmp = tmp.with_suffix(".sha256")
-    hash_tmp.write_text(_sha256(tmp) + "\n")
-    hash_tmp.chmod(0o444)
-    os.replace(hash_tmp, digest)  # the hash first: whoever sees the binary sees its hash
-    os.replace(tmp, target)
+    publish(tmp, target, mode=0o555)
     return target
-
-
-class _Iovec(ctypes.Structure):
-    _fields_ = [("base", ctypes.c_void_p), ("len", ctypes.c_size_t)]
-
-
-@cache
-def _libc() -> ctypes.CDLL:
-    libc = ctypes.CDLL(None, use_errno=True)
-    for name in ("process_vm_readv", "process_vm_writev"):
-        fn = getattr(libc, name)
-        fn.argtypes = [ctypes.c_int, ctypes.POINTER(_Iovec), ctypes.c_ulong,
-                       ctypes.POINTER(_Iovec), ctypes.c_ulong, ctypes.c_ulong]  # fmt: skip
-        fn.restype = ctypes.c_ssize_t
-    return libc
-
-
-def _transfer(pid: int, pairs: Sequence[tuple[int, int, int]], write: bool) -> None:
-    """Copy ``(local address, remote address, bytes)`` pairs to (write) or from the process:
-    up to IOV_MAX pairs per system call, a pair at a time where a call moved less."""
-    fn = _libc().process_vm_writev if write else _libc().process_vm_readv
-    for first in range(0, len(pairs), IOV_MAX):
-        chunk = pairs[first : first + IOV_MAX]
-        local = (_Iovec * len(chunk))(*(_Iovec(a, n) for a, _, n in chunk))
-        remote = (_Iovec * len(chunk))(*(_Iovec(r, n) for _, r, n in chunk))
-        if fn(pid, local, len(chunk), remote, len(chunk), 0) == sum(n for _, _, n in chunk):
-            continue
-        for one in chunk:  # a partial transfer (a large buffer) or a fault: one by one
-            _transfer_one(fn, pid, *one)
-
-
-def _transfer_one(fn: Any, pid: int, local: int, remote: int, n: int) -> None:
-    done = 0
-    while done < n:
-        liov, riov = _Iovec(local + done, n - done), _Iovec(remote + done, n - done)
-        moved = fn(pid, ctypes.byref(liov), 1, ctypes.byref(riov), 1, 0)
-        if moved <= 0:
-            err = ctypes.get_errno()
-            raise KernelError(
-                f"the harness could not reach the kernel's memory ({os.strerror(err)}): "
-                "the kernel unmapped or protected its own buffers",
-                Status.CRASH,
-            )
-        done += moved
-
-
-DROP_NONE, DROP_TO_NOBODY, DROP_CAPABILITIES = 0, 1, 2
-CAP_SYS_PTRACE = 19
-
-
-def drop_mode() -> int:
-    """How a kernel process gives up root (executor.c): not at all for a non-root worker; to
-    nobody where this worker can still reach another user's memory (CAP_SYS_PTRACE); else (a
-    container's root without CAP_SYS_PTRACE) by dropping every capability and keeping uid 0."""
-    if os.geteuid() != 0:
-        return DROP_NONE
-    try:
-        with open("/proc/self/status") as f:
-            line = next(x for x in f if x.startswith("CapEff:"))
-        effective = int(line.split()[1], 16)
-    except (OSError, StopIteration, ValueError):
-        return DROP_CAPABILITIES
-    return DROP_TO_NOBODY if effective >> CAP_SYS_PTRACE & 1 else DROP_CAPABILITIES
-
-
-PROBE_THREADS = 2
-NOBODY = 65534
-_TASK_FIELDS = ("Uid", "Gid", "NoNewPrivs", "Seccomp", "Seccomp_filters", "CapInh", "CapPrm",
-                "CapEff", "CapBnd", "CapAmb")  # fmt: skip
-FILTERS = 2  # the loader's, then the compute one (executor.c)
-
-
-def task_status(pid: int) -> dict[int, dict[str, str]]:
-    """The containment fields of /proc/PID/task/TID/status for every thread of the process
-    (read by this process, which the kernel cannot forge; a thread that ended meanwhile is
-    left out)."""
-    tasks: dict[int, dict[str, str]] = {}
-    for entry in sorted(Path(f"/proc/{pid}/task").iterdir(), key=lambda e: int(e.name)):
-        try:
-            lines = (entry / "status").read_text().splitlines()
-        except OSError:
-            continue
-        fields = dict(line.partition(":")[::2] for line in lines)
-        tasks[int(entry.name)] = {
-            k: " ".join(fields[k].split()) for k in _TASK_FIELDS if k in fields
-        }
-    return tasks
-
-
-def expected_task(facts: Mapping[str, str], mode: int) -> dict[str, str]:
-    """What every thread must show: both filters (where the loader's and the compute one were
-    installed), no_new_privs, and for a root worker no capability at all and nobody's ids (or
-    root's, capability-less)."""
-    want = {"NoNewPrivs": "1"}
-    if facts.get("seccomp") == "1" and facts.get("seccomp_load") == "1":
-        want |= {"Seccomp": "2", "Seccomp_filters": str(FILTERS)}
-    if mode != DROP_NONE:
-        want |= {cap: "0" * 16 for cap in ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb")}
-        ids = NOBODY if mode == DROP_TO_NOBODY else 0
-        want |= {"Uid": " ".join([str(ids)] * 4), "Gid": " ".join([str(ids)] * 4)}
-    return want
-
-
-def every_thread(pid: int, facts: Mapping[str, str], mode: int) -> dict[str, str]:
-    """Check every thread of the kernel's process (``check_tasks``) before any kernel call."""
-    return check_tasks(task_status(pid), pid, facts, mode)
-
-
-def check_tasks(
-    tasks: Mapping[int, Mapping[str, str]], pid: int, facts: Mapping[str, str], mode: int
-) -> dict[str, str]:
-    """No thread may be less contained than the main thread, nor than ``expected_task``. The
-    facts to report (``tasks`` and the fields all threads share); a KernelError (REJECTED)
-    naming the first thread that falls short."""
-    main = tasks.get(pid)
-    if main is None:
-        raise KernelError("the kernel's process has no main thread to check", Status.CRASH)
-    want = {k: v for k, v in (dict(main) | expected_task(facts, mode)).items() if k in main}
-    for tid, fields in tasks.items():
-        short = {k: fields.get(k, "?") for k, v in want.items() if fields.get(k) != v}
-        if short:
-            found = ", ".join(f"{k} {v} where {want[k]} is required" for k, v in short.items())
-            raise KernelError(
-                f"thread {tid} of the kernel's process is less contained than it must be "
-                f"({found}); the kernel was not run",
-                Status.REJECTED,
-            )
-    shared = {f"tasks_{k.lower()}": v.replace(" ", ",") for k, v in want.items()}
-    return {"tasks": str(len(tasks)), **shared}
 
 
 def _facts(words: str) -> dict[str, str]:
@@ -410,7 +269,7 @@ class Executor:
     def write(self, address: int, data: np.ndarray) -> None:
         self._flush()
         data = np.ascontiguousarray(data)
-        _transfer(self.pid, [(data.ctypes.data, address, data.nbytes)], write=True)
+        transfer(self.pid, [(data.ctypes.data, address, data.nbytes)], write=True)
 
     def read(self, address: int, nbytes: int) -> np.ndarray:
         return self.read_into(address, np.empty(nbytes, dtype=np.uint8))
@@ -420,7 +279,7 @@ class Executor:
         if not (out.flags.c_contiguous and out.flags.writeable):
             raise ValueError("read_into needs a C-contiguous, writable array")
         self._flush()
-        _transfer(self.pid, [(out.ctypes.data, address, out.nbytes)], write=False)
+        transfer(self.pid, [(out.ctypes.data, address, out.nbytes)], write=False)
         return out
 
     def write_repeated(self, address: int, block: np.ndarray, nbytes: int) -> None:
@@ -430,14 +289,14 @@ class Executor:
         step = block.nbytes
         pairs = [(block.ctypes.data, address + at, min(step, nbytes - at))
                  for at in range(0, nbytes, step)]  # fmt: skip
-        _transfer(self.pid, pairs, write=True)
+        transfer(self.pid, pairs, write=True)
 
     def read_scattered(self, items: Sequence[tuple[int, int]]) -> list[np.ndarray]:
         """Read ``(remote address, bytes)`` pieces, in few system calls."""
         self._flush()
         outs = [np.empty(n, dtype=np.uint8) for _, n in items]
         pairs = [(o.ctypes.data, at, n) for (at, n), o in zip(items, outs, strict=True)]
-        _transfer(self.pid, pairs, write=False)
+        transfer(self.pid, pairs, write=False)
         return outs
 
     def write_scattered(self, items: Sequence[tuple[int, np.ndarray]]) -> None:
@@ -446,19 +305,15 @@ class Executor:
         keep = [np.ascontiguousarray(a) for _, a in items]
         addresses = [address for address, _ in items]
         pairs = [(a.ctypes.data, at, a.nbytes) for at, a in zip(addresses, keep, strict=True)]
-        _transfer(self.pid, pairs, write=True)
+        transfer(self.pid, pairs, write=True)
 
     # -- the end -----------------------------------------------------------------------------
-    def _wait(self) -> int | None:
-        try:
-            return self.proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            return None
-
     def _failure(self, when: str) -> KernelError:
         """What the executor's end means, as the kernel's error (a forbidden system call is
         REJECTED; a memory fault is a CRASH with ``fault``)."""
-        code = self._wait()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.proc.wait(timeout=5)
+        code = self.proc.returncode  # None: it has not ended
         message = describe_executor_exit(code, when, _log_tail())
         if code == EXIT_FORBIDDEN:
             return KernelError(message, Status.REJECTED)

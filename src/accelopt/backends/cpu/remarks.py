@@ -14,17 +14,11 @@ from __future__ import annotations
 
 import re
 import subprocess
-import tempfile
-from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 
-from accelopt.backends.cpu.compiler import kernel_flags, run_compiler
-from accelopt.hardware.toolchain import Compiler
+from accelopt.backends.cpu.compiler import SOURCE_NAME, BuildInputs, build_directory
 
 REPORT_FLAGS = ("-fopt-info-vec-optimized", "-fopt-info-vec-missed")
-SOURCE_NAME = "kernel.c"
-HEADER_NAME = "accelopt_contract.h"
 SNIPPET_CHARS = 60
 
 _LOCATED = re.compile(r"^(?P<file>.+?):(?P<line>\d+):(?P<col>\d+): (?P<kind>optimized|missed): ?")
@@ -130,41 +124,29 @@ def _format(note: _Note, text: str, source_lines: list[str]) -> str:
 
 
 def vectorization_remarks(
-    source: str,
-    defines: Mapping[str, int],
-    signature: str,
-    compiler: Compiler,
-    timeout_s: float = 60.0,
-    max_lines: int = 20,
+    inputs: BuildInputs, timeout_s: float = 60.0, max_lines: int = 20
 ) -> list[str]:
-    """GCC's vectorization report on ``source``, one line per loop, ordered by source line.
+    """GCC's vectorization report on the source, one line per loop, ordered by source line.
 
     Compiles to an object file (nothing is linked or run) with the contract's flags, prototype and
     sizes, in a fresh temporary directory. A compile error or a timeout gives ``[]``: the
     evaluation reports those. At most ``max_lines`` lines, then one ``(N more)`` line.
     """
-    flags = [flag for flag in kernel_flags(compiler) if flag != "-shared"]
-    with tempfile.TemporaryDirectory(prefix="accelopt-remarks-") as tmp:
-        work = Path(tmp)
-        src = work / SOURCE_NAME
-        src.write_text(source)
-        (work / HEADER_NAME).write_text(signature)
-        cmd = [*compiler.command, *flags, *REPORT_FLAGS, "-include", str(work / HEADER_NAME)]
-        cmd += [f"-D{k}={v}" for k, v in defines.items()]
-        cmd += ["-c", "-o", str(work / "kernel.o"), str(src)]
+    with build_directory(inputs, timeout_s, prefix="accelopt-remarks-") as build:
+        cmd = build.command(*REPORT_FLAGS, "-c", "-o", "kernel.o", SOURCE_NAME, shared=False)
         try:
-            code, output = run_compiler(cmd, timeout_s)
+            code, output = build.execute(cmd)
         except (subprocess.TimeoutExpired, OSError):
             return []
     if code != 0:
         return []
-    source_lines = source.splitlines()
+    source_lines = inputs.source.splitlines()
     pragma_lines = {
         number
         for number, text in enumerate(source_lines, start=1)
         if re.match(r"\s*#\s*pragma\s+omp\b", text)
     }
-    chosen = _select(_parse(output, str(src)), pragma_lines)
+    chosen = _select(_parse(output, str(build.dir / SOURCE_NAME)), pragma_lines)
     lines = [_format(note, text, source_lines) for note, text in chosen]
     if len(lines) > max_lines:
         lines = [*lines[:max_lines], f"({len(lines) - max_lines} more)"]

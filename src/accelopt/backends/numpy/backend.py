@@ -120,9 +120,6 @@ class NumpyBackend:
             language="python",
             toolchain=f"Python (NumPy {np.__version__})",
             contract=contract,
-            compile_command="",
-            allowed_headers=(),
-            forbidden=(),
             ceilings=describe_ceilings(hardware),
         )
 

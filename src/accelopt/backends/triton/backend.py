@@ -211,12 +211,10 @@ class TritonBackend:
             language="python",
             toolchain=_toolchain(),
             contract=contract,
-            compile_command="",
-            allowed_headers=(),
-            forbidden=(*checks.iter_rules(), GUARD_RULE),
             ceilings=describe_ceilings(
                 hardware, matmul="fp32 matmul (CUDA cores, no TF32)", cores="SMs"
             ),
+            forbidden=(*checks.iter_rules(), GUARD_RULE),
         )
 
     def remarks(self, source: str, problem: Problem, sizes: Sizes) -> list[str]:

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from accelopt.backends.canary import Canaries
 from accelopt.backends.device import wall_time
 
 L2_FLUSH_BYTES = 256 << 20  # what do_bench clears, when Triton's driver does not say
@@ -31,27 +32,6 @@ def _l2_flusher() -> Callable[[], Any]:
     except (ImportError, AttributeError):  # older Triton: clear a buffer of our own
         buffer = torch.empty(L2_FLUSH_BYTES, dtype=torch.int8, device="cuda")
         return buffer.zero_
-
-
-class TensorCanaries:
-    """``backends.canary.Canaries`` on device tensors: the first, the last and one random
-    element of each output set to NaN before a call, checked after it."""
-
-    def __init__(self, outputs_per_set: Sequence[Sequence[torch.Tensor]], seed: int) -> None:
-        self._flat = [[out.view(-1) for out in outs] for outs in outputs_per_set]
-        self._rng = np.random.default_rng(seed)
-        self._armed: list[tuple[torch.Tensor, torch.Tensor]] = []
-
-    def arm(self, set_index: int) -> None:
-        self._armed = []
-        for flat in self._flat[set_index]:
-            where = [0, flat.numel() - 1, int(self._rng.integers(flat.numel()))]
-            index = torch.tensor(where, device=flat.device)
-            flat[index] = float("nan")
-            self._armed.append((flat, index))
-
-    def written(self) -> bool:
-        return all(not bool(torch.isnan(flat[index]).any()) for flat, index in self._armed)
 
 
 class TorchDevice:
@@ -76,10 +56,9 @@ class TorchDevice:
         self, shape: tuple[int, ...], fill: float | None = None, fenced: bool = False
     ) -> torch.Tensor:
         """``fenced`` is ignored: tensors get no guard regions or fences yet."""
-        tensor = torch.empty(shape, dtype=torch.float32, device=self.device)
-        if fill is not None:
-            tensor.fill_(fill)
-        return tensor
+        if fill is None:
+            return torch.empty(shape, dtype=torch.float32, device=self.device)
+        return torch.full(shape, fill, dtype=torch.float32, device=self.device)
 
     def upload(self, host: np.ndarray, into: torch.Tensor | None = None) -> torch.Tensor:
         if into is None:
@@ -101,10 +80,8 @@ class TorchDevice:
         """No guard regions around tensors yet: out-of-bounds writes are not checked here."""
         return None
 
-    def canaries(
-        self, outputs_per_set: Sequence[Sequence[torch.Tensor]], seed: int
-    ) -> TensorCanaries:
-        return TensorCanaries(outputs_per_set, seed)
+    def canaries(self, outputs_per_set: Sequence[Sequence[torch.Tensor]], seed: int) -> Canaries:
+        return Canaries(outputs_per_set, seed)
 
     def poke(self, buffer: torch.Tensor, flat: np.ndarray, values: np.ndarray) -> None:
         index = torch.as_tensor(np.asarray(flat, dtype=np.int64), device=self.device)
