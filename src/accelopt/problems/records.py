@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -113,6 +114,16 @@ class Problem:
         """The name, with the fingerprint of a workspace problem (``name@fingerprint``): what
         caches of its inputs and references are keyed by."""
         return f"{self.name}@{self.fingerprint}" if self.fingerprint else self.name
+
+    def interface(self) -> dict[str, Any]:
+        """The kernel's interface as JSON: its size parameters, its inputs and outputs with their
+        shapes (names of sizes), and the tolerance it is checked to."""
+        return {
+            "params": list(self.params),
+            "inputs": [{"name": t.name, "shape": list(t.shape)} for t in self.inputs],
+            "outputs": [{"name": t.name, "shape": list(t.shape)} for t in self.outputs],
+            "tolerance": self.tolerance,
+        }
 
     def workload(self, name: str) -> Workload:
         try:
