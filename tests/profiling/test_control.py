@@ -9,8 +9,9 @@ import time
 
 import pytest
 
+from accelopt.profiling.parent.controls import mix, spec_for
 from accelopt.profiling.worker import control
-from accelopt.profiling.worker.control import Control, mix, spec_for
+from accelopt.profiling.worker.control import Control
 
 pytestmark = pytest.mark.usefixtures("accelopt_cache")
 

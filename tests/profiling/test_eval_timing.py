@@ -7,7 +7,7 @@ import math
 import pytest
 
 from accelopt.profiling.stats import summarize
-from accelopt.profiling.worker.timing import COLD_SPAN_BYTES, MAX_ROTATION_SETS, rotation_sets
+from accelopt.profiling.worker.rotation import COLD_SPAN_BYTES, MAX_ROTATION_SETS, rotation_sets
 
 MIB = 1 << 20
 

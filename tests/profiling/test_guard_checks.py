@@ -12,7 +12,8 @@ import pytest
 from accelopt.backends.device import HostDevice
 from accelopt.problems import load_problem
 from accelopt.profiling.parent.pool import describe_death
-from accelopt.profiling.worker.harness import EvaluationRun, Failed
+from accelopt.profiling.worker.arguments import Arguments
+from accelopt.profiling.worker.steps import Failed
 
 
 class NoGuards(HostDevice):
@@ -22,14 +23,11 @@ class NoGuards(HostDevice):
         return None
 
 
-def _run(device: HostDevice, problem: str = "rmsnorm_matmul") -> EvaluationRun:
-    run = EvaluationRun.__new__(EvaluationRun)  # just the state the guard check reads
-    run.device = device
-    run.problem = load_problem(problem)
-    return run
+def _run(device: HostDevice, problem: str = "rmsnorm_matmul") -> Arguments:
+    return Arguments(device, load_problem(problem), {})  # the guard check reads no sizes
 
 
-def _arguments(run: EvaluationRun) -> list[np.ndarray]:
+def _arguments(run: Arguments) -> list[np.ndarray]:
     problem = run.problem
     count = len(problem.inputs) + len(problem.outputs)
     return [run.device.empty((4, 4), 0.0, fenced=True) for _ in range(count)]
@@ -37,7 +35,7 @@ def _arguments(run: EvaluationRun) -> list[np.ndarray]:
 
 def test_untouched_guards_pass():
     run = _run(HostDevice(seed=0))
-    run._check_guards(_arguments(run), "seed 1 of 5")
+    run.check_guards(_arguments(run), "seed 1 of 5")
 
 
 def test_each_argument_is_named():
@@ -51,7 +49,7 @@ def test_each_argument_is_named():
         assert guards is not None
         guards.before[-2] = 0.0
         with pytest.raises(Failed) as failed:
-            run._check_guards(arrays, "seed 2 of 5")
+            run.check_guards(arrays, "seed 2 of 5")
         assert failed.value.error == (
             f"the kernel wrote 1 float before the start of {name} "
             "(the furthest 2 floats before it) (seed 2 of 5)"
@@ -64,7 +62,7 @@ def test_a_device_without_guards_is_not_checked():
     damaged = HostDevice.guards(run.device, arrays[0])  # the record a host device would give
     assert damaged is not None
     damaged.after[0] = 0.0
-    run._check_guards(arrays, "seed 1 of 5")  # None from the device: nothing to check
+    run.check_guards(arrays, "seed 1 of 5")  # None from the device: nothing to check
 
 
 def test_a_memory_fault_in_a_call_blames_the_kernel():

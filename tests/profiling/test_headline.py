@@ -7,8 +7,8 @@ import pytest
 
 from accelopt.backends.kernel import Kernel
 from accelopt.problems import load_problem
+from accelopt.profiling.parent.controls import spec_for
 from accelopt.profiling.parent.scoring import build_evaluation, workload_roofline
-from accelopt.profiling.worker.control import spec_for
 from accelopt.profiling.worker.protocol import KernelResult
 
 

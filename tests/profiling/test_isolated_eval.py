@@ -20,7 +20,7 @@ from accelopt.problems import Problem, load_problem
 from accelopt.profiling.config import EvalConfig
 from accelopt.profiling.evaluation import Evaluation
 from accelopt.profiling.parent.evaluator import Evaluator
-from accelopt.profiling.worker.timing import rotation_sets
+from accelopt.profiling.worker.rotation import rotation_sets
 
 CONFIG = EvalConfig(
     seeds=5,

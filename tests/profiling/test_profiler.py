@@ -16,7 +16,6 @@ from accelopt.profiling.config import EvalConfig
 from accelopt.profiling.factory import make_profiler
 from accelopt.profiling.parent.cache import CachedProfiler
 from accelopt.profiling.profiler import ClusterLostError, Job, Measured, evaluate_all
-from accelopt.store.store import Store
 
 SILU = load_problem("silu")
 TIMED = EvalConfig(seeds=2, min_calls=5, min_time_s=0.02, call_timeout_floor_s=5.0)
@@ -47,12 +46,6 @@ class FakeRunner:
 
     def close(self) -> None:
         self.closed = True
-
-
-@pytest.fixture
-def store(tmp_path) -> Iterator[Store]:
-    with Store.open(tmp_path / "workspace") as s:
-        yield s
 
 
 def profiler(hw, runner, store=None, config=TIMED) -> CachedProfiler:

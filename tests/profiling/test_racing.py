@@ -18,10 +18,9 @@ from accelopt.profiling.evaluation import Evaluation
 from accelopt.profiling.parent.cache import CachedProfiler
 from accelopt.profiling.parent.evaluator import Evaluator
 from accelopt.profiling.profiler import Job, Measured
-from accelopt.search.loop import race_s
+from accelopt.search.measuring import race_s
 from accelopt.search.selection import Candidate, Comparison, compare
 from accelopt.store.records import KernelOrigin, KernelRecord
-from accelopt.store.store import Store
 
 SILU = load_problem("silu")
 CONFIG = EvalConfig(seeds=2, warmup_calls=1, min_calls=5, min_time_s=0.05, ci_time_cap_s=0.5,
@@ -51,12 +50,6 @@ class RacingRunner:
 
     def close(self) -> None:
         pass
-
-
-@pytest.fixture
-def store(tmp_path) -> Iterator[Store]:
-    with Store.open(tmp_path / "workspace") as s:
-        yield s
 
 
 def test_a_raced_evaluation_is_no_final_figure_but_a_resumed_search_finds_it(hw, store):

@@ -9,6 +9,8 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import Future
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
 
 from accelopt.backends.kernel import Kernel
 from accelopt.errors import UserError
@@ -43,7 +45,8 @@ class _Abandoned(Exception):
     """The caller measuring a job stopped before it was done (a batch closed early)."""
 
 
-class CachedProfiler:
+@dataclass(eq=False)
+class CachedProfiler(AbstractContextManager["CachedProfiler"]):
     """A ``Profiler``: the evaluation cache (the store's) in front of a runner, its one owner.
 
     Thread-safe. A job is measured once however many ask for it at the same time: within one
@@ -56,30 +59,21 @@ class CachedProfiler:
     caller's measurement in flight).
     """
 
-    def __init__(
-        self,
-        kind: str,
-        hardware: HardwareSpec,
-        config: EvalConfig,
-        runner: Runner,
-        store: EvaluationCache | None = None,
-    ) -> None:
-        self.kind = kind
-        self.hardware = hardware
-        self.config = config
-        self.runner = runner
-        self.store = store
-        self.threads = runner.threads
-        self.capacity = runner.capacity
-        self.measured = 0
-        self.cache_hits = 0
-        self.shared = 0
+    kind: str
+    hardware: HardwareSpec
+    config: EvalConfig
+    runner: Runner
+    store: EvaluationCache | None = None
+    measured: int = field(default=0, init=False)
+    cache_hits: int = field(default=0, init=False)
+    shared: int = field(default=0, init=False)
+
+    def __post_init__(self) -> None:
+        self.threads = self.runner.threads
+        self.capacity = self.runner.capacity
         self._lock = threading.Lock()
         # measurements in flight by (key, fresh), with the thread that runs each
         self._inflight: dict[tuple[Key, bool], tuple[Future[Evaluation], int]] = {}
-
-    def __enter__(self) -> CachedProfiler:
-        return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()

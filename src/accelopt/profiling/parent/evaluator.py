@@ -19,6 +19,7 @@ import threading
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import AbstractContextManager
 from functools import partial
 
 from accelopt import settings
@@ -35,6 +36,8 @@ from accelopt.problems.shipping import problem_ref
 from accelopt.profiling.config import EvalConfig
 from accelopt.profiling.evaluation import Evaluation
 from accelopt.profiling.parent import deadlines
+from accelopt.profiling.parent.controls import spec_for
+from accelopt.profiling.parent.environment import protect_parent, worker_env
 from accelopt.profiling.parent.pool import WorkerPool
 from accelopt.profiling.parent.scoring import (
     blames_the_ceiling,
@@ -43,11 +46,10 @@ from accelopt.profiling.parent.scoring import (
     control_kind,
     workload_roofline,
 )
+from accelopt.profiling.parent.seeds import seed_pool
 from accelopt.profiling.profiler import Job
 from accelopt.profiling.session import Retiming, retiming
 from accelopt.profiling.stats import MIN_ROUNDS
-from accelopt.profiling.worker import sandbox
-from accelopt.profiling.worker.control import spec_for
 from accelopt.profiling.worker.protocol import (
     ControlSpec,
     EvaluateRequest,
@@ -57,11 +59,10 @@ from accelopt.profiling.worker.protocol import (
     RetimeRequest,
     SessionAnswer,
 )
-from accelopt.profiling.worker.references import seed_pool
 from accelopt.redaction import secrets_to_redact
 
 
-class Evaluator:
+class Evaluator(AbstractContextManager["Evaluator"]):
     """Evaluates kernels against ``hardware``'s roofline.
 
     ``remeasure`` re-measures one ceiling of ``hardware`` when a kernel beats it: it is
@@ -81,16 +82,13 @@ class Evaluator:
         backend = get_backend(hardware.backend)
         backend.preflight(timing=not self.config.check_only)  # one clear UserError, now
         self.threads = self.config.threads or hardware.cores
-        sandbox.protect_parent()  # its environment holds the API keys
-        env = sandbox.worker_env(settings.environment(), self.threads)
+        protect_parent()  # its environment holds the API keys
+        env = worker_env(settings.environment(), self.threads)
         self.lock_path = devicelock.lock_path(backend.lock_name())
         self.pool = WorkerPool(
             self.config.workers, env, self.config.recycle_after, lock_path=self.lock_path
         )
         self.pool.prestart(self.config.workers)
-
-    def __enter__(self) -> Evaluator:
-        return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
@@ -100,7 +98,7 @@ class Evaluator:
 
     def _seeds(self, problem: Problem, workload: str) -> list[int]:
         """The explicit base seed's run, else this machine's pool for the problem and workload
-        (its references are computed once: references.py)."""
+        (its references are computed once: worker/references.py)."""
         base = self.config.seed
         if base is None:
             pool = settings.cache_dir() / "references"

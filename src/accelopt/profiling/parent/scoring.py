@@ -25,8 +25,8 @@ from accelopt.hardware.spec import HardwareSpec
 from accelopt.problems.records import Cost, Problem
 from accelopt.profiling.evaluation import Evaluation
 from accelopt.profiling.parent.calibration import calibrate, latency_half_width, work
+from accelopt.profiling.parent.controls import version as control_version
 from accelopt.profiling.profiler import Job
-from accelopt.profiling.worker.control import version as control_version
 from accelopt.profiling.worker.protocol import ControlSpec, KernelResult
 from accelopt.redaction import redact
 

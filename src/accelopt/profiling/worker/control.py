@@ -30,14 +30,12 @@ import subprocess
 import time
 from collections.abc import Iterator, Sequence
 from functools import cache
-from pathlib import Path
 
 from accelopt import settings
 from accelopt.hardware.measure import sources_of
 from accelopt.hardware.toolchain import find_compiler, target_flags
-from accelopt.profiling.worker.protocol import ControlSpec
+from accelopt.profiling.worker.protocol import CONTROL_SOURCE, ControlSpec
 
-SOURCE = Path(__file__).resolve().parents[2] / "hardware" / "microbench" / "control.c"
 # A control is a few runs of the loop, each about as long as one of the kernel's calls (``match``:
 # within MIN_RUN_S and MAX_RUN_S), and its figure their median: what the kernel's median call
 # meets (a neighbour on one of its CPUs stalls a short call's threads at their barrier for a
@@ -55,32 +53,6 @@ MAX_SPAN_BYTES = 256 << 20  # within these bounds (256 MiB: far beyond any last-
 PASS_SHARE = 4  # a memory pass covers 1 / PASS_SHARE of the arrays: each starts from memory
 
 
-def mix(input_bytes: int, output_bytes: int) -> tuple[int, int]:
-    """The arrays a memory control reads and writes for a problem that reads ``input_bytes`` and
-    writes ``output_bytes``: the nearest of 1-4 read : 1 written, or 1 read : 1-4 written."""
-    if output_bytes <= 0:
-        return 4, 1
-    ratio = input_bytes / output_bytes
-    if ratio >= 1:
-        return min(4, max(1, round(ratio))), 1
-    return 1, min(4, max(1, round(1 / ratio)))
-
-
-def spec_for(bound: str, input_bytes: int, output_bytes: int) -> ControlSpec:
-    """The control for a problem of roofline ``bound`` (matmul, vector or memory)."""
-    if bound == "matmul":
-        return ControlSpec(kind="fma")
-    if bound == "vector":
-        return ControlSpec(kind="vector")
-    reads, writes = mix(input_bytes, output_bytes)
-    return ControlSpec(kind="memory", reads=reads, writes=writes)
-
-
-def version() -> str:
-    """A short digest of the control's source: figures of another version are not comparable."""
-    return hashlib.sha256(sources_of(SOURCE)).hexdigest()[:8]
-
-
 @cache
 def library(fused: bool) -> ctypes.CDLL:
     """control.c built as a shared library (fused: FMA), once per source, flags and compiler."""
@@ -88,12 +60,12 @@ def library(fused: bool) -> ctypes.CDLL:
     flags = ("-O3", *target_flags(compiler), "-shared", "-fPIC", "-pthread",
              "-ffp-contract=fast" if fused else "-ffp-contract=off")  # fmt: skip
     identity = "\n".join([*compiler.command, compiler.version, *flags])
-    digest = hashlib.sha256(sources_of(SOURCE) + identity.encode()).hexdigest()[:16]
+    digest = hashlib.sha256(sources_of(CONTROL_SOURCE) + identity.encode()).hexdigest()[:16]
     path = settings.cache_dir() / "microbench" / f"control-{digest}.so"
     if not path.is_file():
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-        command = [*compiler.command, *flags, str(SOURCE), "-o", str(tmp)]
+        command = [*compiler.command, *flags, str(CONTROL_SOURCE), "-o", str(tmp)]
         done = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
         if done.returncode != 0:
             raise RuntimeError(f"the control does not build: {done.stderr.strip()[-300:]}")

@@ -33,6 +33,9 @@ from accelopt.profiling.config import EvalConfig
 
 MAX_MESSAGE_BYTES = 32 << 20
 SEPARATE = "separate"  # KernelResult.kernel_process: the kernel ran in a process of its own
+# The loops a ``ControlSpec`` names: built and run by the worker (``worker/control.py``), their
+# version recorded by the parent with each figure (``parent/controls.py``)
+CONTROL_SOURCE = Path(__file__).resolve().parents[2] / "hardware" / "microbench" / "control.c"
 
 
 class ProtocolError(Exception):
@@ -175,17 +178,21 @@ class KernelResult(_Message):
         return self.kernel_ran and self.status is not None and self.kernel_process != SEPARATE
 
 
-class EvaluationAnswer(_Message):
-    """The answer to an ``EvaluateRequest``."""
+class _Answer(_Message):
+    """An answer to a request (which one is known from the request: ``parse_answer``)."""
 
     type: Literal["result"] = "result"
+
+
+class EvaluationAnswer(_Answer):
+    """The answer to an ``EvaluateRequest``."""
+
     result: KernelResult
 
 
-class SessionAnswer(_Message):
+class SessionAnswer(_Answer):
     """A re-timing session's answer: each kernel's result and its round medians, in order."""
 
-    type: Literal["result"] = "result"
     results: list[KernelResult]
     rounds: int
     round_s: list[list[float | None]]  # each kernel's round medians (session.RoundSeries)

@@ -8,28 +8,30 @@ is in the path, so a change to a problem's generator or reference never serves s
 disk budget covers every harness version's folder together, least recently used evicted first, so
 the files of versions no longer run go before anything in use and the cache never outgrows it.
 
-Seeds: an evaluation's default seeds come from a per-machine pool (``seed_pool``): a random salt
-kept in the cache, hashed with the problem and workload. Kernels are then all checked on the same
-inputs on one machine, which is what makes the references reusable; the salt is never shown to
-an agent, and deleting it draws new seeds.
+An evaluation's default seeds come from a per-machine pool (``parent/seeds.py``): kernels are then
+all checked on the same inputs on one machine, which is what makes the references reusable.
+``prepared_seeds`` gives a run's seeds, computed or reused, two at a time.
 """
 
 from __future__ import annotations
 
-import hashlib
 import os
-import secrets
 import threading
 import zipfile
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
 
+from accelopt import settings
+from accelopt.problems.records import Problem
+from accelopt.profiling.config import HARNESS_VERSION, EvalConfig
+from accelopt.profiling.worker.steps import Report
+
 Arrays = tuple[np.ndarray, ...]
 Prepared = tuple[Arrays, Arrays]  # (inputs in float32, references in float64)
-SALT_NAME = "salt"
 
 
 def _nbytes(prepared: Prepared) -> int:
@@ -41,32 +43,6 @@ def _frozen(prepared: Prepared) -> Prepared:
         for array in group:
             array.flags.writeable = False
     return prepared
-
-
-def seed_pool(cache: Path, problem: str, workload: str, count: int) -> list[int]:
-    """``count`` seeds for ``problem`` on ``workload``, the same every time on this machine."""
-    salt_path = cache / SALT_NAME
-    try:
-        salt = salt_path.read_text().strip()
-    except OSError:
-        salt = ""
-    if not salt:
-        salt = secrets.token_hex(16)
-        cache.mkdir(parents=True, exist_ok=True)
-        tmp = salt_path.with_name(f"{SALT_NAME}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
-        tmp.write_text(salt)
-        try:
-            os.link(tmp, salt_path)  # atomic, and only if no salt exists: the first one wins
-        except FileExistsError:
-            pass
-        finally:
-            tmp.unlink()
-        salt = salt_path.read_text().strip()
-    seeds = []
-    for i in range(count):
-        digest = hashlib.sha256(f"{salt}\0{problem}\0{workload}\0{i}".encode()).digest()
-        seeds.append(int.from_bytes(digest[:4], "little") & 0x7FFFFFFF)
-    return seeds
 
 
 class DiskCache:
@@ -190,3 +166,34 @@ def worker_store(
         disk = DiskCache(cache_dir / "references", harness, disk_bytes) if disk_bytes else None
         _STORES[key] = ReferenceStore(disk, memory_bytes)
     return _STORES[key]
+
+
+def prepared_seeds(
+    problem: Problem, workload: str, seeds: Sequence[int], config: EvalConfig, report: Report
+) -> Iterator[tuple[str, Arrays, Arrays]]:
+    """Each seed's name in errors (``seed 2 of 5``), inputs and float64 references, computed once
+    then reused (this process's store), two seeds at a time on two threads (NumPy releases the
+    GIL), never while kernel code runs: the memory cap stays the kernel's."""
+    store = worker_store(
+        settings.cache_dir(),
+        HARNESS_VERSION,
+        config.reference_memory_bytes,
+        config.reference_disk_bytes,
+    )
+    sizes = problem.workload(workload).sizes
+
+    def prepare(seed: int) -> Prepared:
+        def compute() -> Prepared:
+            fresh = problem.generate(sizes, seed)
+            return fresh, problem.reference(*(x.astype(np.float64) for x in fresh))
+
+        return store.get(problem.versioned_name, workload, seed, compute)
+
+    n = len(seeds)
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        for first in range(0, n, 2):
+            batch = seeds[first : first + 2]
+            report("reference", f"seeds {first + 1}-{first + len(batch)} of {n}")
+            prepared = list(pool.map(prepare, batch))  # all done before any call
+            for j, (fresh, refs) in enumerate(prepared):
+                yield f"seed {first + j + 1} of {n}", fresh, refs

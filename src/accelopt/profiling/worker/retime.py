@@ -14,9 +14,9 @@ from accelopt.hardware import devicelock
 from accelopt.problems.shipping import resolve_ref
 from accelopt.profiling import stats
 from accelopt.profiling.worker import contention, placement, sandbox
-from accelopt.profiling.worker.harness import EvaluationRun, Ticker
+from accelopt.profiling.worker.harness import EvaluationRun
 from accelopt.profiling.worker.protocol import Channel, RetimeRequest, SessionAnswer
-from accelopt.profiling.worker.timed_loop import TimedLoop
+from accelopt.profiling.worker.timed_loop import Ticker, TimedLoop
 
 
 class RetimeRun:
@@ -61,16 +61,16 @@ class RetimeRun:
                 tail = traceback.format_exc(limit=3).strip().splitlines()[-1]
                 for run in self.runs:
                     if not run.failed:
-                        run._note(status=Status.CRASH, error=f"harness error: {tail or exc}")
+                        run.note(status=Status.CRASH, error=f"harness error: {tail or exc}")
         return self._result()
 
     def _prepare(self) -> None:
         for i, run in enumerate(self.runs):
             with run.recording():
-                sets = run.prepare()
-                if sets is None:
+                rotated = run.prepare()
+                if rotated is None:
                     raise ValueError("a re-timing session times kernels: check_only is set")
-                self.loops[i] = TimedLoop(run, sets)
+                self.loops[i] = run.timed_loop(rotated)
 
     def _kernel_memory(self) -> AbstractContextManager[object]:
         """One address-space cap while kernels that run in this process are timed; none where
@@ -90,7 +90,7 @@ class RetimeRun:
             threads = self.runs[0].threads
             with self._kernel_memory(), placement.pinned(pids, threads) as where:
                 for i in self.loops:
-                    self.runs[i]._note(placement=where)
+                    self.runs[i].note(placement=where)
                 self.tick.reset()
                 self._start_loops()
                 while self.loops and not self._done():
@@ -99,7 +99,7 @@ class RetimeRun:
             after = contention.snapshot(pids)
         for i, loop in self.loops.items():
             self.runs[i].result.time_s = loop.spent_s
-            self.runs[i]._record_contention(before, after)
+            self.runs[i].record_contention(before, after)
 
     def _start_loops(self) -> None:
         """Warm every kernel up; then one batch size for all (the smallest any would take: a
@@ -113,8 +113,8 @@ class RetimeRun:
             if run.failed:
                 del self.loops[i]
         batch = min((loop.batch for loop in self.loops.values()), default=1)
-        for loop in self.loops.values():
-            loop.batch = loop.run.result.batch_calls = batch
+        for i, loop in self.loops.items():
+            loop.batch = self.runs[i].result.batch_calls = batch
         self._share_overhead()
 
     def _share_overhead(self) -> None:

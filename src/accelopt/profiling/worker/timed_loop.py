@@ -1,4 +1,5 @@
-"""One kernel's timed calls in the worker (``TimedLoop``), and how a step fails (``Failed``).
+"""One kernel's timed calls in the worker (``TimedLoop``), and the messages that say they go on
+(``Ticker``).
 
 The timed batches are *full* (every input of the batch's sets rewritten, a new roll, before the
 batch) or *sparse* (a few values changed before each call): all full where that is cheap beside a
@@ -8,15 +9,19 @@ latency). Either way every call gets inputs no call saw before.
 
 from __future__ import annotations
 
+import math
 import time
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
-from accelopt.backends.device import Buffer, CanarySet
+from accelopt.backends.base import LoadedKernel
+from accelopt.backends.device import Buffer, CanarySet, Device
 from accelopt.backends.status import Status
+from accelopt.profiling.config import EvalConfig
 from accelopt.profiling.stats import ci_half_width, median_ci
+from accelopt.profiling.worker.control import Control
 from accelopt.profiling.worker.freshness import (
     CONFIRM_ROUNDS,
     MIN_FULL,
@@ -28,11 +33,11 @@ from accelopt.profiling.worker.freshness import (
     full_share,
     sparse_faster,
 )
+from accelopt.profiling.worker.hostmemory import Lease
+from accelopt.profiling.worker.rotation import Rotation
+from accelopt.profiling.worker.steps import Failed, Report
 
-if TYPE_CHECKING:  # the run a loop times; harness.py imports this module
-    from accelopt.profiling.worker.control import Control
-    from accelopt.profiling.worker.harness import EvaluationRun
-
+TICK_S = 0.25  # a timing loop tells the parent it is alive this often
 BATCH_S = 0.0005  # a batch of calls in another process lasts about this long...
 MAX_BATCH = 256  # ... and holds at most this many calls (executor.c)
 SLICE_S = 0.25  # a control runs before the timing, after it and every this many seconds of it
@@ -42,16 +47,38 @@ RACE_MIN_SAMPLES = 16  # a race is decided on this many samples at least: the in
 # an interval too wide for the search to call it slower
 
 
-class Failed(Exception):
-    """A kernel failed a step: carries the status and a short reason."""
+class Ticker:
+    """Tells the parent, every TICK_S of timed calls, that they go on (the timing phase's deadline
+    restarts with each message). One per timing: a session's kernels share it."""
 
-    def __init__(self, status: Status, error: str) -> None:
-        super().__init__(error)
-        self.status = status
-        self.error = error
+    def __init__(self, report: Report) -> None:
+        self.report = report
+        self.last = time.perf_counter()
+
+    def reset(self) -> None:
+        self.last = time.perf_counter()
+
+    def __call__(self) -> None:
+        now = time.perf_counter()
+        if now - self.last >= TICK_S:
+            self.report("call", "timing")
+            self.last = now
 
 
-RotationSets = list[tuple[tuple[Buffer, ...], list[Buffer]]]  # (inputs, outputs) per set
+@dataclass(frozen=True)
+class LoopSetup:
+    """What a ``TimedLoop`` is given by the run that checked the kernel (it never reaches back
+    into the run)."""
+
+    config: EvalConfig
+    device: Device  # times the calls, arms the canaries, copies the kept calls back
+    host: Lease  # the arrays the kept calls are copied into
+    rng: np.random.Generator  # nothing the kernel can know
+    tick: Callable[[], None]  # tells the parent the timing goes on (``Ticker``)
+    canary_seed: int
+    call_s: Sequence[float] = ()  # the correctness calls' wall times, as the worker saw them
+    drift: float = 0.0  # the machine's drift between evaluations (``Precision``)
+    race_s: float | None = None  # the latency raced: stop once clearly slower (``_lost_race``)
 
 
 class Precision:
@@ -85,25 +112,29 @@ class TimedLoop:
     After each batch the canaries must be written, and a few calls chosen at random are kept to be
     checked against the reference (``EvaluationRun.verify_timed``, which also compares the sparse
     batches with the full ones). ``full`` and ``sparse`` hold a sample per batch (seconds per
-    call), ``samples`` those the latency is the median of, ``count`` the timed calls.
+    call), ``samples`` those the latency is the median of, ``count`` the timed calls, ``batch``
+    the calls per batch (``start`` sizes it).
     """
 
     def __init__(
-        self, run: EvaluationRun, sets: RotationSets, control: Control | None = None
+        self,
+        setup: LoopSetup,
+        rotation: Rotation,
+        loaded: LoadedKernel,
+        control: Control | None = None,
     ) -> None:
-        run.result.rotation_sets = len(sets)
-        assert run.loaded is not None and run.fresh is not None
-        self.run, self.sets = run, sets
-        self.calls = [run.loaded.bind([*ins, *outs]) for ins, outs in sets]
-        self.fresh = run.fresh  # the sets' inputs, filled by the harness (_fill_rotation)
-        self.refreshes = Refreshes(self._every_batch_full(), run.rng)
-        self.audit = Audit(run.config.verify_calls, run.rng)
+        self.setup, self.config, self.device = setup, setup.config, setup.device
+        self.sets, self.refresh_s = rotation.sets, rotation.refresh_s
+        self.calls = [loaded.bind([*ins, *outs]) for ins, outs in self.sets]
+        self.fresh = rotation.fresh  # the sets' inputs, filled by the harness (``rotation.fill``)
+        self.refreshes = Refreshes(self._every_batch_full(), setup.rng)
+        self.audit = Audit(self.config.verify_calls, setup.rng)
         self.canaries: CanarySet | None = None
         self.full: list[float] = []  # seconds per call, per full batch ...
         self.sparse: list[float] = []  # ... and per sparse batch (not right after a full one)
         self.settling: list[float] = []  # sparse batches right after a full one: neither kind
         self._after_full = False  # the last batch rewrote its inputs just before it ran
-        self._unseen = set(range(len(sets)))  # sets not called since their inputs were rewritten
+        self._unseen = set(range(len(self.sets)))  # sets not called since their last rewrite
         self.skipped = ""  # why the kernel skips work (``confirm``), or ''
         self._ahead: set[int] = set()  # sets rewritten ahead of their batch (``confirm``)
         self._kinds = {"full": self.full, "sparse": self.sparse, "settling": self.settling}
@@ -112,7 +143,7 @@ class TimedLoop:
         self.spent_s = 0.0  # ... and of the warm-up and untimed calls
         self.warm = 0
         self.batch = 1
-        self._precise = Precision(run.config.ci_target, run.drift)
+        self._precise = Precision(self.config.ci_target, setup.drift)
         self.control = control  # timed before, between the slices of and after the timing
         self.slice_medians: list[float | None] = []  # each slice's median latency (None: none)
         self._slice_from = 0  # where the current slice's samples start
@@ -123,10 +154,10 @@ class TimedLoop:
         """Whether every batch is full: as the policy says, or (auto) where a set's refresh costs
         little beside ``call_s`` (the fastest warm-up call; before the warm-up, the correctness
         calls' median, whose wall time holds their guard checks)."""
-        policy = self.run.config.full_batches
-        if policy != "auto" or not self.run.call_s:
+        policy, checked_s = self.config.full_batches, self.setup.call_s
+        if policy != "auto" or not checked_s:
             return policy != "some"
-        return all_full(self.run.refresh_s, call_s or float(np.median(self.run.call_s)))
+        return all_full(self.refresh_s, call_s or float(np.median(checked_s)))
 
     @property
     def samples(self) -> list[float]:
@@ -141,22 +172,33 @@ class TimedLoop:
     def start(self) -> None:
         """Arm the canaries and warm up: with the device lock held exclusive (and the kernel's
         memory capped where it runs in this process)."""
-        run, n = self.run, len(self.calls)
+        n, device = len(self.calls), self.device
         began = time.perf_counter()
-        self.canaries = run.device.canaries([o for _, o in self.sets], run.seeds[0])
-        self.warm = run._warmup_count(n)
+        self.canaries = device.canaries([o for _, o in self.sets], self.setup.canary_seed)
+        # Warm-up calls: the code, the threads and the branch predictors, not the data (every
+        # set's pages are already faulted in: inputs are written, outputs are filled with NaN).
+        self.warm = max(1, self.config.warmup_calls)
         warm_s = []
         for i in range(self.warm):
-            warm_s.append(run.device.time_calls([self.calls[i % n]]))
+            warm_s.append(device.time_calls([self.calls[i % n]]))
             self._unseen.discard(i % n)
-            run.tick()
-        self.batch = run._batch_size(n, min(warm_s))
+            self.setup.tick()
+        self.batch = self._batch_size(min(warm_s))
         self.refreshes.every = self._every_batch_full(min(warm_s))
-        self.refreshes.share = full_share(run.refresh_s, min(warm_s))
+        self.refreshes.share = full_share(self.refresh_s, min(warm_s))
         if self.control is not None:
             self.control.match(min(warm_s))
-        run.result.batch_calls = self.batch
         self.spent_s += time.perf_counter() - began
+
+    def _batch_size(self, call_s: float) -> int:
+        """Calls per round trip: 1 where the device times each call itself; else enough calls
+        of ``call_s`` (the fastest warm-up call, as the device timed it: the correctness calls'
+        wall time holds their guard checks) for about BATCH_S (the worker's round trip,
+        subtracted, is then a small part), each set at most once (every call gets freshly
+        perturbed inputs)."""
+        if not getattr(self.device, "batches", False):
+            return 1
+        return max(1, min(len(self.calls), MAX_BATCH, math.ceil(BATCH_S / max(call_s, 1e-7))))
 
     def run_to_end(self) -> None:
         """Timed batches until ``_finished``, in slices of SLICE_S with a control before, between
@@ -217,7 +259,7 @@ class TimedLoop:
         return not self.mixed or min(len(self.full), len(self.sparse)) >= least
 
     def _finished(self, elapsed_s: float) -> bool:
-        cfg = self.run.config
+        cfg = self.config
         if not self._both_kinds():  # a few more batches: the comparison needs both
             return False
         if self._lost_race(elapsed_s):
@@ -234,10 +276,10 @@ class TimedLoop:
         """Whether the kernel is already clearly slower than the latency it races (a search's
         parent, ``race_s``: the upper end of its interval): the lower end of this median's 95 %
         interval is above it, after min_time_s and RACE_MIN_SAMPLES samples."""
-        race_s, samples = self.run.race_s, self.samples
+        race_s, samples = self.setup.race_s, self.samples
         if race_s is None or len(samples) < RACE_MIN_SAMPLES:
             return False
-        return elapsed_s >= self.run.config.min_time_s and median_ci(samples)[0] > race_s
+        return elapsed_s >= self.config.min_time_s and median_ci(samples)[0] > race_s
 
     def confirm(self) -> None:
         """Where the sparse batches look clearly faster than the full ones
@@ -266,7 +308,7 @@ class TimedLoop:
     def _run_batch(self, rewrite: bool | None = None) -> tuple[str, float]:
         """One timed batch (its inputs rewritten as ``rewrite`` says, else as the policy draws):
         its kind and its sample."""
-        run, k, n = self.run, self.batch, len(self.calls)
+        k, n = self.batch, len(self.calls)
         assert self.canaries is not None
         batch = [(self.warm + self.count + j) % n for j in range(k)]
         refresh = self.refreshes.next_is_full() if rewrite is None else rewrite
@@ -278,7 +320,7 @@ class TimedLoop:
                 self.fresh.perturb(index)
             self.canaries.arm(index)
         first_visit = not self._unseen.isdisjoint(batch)  # a set not called since the fill
-        sample = run.device.time_calls([self.calls[i] for i in batch]) / k
+        sample = self.device.time_calls([self.calls[i] for i in batch]) / k
         self._unseen.difference_update(batch)
         self._ahead.difference_update(batch)
         kind = batch_kind(rewritten, self._after_full, first_visit)
@@ -300,13 +342,13 @@ class TimedLoop:
                 self._copies(outs, ("out", slot)),
                 self.fresh.state(index),
             )
-        run.tick()
+        self.setup.tick()
         return kind, sample
 
     def _copies(self, buffers: Sequence[Buffer], slot: tuple[str, int]) -> list[np.ndarray]:
         """The buffers' contents, copied into the arrays of the audit's ``slot`` (a call kept
         later in the same slot replaces this one: its copies go where this one's were)."""
-        device, host = self.run.device, self.run.host
+        device, host = self.device, self.setup.host
         return [
             device.to_host(b, out=host.array(("audit", id(self), *slot, k), tuple(b.shape)))
             for k, b in enumerate(buffers)
