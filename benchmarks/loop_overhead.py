@@ -86,6 +86,7 @@ def main() -> None:
     from accelopt.profiling.config import EvalConfig
     from accelopt.profiling.evaluation import Evaluation
     from accelopt.search.config import SearchConfig
+    from accelopt.search.evaluations import run_evaluations
     from accelopt.search.run import RunInputs, execute_run, new_run
     from accelopt.store.store import Store
     from accelopt.testing.scripted import ScriptedServer
@@ -101,7 +102,7 @@ def main() -> None:
         start = time.perf_counter()
         result = execute_run(store, run, RunInputs(llm, hardware, eval_config), resume=False)
         wall = time.perf_counter() - start
-        evaluations = store.run_evaluations(run.id)
+        evaluations = run_evaluations(store, run)
         hashes = {k.hash for k in store.kernels(run.id)} - set(evaluations)
         query = "SELECT kernel_hash, data FROM evaluations WHERE harness_version LIKE ?"
         rows = store._connection().execute(query, ("%+raced:%",)).fetchall()

@@ -25,6 +25,7 @@ from accelopt.problems.records import Problem
 from accelopt.profiling.evaluation import Evaluation
 from accelopt.reports.costs import ResultCost, result_cost
 from accelopt.reports.run_report import lineage
+from accelopt.search.evaluations import run_evaluations, run_raced
 from accelopt.search.tuning import VariantTable
 from accelopt.search.tuning import variant_tables as tuned_tables
 from accelopt.search.workloads import generalization, run_workloads
@@ -40,10 +41,7 @@ def problem_json(problem: Problem) -> dict[str, Any]:
         "name": problem.name,
         "origin": problem.origin,
         "description": problem.description,
-        "params": list(problem.params),
-        "inputs": [{"name": t.name, "shape": list(t.shape)} for t in problem.inputs],
-        "outputs": [{"name": t.name, "shape": list(t.shape)} for t in problem.outputs],
-        "tolerance": problem.tolerance,
+        **problem.interface(),
         "workloads": {w.name: dict(w.sizes) for w in problem.workloads.values()},
         "cost_notes": dict(problem.cost_notes),
         "requires": list(problem.requires),
@@ -91,7 +89,7 @@ def _latency(evaluations: dict[str, Evaluation], kernel_hash: str) -> float | No
 
 def run_row(store: Store, run: RunRecord) -> dict[str, Any]:
     """What ``runs list --json`` prints per run."""
-    evaluations = store.run_evaluations(run.id)
+    evaluations = run_evaluations(store, run)
     base, top = _latency(evaluations, run.baseline_hash), _latency(evaluations, run.best_hash)
     best_eval = evaluations.get(run.best_hash)
     usage = store.usage_by_agent(run.id)
@@ -122,8 +120,8 @@ def variant_tables(
     found = store.kernels(run.id) if kernels is None else kernels
     if not any(k.origin == KernelOrigin.TUNED for k in found):
         return []
-    evaluations = store.run_evaluations(run.id) if evaluations is None else evaluations
-    raced = frozenset(store.run_raced(run.id))
+    evaluations = run_evaluations(store, run) if evaluations is None else evaluations
+    raced = frozenset(run_raced(store, run))
     best = frozenset([run.best_hash] if run.best_hash else [])
     sessions = store.retimings(run.id)
     return tuned_tables(found, evaluations, raced, best, run.backend, sessions)
@@ -149,7 +147,7 @@ def run_show_json(store: Store, run: RunRecord) -> dict[str, Any]:
     """What `runs show --json` prints (and the HTTP API's /v1/runs/ID gives)."""
     records = store.kernels(run.id)
     kernels = {k.hash: k for k in records}
-    evaluations = store.run_evaluations(run.id)
+    evaluations = run_evaluations(store, run)
     iterations = store.iterations(run.id)
     base = _latency(evaluations, run.baseline_hash)
     payload = {

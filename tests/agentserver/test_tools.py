@@ -22,6 +22,7 @@ from accelopt.memory.records import Experience, Lesson
 from accelopt.problems.loader import UnknownProblemError
 from accelopt.problems.records import Problem
 from accelopt.profiling.evaluation import Evaluation
+from accelopt.search.evaluations import run_evaluations
 from accelopt.store.store import Store
 from accelopt.views import hardware_for as real_hardware_for
 from accelopt.views import run_show_json
@@ -146,7 +147,7 @@ def test_each_evaluation_is_an_iteration_and_the_faster_passed_kernel_is_best(se
     assert [i.evaluated for i in iterations] == [1, 2, 3]
     assert all(i.spent_usd == 0 for i in iterations)
     assert iterations[2].beam == (hashes[1],)
-    assert set(store.run_evaluations(run.id)) == set(hashes)
+    assert set(run_evaluations(store, run.id)) == set(hashes)
 
     shown = run_show_json(store, run)  # what `accelopt runs show RUN --json -` prints
     assert [step["hash"] for step in shown["lineage"]] == hashes[:2]

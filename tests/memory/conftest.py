@@ -2,13 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
-import pytest
-
 from accelopt.memory.records import Experience, Lesson
-from accelopt.store.store import Store
 
 
 def make_experience(
@@ -35,9 +29,3 @@ def make_experience(
         slow_hash="slow-" + title[:8],
         fast_hash=fast_hash or "fast-" + title[:8],
     )
-
-
-@pytest.fixture
-def store(tmp_path: Path) -> Iterator[Store]:
-    with Store.open(tmp_path / "ws") as s:
-        yield s

@@ -29,7 +29,7 @@ from accelopt.llm.config import load_config
 from accelopt.problems.loader import load_problem
 from accelopt.profiling.config import EvalConfig
 from accelopt.profiling.evaluation import Evaluation
-from accelopt.search import loop
+from accelopt.search import lessons, settling
 from accelopt.search import run as run_module
 from accelopt.search.config import SearchConfig
 from accelopt.search.run import RunInputs, execute_run, new_run
@@ -58,8 +58,8 @@ def main() -> None:
     if args.fake:
         run_module.make_profiler = fake_profiler  # type: ignore[assignment]
     search = SearchConfig(**args.search) if args.search else SEARCH
-    loop.compare = always_unsure  # type: ignore[assignment]
-    loop.slower = lambda child, parent: False  # type: ignore[assignment]
+    settling.compare = always_unsure  # type: ignore[assignment]
+    lessons.slower = lambda child, parent: False  # type: ignore[assignment]
     hardware = HardwareSpec.model_validate_json(args.hardware.read_text())
     llm = load_config(args.config)
     with args.phases.open("a", buffering=1) as log, Store.open(args.workspace) as store:

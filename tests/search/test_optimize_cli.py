@@ -14,6 +14,7 @@ import pytest
 from agents_pool import AgentPool, write_config
 from exported_calls import call_export
 
+from accelopt.search.evaluations import run_evaluations
 from accelopt.store.store import Store
 from accelopt.testing.scripted import ScriptedServer
 
@@ -97,7 +98,7 @@ def test_a_killed_run_resumes_without_paying_or_measuring_twice(cli_env, tmp_pat
             assert run.status == "running"  # killed: nobody marked it
             calls_before = len(store.llm_calls(run.id))
             paid_before = {c.key for c in store.llm_calls(run.id) if c.ok}
-            measured_before = {h: e.seeds for h, e in store.run_evaluations(run.id).items()}
+            measured_before = {h: e.seeds for h, e in run_evaluations(store, run.id).items()}
             assert [i.iteration for i in store.iterations(run.id)] == [0, 1]
         resumed = subprocess.run(
             [sys.executable, "-m", "accelopt", "optimize", "--resume", run.id, "--config",
@@ -116,7 +117,7 @@ def test_a_killed_run_resumes_without_paying_or_measuring_twice(cli_env, tmp_pat
         assert replayed, "the resumed run replayed nothing"
         assert not {c.key for c in fresh} & paid_before  # nothing paid twice
         assert resumed_requests == len(fresh)  # every HTTP request is a new, unpaid call
-        after = store.run_evaluations(run.id)
+        after = run_evaluations(store, run.id)
         for kernel_hash, seeds in measured_before.items():
             assert after[kernel_hash].seeds == seeds  # nothing measured twice
         assert [i.iteration for i in store.iterations(run.id)] == [0, 1, 2, 3]

@@ -1,7 +1,8 @@
 """A run whose ceiling was raised part-way is moved onto the raised spec in the store
-(``Store.rescore_run``, ``search.run.rescore_run`` and ``rescore_stored_run``): every evaluation
-of the run, its hardware and recorded spec, and its iterations' best % of peak. Evaluations are
-built by ``scoring.build_evaluation`` from fixed worker results; nothing is measured."""
+(``search.evaluations.move_run``, ``search.rescoring.rescore_run`` and
+``rescore_stored_run``): every evaluation of the run, its hardware and recorded spec, and its
+iterations' best % of peak. Evaluations are built by ``scoring.build_evaluation`` from fixed
+worker results; nothing is measured."""
 
 from __future__ import annotations
 
@@ -14,7 +15,9 @@ from accelopt.problems import Problem, load_problem
 from accelopt.profiling.evaluation import Evaluation
 from accelopt.profiling.parent.scoring import build_evaluation, workload_roofline
 from accelopt.profiling.worker.protocol import KernelResult
-from accelopt.search.run import rescore_run, rescore_stored_run, run_hardware
+from accelopt.search.evaluations import move_run, run_evaluations, run_raced
+from accelopt.search.rescoring import rescore_run, rescore_stored_run
+from accelopt.search.spec import run_hardware
 from accelopt.store.records import IterationRecord, KernelRecord, RunRecord, RunStatus
 from accelopt.store.store import Store
 
@@ -66,21 +69,15 @@ def commit(store: Store, run: RunRecord) -> None:
         store.commit_iteration(run.id, record, best_hash=best)
 
 
-@pytest.fixture
-def store(tmp_path):
-    with Store.open(tmp_path / "ws") as s:
-        yield s
-
-
 def test_a_run_moves_onto_the_raised_ceiling_with_every_evaluation(store: Store):
     run = make_run(store)
     fill(store, run)
     commit(store, run)
-    measured_after = store.run_evaluations(run.id)["fast"]
+    measured_after = run_evaluations(store, run.id)["fast"]
     moved = rescore_run(store, run, SILU, RAISED)
     assert moved.hardware == RAISED.key()
     assert run_hardware(moved, LOW) == RAISED  # a resume goes on against the raised ceilings
-    found = store.run_evaluations(moved.id)
+    found = run_evaluations(store, moved.id)
     assert {e.hardware for e in found.values()} == {RAISED.key()}
     base, fast = found["base"], found["fast"]
     assert base.pct_of_peak == pytest.approx(0.68 * 26 / 46)
@@ -102,28 +99,28 @@ def test_a_run_on_several_workloads_is_moved_on_each(store: Store):
     fill(store, run, "cpu")
     fill(store, run, "small")
     rescore_run(store, run, SILU, RAISED)
-    combined = store.run_evaluations(run.id)
+    combined = run_evaluations(store, run.id)
     assert {e.workload for e in combined.values()} == {"cpu+small"}
     assert {e.hardware for e in combined.values()} == {RAISED.key()}
     assert combined["base"].pct_of_peak == pytest.approx(0.68 * 26 / 46)
     for workload in ("cpu", "small"):
-        found = store.run_evaluations(run.id, workload=workload)
+        found = run_evaluations(store, run.id, workload=workload)
         assert {e.hardware for e in found.values()} == {RAISED.key()}
 
 
 def test_a_spec_below_one_the_run_was_scored_against_moves_nothing(store: Store):
     run = make_run(store)
     fill(store, run)
-    before = store.run_evaluations(run.id)
+    before = run_evaluations(store, run.id)
     assert rescore_run(store, run, SILU, LOW.model_copy(update={"bandwidth": 30e9})) == run
-    assert store.run_evaluations(run.id) == before
+    assert run_evaluations(store, run.id) == before
     assert (store.get_run(run.id) or run).hardware == LOW.key()
 
 
-def test_store_rescore_run_refuses_evaluations_against_another_spec(store: Store):
+def test_move_run_refuses_evaluations_against_another_spec(store: Store):
     run = make_run(store)
     with pytest.raises(ValueError, match="not"):
-        store.rescore_run(run.id, RAISED, [evaluation("base", 0.5)])
+        move_run(store, run, RAISED, [evaluation("base", 0.5)])
 
 
 def test_a_report_moves_a_stopped_run_onto_this_machines_raised_spec(store: Store):
@@ -133,7 +130,7 @@ def test_a_report_moves_a_stopped_run_onto_this_machines_raised_spec(store: Stor
     assert rescore_stored_run(store, run, make_spec(name="cpu:busy", bandwidth=99e9)) == run
     moved = rescore_stored_run(store, run, RAISED)  # this machine's spec: the raised one
     assert moved.hardware == RAISED.key()
-    assert {e.hardware for e in store.run_evaluations(run.id).values()} == {RAISED.key()}
+    assert {e.hardware for e in run_evaluations(store, run.id).values()} == {RAISED.key()}
 
 
 def test_a_running_run_is_left_to_its_session(store: Store):
@@ -150,5 +147,5 @@ def test_a_runs_raced_kernels_are_known_apart_from_its_final_evaluations(tmp_pat
         store.put_evaluation(evaluation("base", 0.5))
         raced = evaluation("fast", 0.2).model_copy(update={"raced": True})
         store.put_evaluation(raced, harness_version=f"{harness_key()}+raced:1.000000e-03")
-        assert set(store.run_evaluations(run.id)) == {"base"}  # never a final figure
-        assert store.run_raced(run.id) == {"fast"}  # ... but evaluated in the run
+        assert set(run_evaluations(store, run.id)) == {"base"}  # never a final figure
+        assert run_raced(store, run.id) == {"fast"}  # ... but evaluated in the run

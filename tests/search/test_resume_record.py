@@ -9,6 +9,7 @@ from agents_pool import variant
 from accelopt.llm.budget import Budget
 from accelopt.llm.config import load_config
 from accelopt.search.config import SearchConfig
+from accelopt.search.evaluations import run_evaluations, run_raced
 from accelopt.search.run import RunInputs, execute_run, hardware_note, new_run, run_budget
 from accelopt.store.store import Store
 from conftest import FAST_EVAL
@@ -43,10 +44,10 @@ def test_a_resume_goes_on_against_the_ceilings_the_run_started_with(
         result = execute_run(store, run, RunInputs(llm, raised, FAST_EVAL), resume=True)
         assert result.status == "finished"
         kernels = store.kernels(run.id)
-        evaluations = store.run_evaluations(run.id)
+        evaluations = run_evaluations(store, run.id)
         # every kernel, one key: a final evaluation, or a raced one (stopped early, clearly
         # slower than its parent: kept apart, under the run's hardware key too)
-        assert set(evaluations) | store.run_raced(run.id) == {k.hash for k in kernels}
+        assert set(evaluations) | run_raced(store, run.id) == {k.hash for k in kernels}
         assert {e.hardware for e in evaluations.values()} == {hw.key()}
         raced = store._connection().execute(
             "SELECT DISTINCT hardware FROM evaluations WHERE harness_version LIKE '%+raced:%'"

@@ -25,9 +25,12 @@ from accelopt.profiling.profiler import EvaluationCache, Job, Measured
 from accelopt.profiling.worker.protocol import KernelResult
 from accelopt.search import run as run_module
 from accelopt.search.config import SearchConfig
+from accelopt.search.evaluations import run_evaluations
 from accelopt.search.loop import Optimizer
-from accelopt.search.run import RunInputs, execute_run, new_run, run_hardware, run_summary
+from accelopt.search.run import RunInputs, execute_run, new_run
 from accelopt.search.selection import Candidate
+from accelopt.search.spec import run_hardware
+from accelopt.search.summary import run_summary
 from accelopt.store.records import KernelOrigin, RunStatus
 from accelopt.store.store import Store
 
@@ -110,7 +113,7 @@ def test_a_run_ends_with_every_figure_against_the_raised_ceiling(patched, tmp_pa
         assert base.pct_of_peak == pytest.approx(0.68 * 26e9 / RAISED_BANDWIDTH)
         summary = run_summary(result)
         assert summary.best.pct_of_peak / summary.baseline.pct_of_peak == pytest.approx(1.73)
-        stored: dict[str, Evaluation] = store.run_evaluations(run.id)
+        stored: dict[str, Evaluation] = run_evaluations(store, run.id)
         assert {e.hardware for e in stored.values()} == {raised.key()}
         best_pcts = [i.best_pct_of_peak for i in store.iterations(run.id)]
         assert best_pcts == pytest.approx([base.pct_of_peak, best.pct_of_peak])

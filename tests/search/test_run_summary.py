@@ -1,4 +1,4 @@
-"""A run's summary (``search.run.RunSummary``) is a record; its JSON is what the CLI always
+"""A run's summary (``search.summary.RunSummary``) is a record; its JSON is what the CLI always
 wrote: the same keys, in the same order, the same values."""
 
 from __future__ import annotations
@@ -12,8 +12,9 @@ from accelopt.backends.status import Status
 from accelopt.hardware.roofline import Bound
 from accelopt.llm.client import Usage
 from accelopt.profiling.evaluation import Evaluation
-from accelopt.search.run import KernelSummary, OptimizeResult, RunSummary, run_summary
+from accelopt.search.run import OptimizeResult
 from accelopt.search.selection import Candidate
+from accelopt.search.summary import KernelSummary, RunSummary, run_summary
 from accelopt.search.workloads import Generalization, RunWorkloads
 from accelopt.store.records import KernelOrigin, KernelRecord, RunRecord, RunStatus
 

@@ -10,14 +10,14 @@ from accelopt.agents.planner import Plan
 from accelopt.backends.base import get_backend
 from accelopt.backends.kernel import Kernel
 from accelopt.backends.status import Status
-from accelopt.llm.client import LLMClient
-from accelopt.llm.config import Config
 from accelopt.problems.loader import load_problem
 from accelopt.profiling.evaluation import Evaluation
 from accelopt.profiling.session import Retiming
-from accelopt.search.config import SearchConfig
-from accelopt.search.loop import SESSION_CHILDREN, Child, Optimizer
+from accelopt.search.children import PlanKernels
+from accelopt.search.measuring import Measurer
+from accelopt.search.phases import Phases
 from accelopt.search.selection import Candidate, Comparison
+from accelopt.search.settling import SESSION_CHILDREN, settle
 from accelopt.store.records import KernelRecord, RunRecord
 from accelopt.store.store import Store
 
@@ -61,14 +61,20 @@ def candidate(source: str, latency: float, parent: str = "", plan: str = "p") ->
     return Candidate(record, evaluation(source, latency))
 
 
-def optimizer(tmp_path, hw, profiler) -> Optimizer:
+def workspace(tmp_path, hw) -> tuple[Store, RunRecord]:
     store = Store.open(tmp_path)
     run = RunRecord("r1", "matmul", "small", "cpu", hw.key(), "beam", {})
     store.create_run(run)
-    llm = Config.model_validate({"llm": {"default": {"base_url": "http://127.0.0.1:9/v1",
-                                                     "model": "m"}}})  # fmt: skip
-    return Optimizer(store, LLMClient(llm), profiler, get_backend("cpu"), hw,
-                     load_problem("matmul"), "small", SearchConfig(), run)  # fmt: skip
+    return store, run
+
+
+def measurer(store: Store, run: RunRecord, hw, profiler) -> Measurer:
+    return Measurer(store, run, profiler, get_backend("cpu"), hw, load_problem("matmul"), "small",
+                    ("small",))  # fmt: skip
+
+
+def settled(m: Measurer, groups: list[PlanKernels]) -> dict[str, Comparison]:
+    return asyncio.run(settle(m, Phases(), 1, groups))
 
 
 def test_one_session_per_parent_with_all_its_unsure_children(tmp_path, hw):
@@ -79,13 +85,13 @@ def test_one_session_per_parent_with_all_its_unsure_children(tmp_path, hw):
     other = candidate("void kernel(){int q;}", 2.0)
     other_kid = candidate("void kernel(){int d;}", 1.94, other.hash)
     profiler = SessionProfiler({unsure_a.hash: 0.95, unsure_b.hash: 0.999, other_kid.hash: 0.9})
-    opt = optimizer(tmp_path, hw, profiler)
-    children = [
-        Child(parent, Plan("tile", ("x",)), (unsure_a, clear)),
-        Child(parent, Plan("unroll", ("x",)), (unsure_b,)),
-        Child(other, Plan("t", ("x",)), (other_kid,)),
+    store, run = workspace(tmp_path, hw)
+    groups = [
+        PlanKernels(parent, Plan("tile", ("x",)), (unsure_a, clear)),
+        PlanKernels(parent, Plan("unroll", ("x",)), (unsure_b,)),
+        PlanKernels(other, Plan("t", ("x",)), (other_kid,)),
     ]
-    decided = asyncio.run(opt.settle(1, children))
+    decided = settled(measurer(store, run, hw, profiler), groups)
     # the parent timed once beside every unsure child of its own; those found faster again,
     # beside the parent and its twin (the parent in a second process)
     assert sorted(profiler.sessions) == sorted(
@@ -101,13 +107,12 @@ def test_one_session_per_parent_with_all_its_unsure_children(tmp_path, hw):
         unsure_b.hash: Comparison.NOT_FASTER,  # 0.1 %: within the session's noise
         other_kid.hash: Comparison.FASTER,
     }
-    data = opt.store.get_retiming("r1", 1, [parent.hash, unsure_a.hash, unsure_b.hash])
+    data = store.get_retiming("r1", 1, [parent.hash, unsure_a.hash, unsure_b.hash])
     assert data is not None and data["rounds"] == 8
     # a resumed iteration reuses the session kept in the store: nothing is timed again
-    again = optimizer(tmp_path / "again", hw, SessionProfiler({}))
-    again.store, again.run = opt.store, opt.run
-    assert asyncio.run(again.settle(1, children)) == decided
-    assert again.profiler.sessions == []
+    again = SessionProfiler({})
+    assert settled(measurer(store, run, hw, again), groups) == decided
+    assert again.sessions == []
 
 
 def test_many_unsure_children_are_split_into_sessions_of_a_few(tmp_path, hw):
@@ -118,9 +123,9 @@ def test_many_unsure_children_are_split_into_sessions_of_a_few(tmp_path, hw):
         candidate(f"void kernel(){{int k{i};}}", 0.97, parent.hash, f"plan {i}") for i in range(7)
     ]
     profiler = SessionProfiler({k.hash: 0.9 for k in kids})
-    opt = optimizer(tmp_path, hw, profiler)
-    children = [Child(parent, Plan(k.kernel.plan_title, ("x",)), (k,)) for k in kids]
-    decided = asyncio.run(opt.settle(1, children))
+    store, run = workspace(tmp_path, hw)
+    groups = [PlanKernels(parent, Plan(k.kernel.plan_title, ("x",)), (k,)) for k in kids]
+    decided = settled(measurer(store, run, hw, profiler), groups)
     first = [s for s in profiler.sessions if s[1] != parent.hash]
     assert sorted(len(s) for s in first) == [2] + [1 + SESSION_CHILDREN] * 2
     assert all(s[0] == parent.hash for s in profiler.sessions)
@@ -138,9 +143,9 @@ def test_a_child_is_faster_only_than_the_faster_of_its_parents_two_processes(tmp
     faster = candidate("void kernel(){int b;}", 0.97, parent.hash, "unroll")
     ratios = {parent.hash: 0.96, lookalike.hash: 0.95, faster.hash: 0.85}
     profiler = SessionProfiler(ratios)
-    opt = optimizer(tmp_path, hw, profiler)
-    children = [Child(parent, Plan("tile", ("x",)), (lookalike, faster))]
-    assert asyncio.run(opt.settle(1, children)) == {
+    store, run = workspace(tmp_path, hw)
+    groups = [PlanKernels(parent, Plan("tile", ("x",)), (lookalike, faster))]
+    assert settled(measurer(store, run, hw, profiler), groups) == {
         lookalike.hash: Comparison.NOT_FASTER,
         faster.hash: Comparison.FASTER,  # 0.85 / 0.96: 11 % faster than either
     }

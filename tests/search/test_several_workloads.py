@@ -12,6 +12,7 @@ from accelopt.backends.status import Status
 from accelopt.llm.config import load_config
 from accelopt.problems import load_problem
 from accelopt.search.config import SearchConfig
+from accelopt.search.evaluations import run_evaluations
 from accelopt.search.run import RunInputs, execute_run, new_run
 from accelopt.search.workloads import choose_workloads, generalization
 from accelopt.store.store import Store
@@ -32,8 +33,8 @@ def test_a_kernel_tuned_to_one_shape_fails_and_the_best_passes_on_all(tmp_path, 
             run = new_run(store, "matmul", "small", "cpu", hw, search, llm, variant("slow"),
                           workloads=chosen, sizes=sizes)  # fmt: skip
             result = execute_run(store, run, RunInputs(llm, hw, FAST_EVAL), resume=False)
-            evaluations = store.run_evaluations(run.id)
-            on_tiny = store.run_evaluations(run.id, workload="tiny")
+            evaluations = run_evaluations(store, run.id)
+            on_tiny = run_evaluations(store, run.id, workload="tiny")
             table = generalization(store, store.get_run(run.id))
         requests = list(server.requests)
     sized = evaluations[Kernel(variant("sized")).hash]

@@ -21,6 +21,7 @@ from accelopt.problems.loader import load_problem
 from accelopt.profiling.evaluation import Evaluation
 from accelopt.profiling.session import Retiming
 from accelopt.search.config import SearchConfig
+from accelopt.search.evaluations import run_evaluations
 from accelopt.search.loop import Optimizer
 from accelopt.search.run import _drive
 from accelopt.search.tuning import variant_lines, variant_tables
@@ -139,7 +140,7 @@ def test_autotune_keeps_the_fastest_variant_and_never_tries_one_twice(tmp_path, 
     # every gain was confirmed in a session beside the kernel it varies, then beside its twin
     assert any(len(s) >= 3 and s[0] == s[1] for s in profiler.sessions)
     # the table carries each re-timed variant's ratio from its last session (the twin's)
-    (table,) = variant_tables(list(kernels.values()), opt.store.run_evaluations("r1"),
+    (table,) = variant_tables(list(kernels.values()), run_evaluations(opt.store, "r1"),
                               frozenset(), frozenset([best]), "cpu",
                               opt.store.retimings("r1"))  # fmt: skip
     (kept,) = [r for r in table.rows if r.kept]
@@ -151,7 +152,7 @@ def test_a_variant_that_does_not_build_is_recorded_and_skipped(tmp_path, hw):
     search = SearchConfig(strategy="autotune", iterations=1, variants=8, memory="off")
     opt, _ = optimizer(tmp_path, hw, NoLLM(), search)
     best = autotune(opt)
-    evaluations = opt.store.run_evaluations("r1")
+    evaluations = run_evaluations(opt.store, "r1")
     broken = [h for h, e in evaluations.items() if e.status is Status.COMPILE_ERROR]
     assert broken and best not in broken
     tables = variant_tables(opt.store.kernels("r1"), evaluations, frozenset(), frozenset([best]),
@@ -171,7 +172,7 @@ def test_the_planner_is_told_the_variants_measured_before_its_iteration(tmp_path
     autotune(opt)
     kernels = opt.store.kernels("r1")
     start = next(k for k in kernels if k.origin == KernelOrigin.BASELINE)
-    evaluations = opt.store.run_evaluations("r1")
+    evaluations = run_evaluations(opt.store, "r1")
     lines = variant_lines(kernels, evaluations, start, "cpu", before=2)
     assert lines[0].startswith("BM=32 UNROLL=2: 1.20x as fast")
     assert any(line.endswith("COMPILE_ERROR") for line in lines)

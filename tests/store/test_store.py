@@ -12,10 +12,12 @@ from accelopt.backends.status import Status
 from accelopt.errors import UserError
 from accelopt.llm.recorder import Recorder
 from accelopt.profiling.config import HARNESS_VERSION
+from accelopt.store.calls import Spent
+from accelopt.store.database import DB_NAME
 from accelopt.store.errors import AmbiguousRunError, SchemaVersionError, StoreError
 from accelopt.store.records import IterationRecord
 from accelopt.store.schema import SCHEMA_VERSION
-from accelopt.store.store import DB_NAME, Spent, Store
+from accelopt.store.store import Store
 
 # -- opening ----------------------------------------------------------------------------------
 
@@ -226,35 +228,6 @@ def test_evaluation_harness_versions_are_separate_and_put_replaces(store, make_e
     assert store._connection().execute("SELECT count(*) FROM evaluations").fetchone()[0] == 2
 
 
-def test_run_evaluations(store, make_run, make_kernel, make_evaluation):
-    store.create_run(make_run())
-    for h in ("k0", "k1", "k2", "k3"):
-        store.add_kernel("run-0001", make_kernel(h))
-    store.put_evaluation(make_evaluation("k2", latency_s=2.0))
-    store.put_evaluation(make_evaluation("k0", latency_s=1.0))
-    store.put_evaluation(make_evaluation("k1", hardware="other-cpu"))  # not this run's hardware
-    store.put_evaluation(make_evaluation("k3"), harness_version="old")  # an older harness
-    store.put_evaluation(make_evaluation("k9"))  # not a kernel of the run
-    got = store.run_evaluations("run-0001")
-    assert list(got) == ["k0", "k2"]  # the order the kernels were added
-    assert got["k2"].latency_s == 2.0
-    assert store.run_evaluations("nope") == {}
-
-
-def test_run_evaluations_after_a_ceiling_was_raised(store, make_run, make_kernel, make_evaluation):
-    """Kernels evaluated after the run's device had a ceiling re-measured are cached under the
-    raised spec's key (same device, another digest): still the run's evaluations."""
-    store.create_run(make_run(hardware="cpu:x-aaaaaaaaaaaa"))
-    for h in ("k0", "k1", "k2"):
-        store.add_kernel("run-0001", make_kernel(h))
-    store.put_evaluation(make_evaluation("k0", hardware="cpu:x-aaaaaaaaaaaa", latency_s=1.0))
-    store.put_evaluation(make_evaluation("k0", hardware="cpu:x-bbbbbbbbbbbb", latency_s=9.0))
-    store.put_evaluation(make_evaluation("k1", hardware="cpu:x-bbbbbbbbbbbb", latency_s=2.0))
-    store.put_evaluation(make_evaluation("k2", hardware="cpu:y-cccccccccccc"))  # another device
-    got = store.run_evaluations("run-0001")
-    assert {h: e.latency_s for h, e in got.items()} == {"k0": 1.0, "k1": 2.0}
-
-
 # -- LLM calls --------------------------------------------------------------------------------
 
 
@@ -426,25 +399,6 @@ def test_update_run_sets_the_starting_kernel(tmp_path):
         store.update_run("r1", baseline_hash="abc")
         run = store.get_run("r1")
         assert run is not None and run.baseline_hash == "abc" and run.best_hash == ""
-
-
-def test_run_evaluations_of_a_run_tuned_on_several_workloads(
-    store, make_run, make_kernel, make_evaluation
-):
-    store.create_run(make_run(spec={"workloads": ["cpu", "small"], "held_out": ["tiny"]}))
-    for h in ("k0", "k1", "k2", "k3"):
-        store.add_kernel("run-0001", make_kernel(h))
-    store.put_evaluation(make_evaluation("k0", latency_s=4e-3))
-    store.put_evaluation(make_evaluation("k0", workload="small", latency_s=1e-3))
-    store.put_evaluation(make_evaluation("k1", status=Status.INCORRECT, latency_s=None))
-    store.put_evaluation(make_evaluation("k2"))  # measured on cpu only so far: not complete
-    store.put_evaluation(make_evaluation("k0", workload="tiny", latency_s=5e-4))  # held out
-    got = store.run_evaluations("run-0001")
-    assert list(got) == ["k0", "k1"]
-    assert got["k0"].workload == "cpu+small" and got["k0"].latency_s == pytest.approx(2e-3)
-    assert got["k1"].status is Status.INCORRECT and got["k1"].error.startswith("on workload cpu")
-    tiny = store.run_evaluations("run-0001", workload="tiny")
-    assert list(tiny) == ["k0"] and tiny["k0"].latency_s == 5e-4
 
 
 def test_a_version_2_store_keeps_its_kernels_as_their_first_writes(tmp_path, make_run, make_kernel):

@@ -43,9 +43,11 @@ from accelopt.profiling.evaluation import Evaluation
 from accelopt.profiling.factory import make_profiler
 from accelopt.profiling.profile import build_profile, render_profile
 from accelopt.profiling.profiler import Profiler
+from accelopt.search.evaluations import run_evaluations
 from accelopt.search.spec import AgentSession, RunSpec
+from accelopt.store.database import now_iso
 from accelopt.store.records import IterationRecord, KernelOrigin, KernelRecord, RunRecord, RunStatus
-from accelopt.store.store import Store, now_iso
+from accelopt.store.store import Store
 from accelopt.views import (
     HARDWARE_BACKENDS,
     hardware_for,
@@ -319,7 +321,7 @@ class Session:
     def _iteration(self, run_id: str, n: int, best: Evaluation | None) -> IterationRecord:
         """Iteration ``n`` as the loop records one (``Optimizer.commit``): the beam is the best
         kernel alone, counts over the run's evaluations in the store."""
-        evaluations = self.store.run_evaluations(run_id).values()
+        evaluations = run_evaluations(self.store, run_id).values()
         failed = Counter(e.status.value for e in evaluations if not e.passed)
         return IterationRecord(
             iteration=n,

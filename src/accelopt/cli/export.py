@@ -24,6 +24,7 @@ from accelopt.problems.records import Problem
 from accelopt.profiling.config import EvalConfig, harness_key
 from accelopt.profiling.evaluation import Evaluation
 from accelopt.profiling.factory import make_profiler
+from accelopt.search.evaluations import run_evaluations
 from accelopt.search.spec import RunSpec
 from accelopt.search.workloads import run_workloads
 from accelopt.store.store import Store
@@ -76,8 +77,7 @@ def export_run(
             raise UserError(f"run {run.id} has no best kernel yet: resume it or pick another run")
         chosen = list(workloads or run_workloads(run).tuned)
         version = harness_key(RunSpec.of(run).problem_version)
-        found = {w: store.run_evaluations(run.id, version, workload=w).get(run.best_hash)
-                 for w in chosen}  # fmt: skip
+        found = {w: run_evaluations(store, run, workload=w).get(run.best_hash) for w in chosen}
     kernel = Kernel(source, run.backend, f"run {run.id}")
     problem = _problem(name, chosen, workspace)
     if run.backend == "cpu" and not _measured_here(run.hardware):

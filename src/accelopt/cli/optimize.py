@@ -6,9 +6,7 @@ import sqlite3
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, replace
 from pathlib import Path
-from typing import Annotated, Any
 
-import typer
 from rich.table import Table
 
 from accelopt import views
@@ -16,36 +14,41 @@ from accelopt.backends.kernel import source_suffix
 from accelopt.cli import common
 from accelopt.cli import export as export_cli
 from accelopt.cli import variants as variants_cli
+from accelopt.cli.groups import with_groups
+from accelopt.cli.optimize_options import Measuring, Outputs, SearchOptions, Spending, Targets
 from accelopt.cli.output import (
-    JsonOption,
     console,
     err_console,
     generalization_table,
     shows_table,
-    writable_option,
     write_json,
 )
 from accelopt.errors import UserError
 from accelopt.formatting import milliseconds, percent, speedup_x, usd_plain
 from accelopt.llm.budget import Budget
 from accelopt.llm.client import Usage
-from accelopt.llm.config import Config, load_config
+from accelopt.llm.config import Config
 from accelopt.problems.loader import suite_names
+from accelopt.problems.records import Problem
 from accelopt.profiling.config import EvalConfig
 from accelopt.profiling.parent.scoring import geometric_mean_pct
 from accelopt.search.config import SearchConfig
 from accelopt.search.run import (
     OptimizeResult,
     RunInputs,
-    RunSummary,
     execute_run,
     hardware_note,
     new_run,
     run_budget,
-    run_summary,
 )
 from accelopt.search.spec import RunSpec
-from accelopt.search.workloads import choose_workloads, generalization, run_workloads
+from accelopt.search.summary import RunSummary, run_summary
+from accelopt.search.workloads import (
+    RunWorkloads,
+    choose_workloads,
+    generalization,
+    run_workloads,
+)
 from accelopt.store.errors import StoreError
 from accelopt.store.records import RunRecord
 from accelopt.store.store import Store
@@ -67,192 +70,118 @@ def open_store(workspace: Path | None) -> Store:
         ) from None
 
 
-def _search_config(**fields: Any) -> SearchConfig:
-    try:
-        return SearchConfig(**fields)
-    except ValueError as exc:
-        raise UserError(f"invalid search option: {common.one_line(exc)}") from None
-
-
-def _eval_config(workers: int) -> EvalConfig:
-    try:
-        return EvalConfig(workers=workers)
-    except ValueError as exc:
-        raise UserError(f"invalid evaluation option: {common.one_line(exc)}") from None
-
-
-def _llm_config(config: Path | None, budget_usd: float | None) -> Config:
-    cfg = load_config(config)
-    if budget_usd is not None:
-        budget = cfg.budget.model_copy(update={"max_usd": budget_usd})
-        cfg = cfg.model_copy(update={"budget": budget})
-    return cfg
-
-
+@with_groups
 def optimize_command(
-    problems: Annotated[list[str] | None, typer.Argument(help="problem names")] = None,
-    suite: Annotated[bool, typer.Option("--suite", help="every problem of the suite")] = False,
-    backend: Annotated[
-        str | None, typer.Option(help="kernel language/device (default cpu)")
-    ] = None,
-    workload: Annotated[
-        list[str] | None,
-        typer.Option(
-            help="sizes to tune on: cpu (default), paper, small, tiny, or a problem's own "
-            "(repeatable: the score is the geometric mean of % of peak over them)"
-        ),
-    ] = None,
-    held_out: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--held-out",
-            help="a workload the agents never see, on which the baseline and the best kernel "
-            "are measured at the end (repeatable)",
-        ),
-    ] = None,
-    config: Annotated[
-        Path | None, typer.Option(help="LLM config (default ./accelopt.yaml)")
-    ] = None,
-    beam: Annotated[int, typer.Option(help="B: kernels kept per iteration")] = 4,
-    plans: Annotated[int, typer.Option(help="N: plans per kernel")] = 4,
-    samples: Annotated[int, typer.Option(help="K: kernels per plan")] = 2,
-    iterations: Annotated[int, typer.Option(help="T: iterations")] = 8,
-    fixer: Annotated[int, typer.Option(help="F: repair rounds per failed kernel")] = 1,
-    per_plan: Annotated[
-        int, typer.Option(help="children of one (parent, plan) the beam may keep")
-    ] = 1,
-    strategy: Annotated[
-        str,
-        typer.Option(
-            help="beam, sampling, or autotune: no LLM (and no config), the starting kernel's "
-            "declared tunables measured and the fastest kept"
-        ),
-    ] = "beam",
-    variants: Annotated[
-        int,
-        typer.Option(
-            help="variants tried per kernel that declares tunables (autotune: per iteration; "
-            "0: no tuning)"
-        ),
-    ] = 8,
-    memory: Annotated[str, typer.Option(help="lessons from: off, run or workspace")] = "workspace",
-    budget_usd: Annotated[
-        float | None,
-        typer.Option(
-            help="stop spending at this many $ (with --suite: in total; on --resume: "
-            "replaces the run's own)"
-        ),
-    ] = None,
-    resume: Annotated[str | None, typer.Option(help="continue this run")] = None,
-    replay_from: Annotated[
-        list[str] | None,
-        typer.Option(help="reuse this earlier run's answers to identical prompts (repeatable)"),
-    ] = None,
-    kernel: Annotated[
-        Path | None,
-        typer.Option(
-            help="start from this kernel file, or the problem's shipped baseline or expert, "
-            "instead of its baseline (a problem without one starts from a kernel the executor "
-            "writes from its reference)"
-        ),
-    ] = None,
-    out: Annotated[
-        Path | None,
-        typer.Option(help="write the best kernel here", callback=writable_option("--out")),
-    ] = None,
-    export: Annotated[
-        Path | None,
-        typer.Option(
-            help="export the best kernel as a library into this folder at the end (one folder "
-            "per problem inside it when there are several): see `accelopt export`"
-        ),
-    ] = None,
-    workers: Annotated[int, typer.Option(help="evaluation worker processes")] = 2,
-    profiler: common.ProfilerOption = "local",
-    ray_address: common.RayAddressOption = None,
+    targets: Targets,
+    search: SearchOptions,
+    spending: Spending,
+    measuring: Measuring,
+    outputs: Outputs,
     workspace: WorkspaceOption = None,
-    json_path: JsonOption = None,
 ) -> None:
     """Make a kernel faster: beam search with LLM agents, measured against the roofline."""
-    names = suite_names() if suite else list(problems or [])
-    if not names and not resume:
-        raise UserError("name a problem (see `accelopt bench list`), use --suite, or --resume RUN")
-    if resume and (names or kernel or replay_from or held_out):
-        raise UserError(
-            "--resume continues a run as it was recorded: give no problem, --kernel, "
-            "--replay-from or --held-out with it"
-        )
+    targets.check(spending.replay_from)
     common.workspace_dir(workspace)  # a bad workspace is told before any work
-    llm = _llm_config(config, budget_usd)
-    eval_config = _eval_config(workers)
-    show = shows_table(json_path)
+    llm = spending.llm()
+    eval_config = measuring.eval_config()
+    show = shows_table(outputs.json_path)
     with open_store(workspace) as store:
-        if resume:
-            run = _resumable(store, resume, backend, workload)
-            inputs = _inputs(llm, run.backend, eval_config, show, profiler, ray_address)
-            note = hardware_note(run, inputs.hardware)
-            if note and show:
-                err_console.print(f"[yellow]note:[/yellow] {note}", highlight=False)
-            budget = run_budget(store, run, budget_usd, fallback=llm)
-            results = [execute_run(store, run, replace(inputs, budget=budget), resume=True)]
+        if targets.resume:
+            results = [_resume(store, targets, spending, measuring, llm, eval_config, show)]
         else:
-            search = _search_config(
-                strategy=strategy, beam=beam, plans=plans, samples=samples,
-                iterations=iterations, fixer=fixer, memory=memory, per_plan=per_plan,
-                variants=variants,
-            )  # fmt: skip
-            tuned = list(workload or ["cpu"])
-            chosen = [views.problem_and_workload(n, tuned[0], workspace) for n in names]
-            workloads = [choose_workloads(p, tuned, held_out or ()) for p in chosen]
-            starts = variants_cli.start_sources(chosen, kernel, backend or "cpu")
-            plain = [p.name for p, s in zip(chosen, starts, strict=True) if kernel and s is None]
-            if plain and show:
-                err_console.print(
-                    f"[yellow]note:[/yellow] no shipped {kernel} kernel for {', '.join(plain)}: "
-                    "starting from the baseline", highlight=False,
-                )  # fmt: skip
-            if search.strategy == "autotune":  # only what declares tunables (--suite: a note)
-                keep, skipped = variants_cli.tunable_problems(chosen, starts, backend or "cpu")
-                chosen, workloads = [chosen[i] for i in keep], [workloads[i] for i in keep]
-                starts = [starts[i] for i in keep]
-                if skipped and show:
-                    err_console.print(
-                        f"[yellow]note:[/yellow] autotune skips {', '.join(skipped)}: no "
-                        "tunables declared in the kernel it would start from", highlight=False,
-                    )  # fmt: skip
-            inputs = _inputs(llm, backend or "cpu", eval_config, show, profiler, ray_address)
-            # one budget for the whole invocation: with --suite, --budget-usd is the total
-            shared = Budget(llm.budget.max_usd, llm.budget.max_tokens)
-            inputs = replace(inputs, budget=shared)
-            results = []
-            for problem, on, start in zip(chosen, workloads, starts, strict=True):
-                sizes = {w: problem.workload(w).sizes for w in on.all}
-                run = new_run(store, problem.name, on.primary, backend or "cpu", inputs.hardware,
-                              search, llm, start, replay_from or (),
-                              problem_version=problem.fingerprint, workloads=on,
-                              sizes=sizes)  # fmt: skip
-                results.append(execute_run(store, run, inputs, resume=False))
-        summaries = [_finish(store, r, out if len(names) <= 1 else None, show) for r in results]
-        if show and len(results) > 1:
+            results = _start(store, targets, search.config(), spending, measuring, llm,
+                             eval_config, workspace, show)  # fmt: skip
+        several = len(results) > 1
+        summaries = [_finish(store, r, None if several else outputs.out, show) for r in results]
+        if show and several:
             console.print(suite_results_table(summaries))
-    if export is not None:
-        for r in results:
-            folder = export if len(results) == 1 else export / r.run.problem
-            exported = export_cli.export_run(r.run.problem, r.run.id, folder, None, workspace)
-            if show:
-                export_cli.show(exported)
+    if outputs.export is not None:
+        _export(results, outputs.export, workspace, show)
     payload = [s.as_json() for s in summaries]
-    write_json(json_path, payload if len(payload) > 1 else payload[0])
+    write_json(outputs.json_path, payload if len(payload) > 1 else payload[0])
+
+
+def _resume(
+    store: Store, targets: Targets, spending: Spending, measuring: Measuring, llm: Config,
+    eval_config: EvalConfig, show: bool,
+) -> OptimizeResult:  # fmt: skip
+    """Resume the run ``--resume`` names, against the ceilings it started with."""
+    assert targets.resume is not None
+    run = _resumable(store, targets.resume, targets.backend, targets.workload)
+    inputs = _inputs(llm, run.backend, eval_config, show, measuring)
+    note = hardware_note(run, inputs.hardware)
+    if note and show:
+        err_console.print(f"[yellow]note:[/yellow] {note}", highlight=False)
+    budget = run_budget(store, run, spending.budget_usd, fallback=llm)
+    return execute_run(store, run, replace(inputs, budget=budget), resume=True)
+
+
+def _start(
+    store: Store, targets: Targets, search: SearchConfig, spending: Spending,
+    measuring: Measuring, llm: Config, eval_config: EvalConfig, workspace: Path | None,
+    show: bool,
+) -> list[OptimizeResult]:  # fmt: skip
+    """Start one run per problem, one after another, under one budget (with --suite,
+    --budget-usd is the total)."""
+    backend = targets.backend or "cpu"
+    starts = _starting_points(targets, search, workspace, show)
+    inputs = _inputs(llm, backend, eval_config, show, measuring)
+    inputs = replace(inputs, budget=Budget(llm.budget.max_usd, llm.budget.max_tokens))
+    results = []
+    for problem, on, start in starts:
+        sizes = {w: problem.workload(w).sizes for w in on.all}
+        run = new_run(store, problem.name, on.primary, backend, inputs.hardware, search, llm,
+                      start, spending.replay_from or (), problem_version=problem.fingerprint,
+                      workloads=on, sizes=sizes)  # fmt: skip
+        results.append(execute_run(store, run, inputs, resume=False))
+    return results
+
+
+def _starting_points(
+    targets: Targets, search: SearchConfig, workspace: Path | None, show: bool
+) -> list[tuple[Problem, RunWorkloads, str | None]]:
+    """Each problem to run, its workloads and the kernel it starts from (None: its baseline);
+    autotune keeps only those whose starting kernel declares tunables."""
+    names = suite_names() if targets.suite else list(targets.problems or [])
+    backend, tuned = targets.backend or "cpu", list(targets.workload or ["cpu"])
+    chosen = [views.problem_and_workload(n, tuned[0], workspace) for n in names]
+    workloads = [choose_workloads(p, tuned, targets.held_out or ()) for p in chosen]
+    starts = variants_cli.start_sources(chosen, targets.kernel, backend)
+    plain = [p.name for p, s in zip(chosen, starts, strict=True) if targets.kernel and s is None]
+    if plain and show:
+        err_console.print(
+            f"[yellow]note:[/yellow] no shipped {targets.kernel} kernel for {', '.join(plain)}: "
+            "starting from the baseline", highlight=False,
+        )  # fmt: skip
+    keep = range(len(chosen))
+    if search.strategy == "autotune":  # only what declares tunables (--suite: a note)
+        keep, skipped = variants_cli.tunable_problems(chosen, starts, backend)
+        if skipped and show:
+            err_console.print(
+                f"[yellow]note:[/yellow] autotune skips {', '.join(skipped)}: no "
+                "tunables declared in the kernel it would start from", highlight=False,
+            )  # fmt: skip
+    return [(chosen[i], workloads[i], starts[i]) for i in keep]
+
+
+def _export(
+    results: Sequence[OptimizeResult], to: Path, workspace: Path | None, show: bool
+) -> None:
+    """Export each run's best kernel (one folder per problem inside ``to`` when several)."""
+    for r in results:
+        folder = to if len(results) == 1 else to / r.run.problem
+        exported = export_cli.export_run(r.run.problem, r.run.id, folder, None, workspace)
+        if show:
+            export_cli.show(exported)
 
 
 def _inputs(
-    llm: Config, backend: str, eval_config: EvalConfig, show: bool, profiler: str,
-    ray_address: str | None,
-) -> RunInputs:  # fmt: skip
+    llm: Config, backend: str, eval_config: EvalConfig, show: bool, measuring: Measuring
+) -> RunInputs:
     hardware = common.hardware_for(backend)
     return RunInputs(
         llm, hardware, eval_config, console if show else None,
-        profiler=profiler, ray_address=ray_address,
+        profiler=measuring.profiler, ray_address=measuring.ray_address,
     )  # fmt: skip
 
 

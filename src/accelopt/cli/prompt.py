@@ -32,7 +32,7 @@ from accelopt.profiling.config import EvalConfig
 from accelopt.profiling.evaluation import Evaluation
 from accelopt.profiling.factory import make_profiler
 from accelopt.profiling.profile import Profile, build_profile
-from accelopt.search.loop import DRAFT_PLAN
+from accelopt.search.children import DRAFT_PLAN
 from accelopt.store.store import Store
 
 AGENTS = ("planner", "executor", "fixer", "summarizer")

@@ -29,7 +29,7 @@ from accelopt.reports.compare import (
     write_compare_report,
 )
 from accelopt.reports.run_report import write_run_report
-from accelopt.search.run import rescore_stored_run
+from accelopt.search.rescoring import rescore_stored_run
 from accelopt.store.records import RunRecord
 from accelopt.store.store import Store
 

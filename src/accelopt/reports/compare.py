@@ -19,6 +19,7 @@ from accelopt.reports import plots
 from accelopt.reports.costs import ResultCost, result_cost
 from accelopt.reports.html import render, svg, write_page
 from accelopt.search import samples
+from accelopt.search.evaluations import run_evaluations
 from accelopt.search.spec import RunSpec
 from accelopt.store.records import (
     IterationRecord,
@@ -143,7 +144,7 @@ def load_comparison(store: Store, run: RunRecord) -> RunComparison:
     return compare_run(
         run,
         store.kernels(run.id),
-        store.run_evaluations(run.id),
+        run_evaluations(store, run),
         store.iterations(run.id),
         store.llm_calls(run.id),
         store.usage_by_agent(run.id),

@@ -21,6 +21,7 @@ from accelopt.reports import plots
 from accelopt.reports.costs import ResultCost, result_cost
 from accelopt.reports.hardware import Ceiling, ceilings
 from accelopt.reports.html import DiffLine, render, svg, unified_diff, write_page
+from accelopt.search.evaluations import run_evaluations, run_raced
 from accelopt.search.spec import RunSpec
 from accelopt.search.tuning import VariantTable, variant_tables
 from accelopt.search.workloads import Generalization, generalization
@@ -51,12 +52,12 @@ def load_run(store: Store, run: RunRecord) -> RunData:
     return RunData(
         run=run,
         kernels=kernels,
-        evaluations=store.run_evaluations(run.id),
+        evaluations=run_evaluations(store, run),
         iterations=tuple(store.iterations(run.id)),
         experiences=tuple(store.experiences(run_id=run.id)),
         usage=store.usage_by_agent(run.id),
         generalization=found if (found := generalization(store, run)).workloads.several else None,
-        raced=frozenset(store.run_raced(run.id)) if tuned else frozenset(),
+        raced=frozenset(run_raced(store, run)) if tuned else frozenset(),
         retimings=tuple(store.retimings(run.id)) if tuned else (),
     )
 

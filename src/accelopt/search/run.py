@@ -7,32 +7,32 @@ import dataclasses
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from rich.console import Console
 
 from accelopt.backends.base import get_backend
 from accelopt.errors import UserError
-from accelopt.hardware.roofline import Bound
 from accelopt.hardware.spec import HardwareSpec
 from accelopt.llm.budget import Budget
 from accelopt.llm.client import LLMClient, Usage
 from accelopt.llm.config import AGENTS, BudgetConfig, Config
 from accelopt.llm.offline import NoLLM
 from accelopt.llm.preflight import check_endpoints
-from accelopt.problems.loader import load_problem
 from accelopt.problems.records import Problem
 from accelopt.profiling.config import EvalConfig
 from accelopt.profiling.factory import make_profiler
-from accelopt.profiling.parent.rescoring import lowers_a_ceiling, rescore_all
+from accelopt.search.children import DRAFT_SAMPLES
 from accelopt.search.config import SearchConfig
-from accelopt.search.loop import DRAFT_SAMPLES, Optimizer, PhaseHook
+from accelopt.search.evaluations import run_evaluations
+from accelopt.search.loop import Optimizer
+from accelopt.search.phases import PhaseHook
 from accelopt.search.progress import Progress
+from accelopt.search.rescoring import rescore_run, rescored
 from accelopt.search.selection import Candidate
-from accelopt.search.spec import RunSpec
-from accelopt.search.workloads import Generalization, RunWorkloads, run_workloads
+from accelopt.search.spec import RunSpec, run_hardware, run_problem
+from accelopt.search.workloads import RunWorkloads, run_workloads
 from accelopt.store.records import KernelOrigin, RunRecord, RunStatus
-from accelopt.store.store import Store, usage_json
+from accelopt.store.store import Store
 
 
 @dataclass(frozen=True)
@@ -101,36 +101,6 @@ def new_run(
     return run
 
 
-def run_problem(store: Store, run: RunRecord) -> Problem:
-    """The run's problem, from the suite or the store's workspace, as it was when the run
-    started: an edited workspace problem would mix measurements of two problems in one run."""
-    problem = load_problem(run.problem, store.path.parent)
-    recorded = RunSpec.of(run).problem_version
-    if problem.fingerprint != recorded:
-        raise UserError(
-            f"problem {run.problem} changed since run {run.id} started (its files' fingerprint "
-            f"is {problem.fingerprint or 'none'}, was {recorded or 'none'}): a run measures one "
-            f"problem; start a new run (accelopt optimize {run.problem} --kernel FILE goes on "
-            "from its best kernel)"
-        )
-    return problem
-
-
-def run_hardware(run: RunRecord, current: HardwareSpec) -> HardwareSpec:
-    """The ceilings the run is scored against: those recorded when it started (evaluations are
-    cached under their key, the committed best among them), even if this machine's changed."""
-    recorded = RunSpec.of(run).hardware_spec
-    if recorded is not None and recorded.key() == run.hardware:
-        return recorded
-    if current.key() == run.hardware:
-        return current
-    raise UserError(
-        f"run {run.id} was scored against the ceilings {run.hardware}, which this machine no "
-        f"longer has and the run did not record; start a new run (accelopt optimize "
-        f"{run.problem} --kernel FILE to go on from its best kernel)"
-    )
-
-
 def hardware_note(run: RunRecord, current: HardwareSpec) -> str:
     """What to tell a user resuming a run whose device's ceilings changed since, or ''."""
     if current.key() == run.hardware:
@@ -190,7 +160,7 @@ def starting_source(store: Store, run: RunRecord, problem: Problem, backend: str
 
 async def _baseline(optimizer: Optimizer) -> Candidate:
     """The run's first kernel, evaluated: its starting source, or one the executor writes
-    from the reference (``Optimizer.draft``)."""
+    from the reference (``ChildMaker.draft``)."""
     store, run = optimizer.store, optimizer.run
     source = starting_source(store, run, optimizer.problem, optimizer.backend.name)
     if source is not None:
@@ -220,7 +190,7 @@ async def _drive(optimizer: Optimizer, resume: bool) -> tuple[RunStatus, Candida
         beam, overall, start = [baseline], baseline, 1
     else:
         kernels = {k.hash: k for k in store.kernels(run.id)}
-        evaluations = store.run_evaluations(run.id)
+        evaluations = run_evaluations(store, run)
         last = records[-1]
         beam = [Candidate(kernels[h], evaluations[h]) for h in last.beam if h in evaluations]
         beam, start = beam or [baseline], last.iteration + 1
@@ -234,7 +204,7 @@ def committed_best(store: Store, run_id: str) -> Candidate | None:
     the best so far never displaced it), with its evaluation."""
     run = store.get_run(run_id)
     kernels = {k.hash: k for k in store.kernels(run_id)}
-    evaluations = store.run_evaluations(run_id)
+    evaluations = run_evaluations(store, run_id)
     if run is None or run.best_hash not in kernels or run.best_hash not in evaluations:
         return None
     return Candidate(kernels[run.best_hash], evaluations[run.best_hash])
@@ -285,65 +255,9 @@ def execute_run(store: Store, run: RunRecord, inputs: RunInputs, resume: bool) -
                     raise
     final = store.get_run(run.id) or run
     if final.hardware != hardware.key():
-        baseline, top = _rescored(store, final, baseline), _rescored(store, final, top)
+        baseline, top = rescored(store, final, baseline), rescored(store, final, top)
     usage = {agent: dataclasses.replace(u) for agent, u in client.usage.items()}  # a snapshot
     return OptimizeResult(final, status, baseline, top, usage)
-
-
-def rescore_run(
-    store: Store, run: RunRecord, problem: Problem, hardware: HardwareSpec
-) -> RunRecord:
-    """One run is scored against one ceiling: where a ceiling a kernel beat was raised during
-    the run (``Evaluator``), the run's evaluations on each of its workloads are re-scored
-    against ``hardware``, the spec it ended with (``profiling.parent.rescoring``), and the run
-    moved onto it in the store (``Store.rescore_run``: its evaluations, its hardware and
-    recorded spec, its iterations' best % of peak). Nothing changes when every evaluation is
-    against ``hardware`` already, or when ``hardware`` is below a ceiling one was scored against
-    (a raise the profiler did not see: the ray profiler's actors). The run as it is now."""
-    found = [
-        e
-        for workload in run_workloads(run).all
-        for e in store.run_evaluations(run.id, workload=workload).values()
-    ]
-    key = hardware.key()
-    if run.hardware == key and all(e.hardware == key for e in found):
-        return run
-    rescored = rescore_all(found, {problem.name: problem}, hardware)
-    if lowers_a_ceiling(found, rescored):
-        return run
-    store.rescore_run(run.id, hardware, rescored)
-    return store.get_run(run.id) or run
-
-
-def rescore_stored_run(store: Store, run: RunRecord, hardware: HardwareSpec | None) -> RunRecord:
-    """A run whose stored evaluations are against several ceilings of its device (a session
-    stopped before ``rescore_run`` at its end, or one recorded before runs were re-scored) moved
-    onto ``hardware`` (this machine's spec now, which keeps a raised ceiling) where that is one
-    of the specs they were scored against: what ``accelopt report`` shows. Unchanged otherwise,
-    and while the run is running (its session re-scores it at its end)."""
-    if hardware is None or run.status is RunStatus.RUNNING:
-        return run
-    keys = {
-        e.hardware
-        for workload in run_workloads(run).all
-        for e in store.run_evaluations(run.id, workload=workload).values()
-    }
-    if len(keys | {run.hardware}) <= 1 or hardware.key() not in keys:
-        return run
-    try:
-        problem = run_problem(store, run)
-    except (UserError, LookupError):  # the problem changed or is gone: leave the figures as stored
-        return run
-    return rescore_run(store, run, problem, hardware)
-
-
-def _rescored(store: Store, run: RunRecord, candidate: Candidate) -> Candidate:
-    """``candidate`` with its evaluation as the store now holds it (re-scored by
-    ``rescore_run``; unchanged when the store has none)."""
-    evaluation = store.run_evaluations(run.id).get(candidate.hash)
-    if evaluation is None or evaluation.hardware == candidate.evaluation.hardware:
-        return candidate
-    return Candidate(candidate.kernel, evaluation)
 
 
 def _client(
@@ -369,73 +283,3 @@ async def _run_and_close(
         return await _drive(optimizer, resume)
     finally:
         await optimizer.client.aclose()
-
-
-@dataclass(frozen=True)
-class KernelSummary:
-    """The baseline or the best kernel of a ``RunSummary``."""
-
-    latency_s: float | None
-    pct_of_peak: float | None
-    hash: str
-
-
-@dataclass(frozen=True)
-class RunSummary:
-    """The numbers the CLI prints of a run that ended, and writes as JSON (``as_json``)."""
-
-    run: str
-    problem: str
-    workload: str
-    workloads: tuple[str, ...]  # tuned on (the first is ``workload``)
-    held_out: tuple[str, ...]
-    status: RunStatus
-    baseline: KernelSummary
-    best: KernelSummary
-    speedup: float | None  # the baseline's latency over the best's
-    bound: Bound  # the best kernel's
-    usage: Mapping[str, Usage]  # per agent
-    best_kernel_path: str = ""  # where the best kernel was written ("": nowhere)
-    generalization: Generalization | None = None  # figures per workload, for a run on several
-
-    def as_json(self) -> dict[str, Any]:
-        """The JSON object: every field, the usage as its counts; the kernel path and the
-        generalization only when there are."""
-        data: dict[str, Any] = {
-            "run": self.run,
-            "problem": self.problem,
-            "workload": self.workload,
-            "workloads": list(self.workloads),
-            "held_out": list(self.held_out),
-            "status": self.status,
-            "baseline": dataclasses.asdict(self.baseline),
-            "best": dataclasses.asdict(self.best),
-            "speedup": self.speedup,
-            "bound": self.bound,
-            "usage": {agent: usage_json(u) for agent, u in self.usage.items()},
-        }
-        if self.best_kernel_path:
-            data["best_kernel_path"] = self.best_kernel_path
-        if self.generalization is not None:
-            data["generalization"] = self.generalization.as_json()
-        return data
-
-
-def run_summary(result: OptimizeResult) -> RunSummary:
-    """The summary of a run that ended, with this session's usage."""
-    b, t = result.baseline.evaluation, result.best.evaluation
-    speedup = (b.latency_s / t.latency_s) if b.latency_s and t.latency_s else None
-    chosen = run_workloads(result.run)
-    return RunSummary(
-        run=result.run.id,
-        problem=result.run.problem,
-        workload=result.run.workload,
-        workloads=chosen.tuned,
-        held_out=chosen.held_out,
-        status=result.status,
-        baseline=KernelSummary(b.latency_s, b.pct_of_peak, b.kernel_hash),
-        best=KernelSummary(t.latency_s, t.pct_of_peak, t.kernel_hash),
-        speedup=speedup,
-        bound=t.bound,
-        usage=result.usage,
-    )

@@ -192,7 +192,7 @@ def best(
 
 
 def session_verdicts(data: Mapping[str, Any]) -> list[tuple[float | None, float | None]]:
-    """Each child's ratio and interval from a stored session (``Optimizer.retime``), against
+    """Each child's ratio and interval from a stored session (``settling.retime``), against
     the faster of the parent's two processes where the session timed a twin (a session stored
     before twins: against the parent's only one)."""
     ratios, cis = data["ratios"], data["ratio_ci"]

@@ -18,10 +18,14 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
+from accelopt.errors import UserError
 from accelopt.hardware.spec import HardwareSpec
 from accelopt.llm.config import BudgetConfig
+from accelopt.problems.loader import load_problem
+from accelopt.problems.records import Problem
 from accelopt.search.config import SearchConfig
 from accelopt.store.records import RunRecord
+from accelopt.store.store import Store
 
 
 class AgentSession(BaseModel):
@@ -68,3 +72,33 @@ class RunSpec(BaseModel):
     def tuned(self, run: RunRecord) -> tuple[str, ...]:
         """The workloads ``run`` tunes on (a run on one workload records none: its own)."""
         return self.workloads or (run.workload,)
+
+
+def run_problem(store: Store, run: RunRecord) -> Problem:
+    """The run's problem, from the suite or the store's workspace, as it was when the run
+    started: an edited workspace problem would mix measurements of two problems in one run."""
+    problem = load_problem(run.problem, store.path.parent)
+    recorded = RunSpec.of(run).problem_version
+    if problem.fingerprint != recorded:
+        raise UserError(
+            f"problem {run.problem} changed since run {run.id} started (its files' fingerprint "
+            f"is {problem.fingerprint or 'none'}, was {recorded or 'none'}): a run measures one "
+            f"problem; start a new run (accelopt optimize {run.problem} --kernel FILE goes on "
+            "from its best kernel)"
+        )
+    return problem
+
+
+def run_hardware(run: RunRecord, current: HardwareSpec) -> HardwareSpec:
+    """The ceilings the run is scored against: those recorded when it started (evaluations are
+    cached under their key, the committed best among them), even if this machine's changed."""
+    recorded = RunSpec.of(run).hardware_spec
+    if recorded is not None and recorded.key() == run.hardware:
+        return recorded
+    if current.key() == run.hardware:
+        return current
+    raise UserError(
+        f"run {run.id} was scored against the ceilings {run.hardware}, which this machine no "
+        f"longer has and the run did not record; start a new run (accelopt optimize "
+        f"{run.problem} --kernel FILE to go on from its best kernel)"
+    )

@@ -7,7 +7,7 @@ same parent (origin ``tuned``), and evaluated racing the kernel it varies: one c
 stops timing early. A variant that does not build, fails its checks or crashes is recorded with
 its status and left out. The fastest few that could be faster (``compare``: not NOT_FASTER) are
 then re-timed beside that kernel in one session on one device, with the search's own rules
-(``Optimizer.retime``: its noise floor, and a gain confirmed against the kernel's twin); the
+(``settling.retime``: its noise floor, and a gain confirmed against the kernel's twin); the
 fastest variant found faster there is kept, else the kernel itself.
 
 The variants of one kernel are the run's kernels of origin ``tuned`` with the same source once the

@@ -16,6 +16,7 @@ from accelopt.errors import UserError
 from accelopt.problems.records import Problem
 from accelopt.profiling.evaluation import Evaluation
 from accelopt.profiling.stats import geomean
+from accelopt.search.evaluations import run_evaluations
 from accelopt.search.spec import RunSpec
 from accelopt.store.records import RunRecord
 from accelopt.store.store import Store
@@ -198,7 +199,7 @@ def generalization(store: Store, run: RunRecord) -> Generalization:
     baseline: dict[str, Evaluation] = {}
     best: dict[str, Evaluation] = {}
     for name in chosen.all:
-        found = store.run_evaluations(run.id, workload=name)
+        found = run_evaluations(store, run, workload=name)
         if run.baseline_hash in found:
             baseline[name] = found[run.baseline_hash]
         if run.best_hash in found:

@@ -46,21 +46,6 @@ def isolate_network() -> bool:
     return True
 
 
-_UNSHARE_PROBE = (
-    "import sys; from accelopt.profiling.worker.sandbox import isolate_network; "
-    "sys.exit(0 if isolate_network() else 1)"
-)
-
-
-def network_isolation_possible() -> bool:
-    """Whether a new process here can enter an empty network namespace, as workers do."""
-    import subprocess
-    import sys
-
-    probe = subprocess.run([sys.executable, "-c", _UNSHARE_PROBE], timeout=60, check=False)
-    return probe.returncode == 0
-
-
 def watch_parent(interval_s: float = 1.0) -> None:
     """Exit when the parent (the pool) goes away, even while a kernel hangs: a daemon thread
     (ctypes releases the GIL during the kernel call) checks the parent pid. PR_SET_PDEATHSIG is

@@ -1,0 +1,192 @@
+"""Measuring the run's kernels: each admitted to the run and evaluated (racing the kernel it must
+beat), re-timing sessions kept in the store, the held-out workloads at the end, and the profile
+the agents are shown of a kernel.
+
+Evaluations come from the profiler, which owns the evaluation cache (the store's): a resumed run
+measures only what is missing. Re-timing sessions are kept in the store by iteration, never in
+the evaluation cache.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Any
+
+from accelopt.agents.planner import Plan
+from accelopt.backends.base import Backend
+from accelopt.backends.kernel import Kernel
+from accelopt.hardware.spec import HardwareSpec
+from accelopt.problems.records import Problem
+from accelopt.profiling.composite import combine, combine_ratios
+from accelopt.profiling.evaluation import Evaluation
+from accelopt.profiling.profile import Profile, build_profile
+from accelopt.profiling.profiler import Profiler
+from accelopt.search.evaluations import run_evaluations
+from accelopt.search.phases import PhaseHook, Phases
+from accelopt.search.progress import Progress
+from accelopt.search.selection import Candidate, noise_of
+from accelopt.store.records import KernelOrigin, KernelRecord, RunRecord
+from accelopt.store.store import Store
+
+
+@dataclass
+class Measurer:
+    """The kernels of ``run``, recorded and measured on its ``tuned`` workloads (the
+    score is their geometric mean; the first is ``workload``, whose sizes a profile describes)
+    and, at the end, on its ``held_out`` ones (never shown to the agents)."""
+
+    store: Store
+    run: RunRecord
+    profiler: Profiler
+    backend: Backend
+    hardware: HardwareSpec
+    problem: Problem
+    workload: str
+    tuned: tuple[str, ...]
+    held_out: tuple[str, ...] = ()
+    phase: PhaseHook = field(default_factory=Phases)
+    progress: Progress | None = None
+    _profiles: dict[str, asyncio.Future[Profile]] = field(default_factory=dict, init=False)
+    _primary: dict[str, Evaluation] = field(default_factory=dict, init=False)  # on ``workload``
+
+    def __post_init__(self) -> None:
+        # As many evaluations in flight as the profiler can run (a Ray cluster: many more than
+        # asyncio's default thread pool would allow).
+        self._pool = ThreadPoolExecutor(max_workers=max(1, self.profiler.capacity))
+        # the parent's own work (compiler remarks for profiles) never queues behind evaluations
+        self._local = ThreadPoolExecutor(max_workers=2)
+        self._sizes = self.problem.workload(self.workload).sizes
+        self._cost = self.problem.cost.evaluate(self._sizes)
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=False)
+        self._local.shutdown(wait=False)
+
+    async def _off_loop(self, fn: Callable[..., Any], *args: Any) -> Any:
+        return await asyncio.get_running_loop().run_in_executor(self._pool, partial(fn, *args))
+
+    async def _here(self, fn: Callable[..., Any], *args: Any) -> Any:
+        return await asyncio.get_running_loop().run_in_executor(self._local, partial(fn, *args))
+
+    async def admit(
+        self,
+        source: str,
+        parent: Candidate | None,
+        plan: Plan | None,
+        t: int,
+        origin: KernelOrigin,
+        race: Candidate | None = None,
+    ) -> Candidate:
+        """Record a new kernel in the run, then evaluate it (or reuse its evaluation), racing
+        ``race`` (default: its parent)."""
+        kernel = Kernel(source, self.backend.name, f"{origin}-{t}")
+        record = KernelRecord(
+            hash=kernel.hash,
+            source=source,
+            backend=self.backend.name,
+            iteration=t,
+            origin=origin,
+            parent_hash=parent.hash if parent else "",
+            plan_title=plan.title if plan else "",
+            plan_steps=plan.steps if plan else (),
+        )
+        self.store.add_kernel(self.run.id, record)
+        return Candidate(record, await self.measure(kernel, t, race or parent))
+
+    async def measure(self, kernel: Kernel, t: int, parent: Candidate | None = None) -> Evaluation:
+        """The kernel's evaluation, from the profiler (cached, or measured once however many
+        ask for it at the same time): on each tuned workload, combined (``composite``); the
+        others are measured only once the first passed, and not beaten by ``parent`` before
+        its timing ended (``race_s``: racing)."""
+        self.phase("evaluating", t)
+        first = await self._off_loop(
+            self.profiler.race, kernel, self.problem, self.workload, race_s(parent)
+        )
+        found = [first]
+        if first.passed and not first.raced and len(self.tuned) > 1:
+            rest = [self.evaluate_on(kernel, w) for w in self.tuned[1:]]
+            found += await asyncio.gather(*rest)
+        self._primary[kernel.hash] = first
+        evaluation = combine(found, self.tuned)
+        if self.progress is not None:
+            self.progress.evaluated += 1
+            self.progress.statuses[evaluation.status.value] += 1
+            self.progress.refresh()
+        return evaluation
+
+    async def evaluate_on(self, kernel: Kernel, workload: str) -> Evaluation:
+        evaluation: Evaluation = await self._off_loop(
+            self.profiler.evaluate, kernel, self.problem, workload
+        )
+        return evaluation
+
+    async def hold_out(self, kernels: Sequence[Candidate]) -> None:
+        """Each kernel measured on each held-out workload (cached in the store, where reports
+        find them; a resumed run measures only what is missing)."""
+        if not self.held_out:
+            return
+        self.phase("holding out", 0)
+        jobs = [
+            self.evaluate_on(Kernel(c.kernel.source, self.backend.name, "held-out"), w)
+            for c in {c.hash: c for c in kernels}.values()
+            for w in self.held_out
+        ]
+        await asyncio.gather(*jobs)
+
+    async def session(self, t: int, group: Sequence[Candidate]) -> dict[str, Any]:
+        """``group`` timed in one session per tuned workload (the first is the reference; a
+        second that is the first again is its twin), or as the store kept it."""
+        hashes = [c.hash for c in group]
+        data = self.store.get_retiming(self.run.id, t, hashes)
+        if data is not None:
+            return data
+        kernels = [Kernel(c.kernel.source, self.backend.name, f"retime-{t}") for c in group]
+        sessions = [
+            await self._off_loop(self.profiler.retime, kernels, self.problem, w) for w in self.tuned
+        ]  # one workload after another: each session has the device to itself
+        combined = [
+            combine_ratios([s.ratios[i] for s in sessions], [s.ratio_ci[i] for s in sessions])
+            for i in range(len(group))
+        ]
+        return self.store.put_retiming(self.run.id, t, hashes, {
+            "ratios": [r for r, _ in combined],
+            "ratio_ci": [c for _, c in combined],
+            "twin": len(hashes) > 1 and hashes[1] == hashes[0],
+            "rounds": min(s.rounds for s in sessions),
+            "evaluations": [e.model_dump() for s in sessions for e in s.evaluations],
+        })  # fmt: skip
+
+    async def profile(self, cand: Candidate) -> Profile:
+        """The kernel's profile for the agents, made once however many ask for it."""
+        if cand.hash not in self._profiles:
+            self._profiles[cand.hash] = asyncio.ensure_future(self._build_profile(cand))
+        return await self._profiles[cand.hash]
+
+    async def _build_profile(self, cand: Candidate) -> Profile:
+        source = cand.kernel.source
+        remarks = await self._here(self.backend.remarks, source, self.problem, self._sizes)
+        return build_profile(self.primary(cand), self._cost, self.hardware, remarks)
+
+    def primary(self, cand: Candidate) -> Evaluation:
+        """The candidate's evaluation on ``workload`` (the sizes its profile describes): itself
+        on one tuned workload; else measured this session, or cached (a resumed run)."""
+        if len(self.tuned) == 1:
+            return cand.evaluation
+        if cand.hash not in self._primary:  # read the run's once, not per candidate
+            found = run_evaluations(self.store, self.run, workload=self.workload)
+            for kernel_hash, evaluation in found.items():
+                self._primary.setdefault(kernel_hash, evaluation)
+        return self._primary.get(cand.hash, cand.evaluation)
+
+
+def race_s(parent: Candidate | None) -> float | None:
+    """The latency a child must beat to go on being timed: its parent's, widened by the noise
+    the search's comparisons allow (``selection.noise_of``). A child whose interval lies wholly
+    above it is NOT_FASTER whatever more timing would say, so its timing stops there."""
+    if parent is None or parent.latency is None:
+        return None
+    return parent.latency * (1 + noise_of(parent.evaluation))

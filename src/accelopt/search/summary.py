@@ -1,0 +1,85 @@
+"""What a run that ended comes to: the numbers the CLI prints and writes as JSON."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from accelopt.hardware.roofline import Bound
+from accelopt.llm.client import Usage
+from accelopt.search.run import OptimizeResult
+from accelopt.search.workloads import Generalization, run_workloads
+from accelopt.store.calls import usage_json
+from accelopt.store.records import RunStatus
+
+
+@dataclass(frozen=True)
+class KernelSummary:
+    """The baseline or the best kernel of a ``RunSummary``."""
+
+    latency_s: float | None
+    pct_of_peak: float | None
+    hash: str
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    """The numbers the CLI prints of a run that ended, and writes as JSON (``as_json``)."""
+
+    run: str
+    problem: str
+    workload: str
+    workloads: tuple[str, ...]  # tuned on (the first is ``workload``)
+    held_out: tuple[str, ...]
+    status: RunStatus
+    baseline: KernelSummary
+    best: KernelSummary
+    speedup: float | None  # the baseline's latency over the best's
+    bound: Bound  # the best kernel's
+    usage: Mapping[str, Usage]  # per agent
+    best_kernel_path: str = ""  # where the best kernel was written ("": nowhere)
+    generalization: Generalization | None = None  # figures per workload, for a run on several
+
+    def as_json(self) -> dict[str, Any]:
+        """The JSON object: every field, the usage as its counts; the kernel path and the
+        generalization only when there are."""
+        data: dict[str, Any] = {
+            "run": self.run,
+            "problem": self.problem,
+            "workload": self.workload,
+            "workloads": list(self.workloads),
+            "held_out": list(self.held_out),
+            "status": self.status,
+            "baseline": dataclasses.asdict(self.baseline),
+            "best": dataclasses.asdict(self.best),
+            "speedup": self.speedup,
+            "bound": self.bound,
+            "usage": {agent: usage_json(u) for agent, u in self.usage.items()},
+        }
+        if self.best_kernel_path:
+            data["best_kernel_path"] = self.best_kernel_path
+        if self.generalization is not None:
+            data["generalization"] = self.generalization.as_json()
+        return data
+
+
+def run_summary(result: OptimizeResult) -> RunSummary:
+    """The summary of a run that ended, with this session's usage."""
+    b, t = result.baseline.evaluation, result.best.evaluation
+    speedup = (b.latency_s / t.latency_s) if b.latency_s and t.latency_s else None
+    chosen = run_workloads(result.run)
+    return RunSummary(
+        run=result.run.id,
+        problem=result.run.problem,
+        workload=result.run.workload,
+        workloads=chosen.tuned,
+        held_out=chosen.held_out,
+        status=result.status,
+        baseline=KernelSummary(b.latency_s, b.pct_of_peak, b.kernel_hash),
+        best=KernelSummary(t.latency_s, t.pct_of_peak, t.kernel_hash),
+        speedup=speedup,
+        bound=t.bound,
+        usage=result.usage,
+    )

@@ -1,0 +1,231 @@
+"""A store's kernels (their sources once per hash), the evaluation cache and the re-timings."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Sequence
+from typing import Any
+
+from accelopt.profiling.config import harness_key
+from accelopt.profiling.evaluation import Evaluation
+from accelopt.store.database import Database, dump_json, now_iso
+from accelopt.store.records import KernelOrigin, KernelRecord, RunRecord
+
+
+class KernelTables(Database):
+    """The kernels each run saw, the evaluations of kernels, and one-session re-timings."""
+
+    def add_kernel(self, run_id: str, kernel: KernelRecord) -> bool:
+        """Record that ``kernel`` entered the run; False (and no change) if it already had.
+
+        The source is stored once per hash across runs: the first source seen for a hash is the
+        one kept (sources with the same hash differ at most in what normalization removes).
+        """
+        with self._write() as conn:
+            self._require_run(conn, run_id)
+            conn.execute(
+                "INSERT OR IGNORE INTO kernel_sources (hash, backend, source) VALUES (?, ?, ?)",
+                (kernel.hash, kernel.backend, kernel.source),
+            )
+            cur = conn.execute(
+                "INSERT OR IGNORE INTO run_kernels (run_id, hash, iteration, origin, parent_hash,"
+                " plan_title, plan_steps) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (
+                    run_id,
+                    kernel.hash,
+                    kernel.iteration,
+                    kernel.origin,
+                    kernel.parent_hash,
+                    kernel.plan_title,
+                    json.dumps(list(kernel.plan_steps)),
+                ),
+            )
+            conn.execute(
+                "INSERT OR IGNORE INTO run_kernel_writes (run_id, hash, iteration, parent_hash,"
+                " plan_title) VALUES (?, ?, ?, ?, ?)",
+                (run_id, kernel.hash, kernel.iteration, kernel.parent_hash, kernel.plan_title),
+            )
+            return cur.rowcount == 1
+
+    def kernels(self, run_id: str, every_write: bool = False) -> list[KernelRecord]:
+        """The run's kernels in the order they were added, each as first written; with
+        ``every_write``, a record for every time one was written (a later iteration, another
+        parent or plan that wrote the same source)."""
+        # a write's own iteration, parent and plan; the kernel's origin and plan steps
+        write = "w" if every_write else "k"
+        writes = (
+            " JOIN run_kernel_writes w ON w.run_id = k.run_id AND w.hash = k.hash"
+            if every_write
+            else ""
+        )
+        with self._read() as conn:
+            rows = conn.execute(
+                f"SELECT k.hash, s.source, s.backend, {write}.iteration, k.origin,"
+                f" {write}.parent_hash, {write}.plan_title, k.plan_steps FROM run_kernels k"
+                f"{writes} JOIN kernel_sources s ON s.hash = k.hash WHERE k.run_id = ?"
+                f" ORDER BY {write}.seq",
+                (run_id,),
+            ).fetchall()
+        return [
+            KernelRecord(
+                hash=r["hash"],
+                source=r["source"],
+                backend=r["backend"],
+                iteration=r["iteration"],
+                origin=KernelOrigin(r["origin"]),
+                parent_hash=r["parent_hash"],
+                plan_title=r["plan_title"],
+                plan_steps=tuple(json.loads(r["plan_steps"])),
+            )
+            for r in rows
+        ]
+
+    def kernel_source(self, kernel_hash: str) -> str | None:
+        with self._read() as conn:
+            row = conn.execute(
+                "SELECT source FROM kernel_sources WHERE hash = ?", (kernel_hash,)
+            ).fetchone()
+        return None if row is None else row["source"]
+
+    # -- evaluations --------------------------------------------------------------------------
+
+    def put_evaluation(
+        self, evaluation: Evaluation, harness_version: str | None = None, replace: bool = True
+    ) -> None:
+        """Cache ``evaluation`` under (kernel hash, problem, workload, hardware, harness version),
+        replacing what was there (``replace``; else an evaluation there stays). The harness
+        version is the running harness's, with the problem's fingerprint for a workspace problem
+        (``config.harness_key``)."""
+        harness_version = harness_version or harness_key(evaluation.problem_version)
+        with self._write() as conn:
+            conflict = "REPLACE" if replace else "IGNORE"
+            _insert_evaluation(conn, conflict, evaluation, harness_version)
+
+    def get_evaluation(
+        self,
+        kernel_hash: str,
+        problem: str,
+        workload: str,
+        hardware: str,
+        harness_version: str | None = None,
+        problem_version: str = "",
+    ) -> Evaluation | None:
+        harness_version = harness_version or harness_key(problem_version)
+        with self._read() as conn:
+            row = conn.execute(
+                "SELECT data FROM evaluations WHERE kernel_hash = ? AND problem = ?"
+                " AND workload = ? AND hardware = ? AND harness_version = ?",
+                (kernel_hash, problem, workload, hardware, harness_version),
+            ).fetchone()
+        return None if row is None else Evaluation.model_validate_json(row["data"])
+
+    def evaluations_of(
+        self, run: RunRecord, workload: str, harness_version: str
+    ) -> dict[str, Evaluation]:
+        """Kernel hash -> cached evaluation on ``workload``, for the run's kernels on the run's
+        problem and hardware (kernels without one are absent), in the order they were added.
+
+        A kernel evaluated after a ceiling of the run's device was re-measured during the run is
+        cached under the raised ceilings' key (the same device name, another digest): its
+        evaluation is found there when the run's own key has none, the newest first."""
+        device = run.hardware.rsplit("-", 1)[0] + "-"  # HardwareSpec.key(): f"{name}-{digest}"
+        with self._read() as conn:
+            rows = conn.execute(
+                "SELECT k.hash, (SELECT e.data FROM evaluations e WHERE e.kernel_hash = k.hash"
+                " AND e.problem = ? AND e.workload = ? AND e.harness_version = ?"
+                " AND substr(e.hardware, 1, ?) = ?"
+                " ORDER BY e.hardware = ? DESC, e.created_at DESC, e.rowid DESC LIMIT 1) AS data"
+                " FROM run_kernels k WHERE k.run_id = ? ORDER BY k.seq",
+                (run.problem, workload, harness_version, len(device), device,
+                 run.hardware, run.id),
+            ).fetchall()  # fmt: skip
+        return {
+            r["hash"]: Evaluation.model_validate_json(r["data"])
+            for r in rows
+            if r["data"] is not None
+        }
+
+    def raced_kernels(self, run: RunRecord, workload: str, harness_version: str) -> set[str]:
+        """The hashes of the run's kernels whose timing stopped early inside it on ``workload``
+        (raced: cached apart from final evaluations, under ``harness_version`` + "+raced:")."""
+        with self._read() as conn:
+            rows = conn.execute(
+                "SELECT DISTINCT k.hash FROM run_kernels k JOIN evaluations e"
+                " ON e.kernel_hash = k.hash WHERE k.run_id = ? AND e.problem = ?"
+                " AND e.workload = ? AND e.harness_version LIKE ?",
+                (run.id, run.problem, workload, harness_version + "+raced:%"),
+            ).fetchall()
+        return {r["hash"] for r in rows}
+
+    # -- re-timings ---------------------------------------------------------------------------
+
+    def put_retiming(
+        self, run_id: str, iteration: int, kernels: Sequence[str], data: dict[str, Any]
+    ) -> dict[str, Any]:
+        """Keep a one-session re-timing of ``kernels`` (the parent first) in a run's iteration;
+        never in the evaluation cache. The first record of those kernels in that iteration wins:
+        returns the data kept."""
+        key = json.dumps(list(kernels))
+        with self._write() as conn:
+            self._require_run(conn, run_id)
+            conn.execute(
+                "INSERT OR IGNORE INTO retimings (run_id, iteration, kernels, data, created_at)"
+                " VALUES (?, ?, ?, ?, ?)",
+                (
+                    run_id,
+                    iteration,
+                    key,
+                    dump_json(data),
+                    now_iso(),
+                ),
+            )
+            row = conn.execute(
+                "SELECT data FROM retimings WHERE run_id = ? AND iteration = ? AND kernels = ?",
+                (run_id, iteration, key),
+            ).fetchone()
+        return dict(json.loads(row["data"]))
+
+    def get_retiming(
+        self, run_id: str, iteration: int, kernels: Sequence[str]
+    ) -> dict[str, Any] | None:
+        """The data ``put_retiming`` kept for these kernels in that iteration, or None."""
+        with self._read() as conn:
+            row = conn.execute(
+                "SELECT data FROM retimings WHERE run_id = ? AND iteration = ? AND kernels = ?",
+                (run_id, iteration, json.dumps(list(kernels))),
+            ).fetchone()
+        return None if row is None else dict(json.loads(row["data"]))
+
+    def retimings(self, run_id: str) -> list[tuple[list[str], dict[str, Any]]]:
+        """Every re-timing session of the run, in the order kept: (its kernels, its data)."""
+        with self._read() as conn:
+            rows = conn.execute(
+                "SELECT kernels, data FROM retimings WHERE run_id = ? ORDER BY rowid", (run_id,)
+            ).fetchall()
+        return [(list(json.loads(r["kernels"])), dict(json.loads(r["data"]))) for r in rows]
+
+
+def _insert_evaluation(
+    conn: sqlite3.Connection, conflict: str, evaluation: Evaluation, harness_version: str
+) -> None:
+    """Cache ``evaluation``; ``conflict``: "REPLACE" what is there under its key, or "IGNORE"
+    (keep it)."""
+    assert conflict in ("REPLACE", "IGNORE")
+    conn.execute(
+        f"INSERT OR {conflict} INTO evaluations (kernel_hash, problem, workload, hardware,"
+        " harness_version, status, latency_s, pct_of_peak, data, created_at)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (
+            evaluation.kernel_hash,
+            evaluation.problem,
+            evaluation.workload,
+            evaluation.hardware,
+            harness_version,
+            str(evaluation.status),
+            evaluation.latency_s,
+            evaluation.pct_of_peak,
+            dump_json(evaluation),
+            now_iso(),
+        ),
+    )
