@@ -274,10 +274,13 @@ def backend_specific_imports(
 # --- inside profiling: parent/, worker/, cluster/ and what they share at its top -----------------
 
 PROFILING = f"{PACKAGE}.profiling"
-# What a worker process may import from profiling's top: the package, the config and the pure
-# statistics. Not evaluation.py (pydantic records), session.py or the profilers: the worker's
-# side of the process boundary knows the protocol and nothing of the parent's.
-WORKER_MAY_IMPORT = frozenset({PROFILING, f"{PROFILING}.config", f"{PROFILING}.stats"})
+# What a worker process may import from profiling's top: the package, the config, the pure
+# statistics and the kernel measurement it reports (a record of plain fields). Not evaluation.py
+# (the parent's verdict), session.py or the profilers: the worker's side of the process boundary
+# knows the protocol and nothing of the parent's.
+WORKER_MAY_IMPORT = frozenset(
+    {PROFILING, f"{PROFILING}.config", f"{PROFILING}.stats", f"{PROFILING}.measurement"}
+)
 
 
 def profiling_part(module: str) -> str | None:

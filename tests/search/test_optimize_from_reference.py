@@ -80,13 +80,10 @@ class DraftingTeam:
         return Reply("TITLE: simd\nLESSON: Vectorize the inner loop.\n")
 
 
-@pytest.mark.parametrize("origin", sorted(PROBLEMS))
 def test_a_problem_without_a_kernel_is_drafted_then_optimized_and_resumes(
-    run_cli, cli_env, tmp_path, origin
+    run_cli, cli_env, tmp_path
 ):
-    if origin == "kernelbench":
-        pytest.importorskip("torch")
-    adding, name, workload, *kernels = PROBLEMS[origin]
+    adding, name, workload, *kernels = PROBLEMS["added"]
     ws = tmp_path / "ws"
     assert run_cli(*adding, "--workspace", ws).returncode == 0
     team = DraftingTeam(hang_on=2, kernels=tuple(kernels))  # iteration 2's planner call
@@ -130,6 +127,28 @@ def test_a_problem_without_a_kernel_is_drafted_then_optimized_and_resumes(
         assert [i.iteration for i in store.iterations(run.id)] == [0, 1, 2]
     usage = summary["usage"]
     assert usage["executor"]["calls"] >= 1 and usage["fixer"]["calls"] >= 1
+
+
+def test_a_kernelbench_problem_is_drafted_from_its_pytorch_reference(run_cli, tmp_path):
+    """The same first steps for an imported KernelBench problem, whose reference is PyTorch code
+    (the kill and resume above are the loop's, whatever the problem's origin)."""
+    pytest.importorskip("torch")
+    adding, name, workload, *kernels = PROBLEMS["kernelbench"]
+    ws = tmp_path / "ws"
+    assert run_cli(*adding, "--workspace", ws).returncode == 0
+    team = DraftingTeam(kernels=tuple(kernels))
+    with ScriptedServer(default=team) as server:
+        config = write_config(tmp_path / "accelopt.yaml", server.base_url)
+        out = run_cli("optimize", name, "--workload", workload, "--beam", "1", "--plans", "1",
+                      "--samples", "1", "--iterations", "1", "--fixer", "0", "--config", config,
+                      "--workspace", ws, "--json", "-")  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["status"] == "finished"
+    with Store.open(ws) as store:
+        (run,) = store.list_runs()
+        drafted = [k.origin for k in store.kernels(run.id) if k.iteration == 0]
+    assert drafted == ["executor", "fixer"]  # the wrong draft, then the fixer's repair
+    assert "There is none yet" in team.prompts[0][1] and "torch" in team.prompts[0][1]
 
 
 def test_a_draft_that_never_passes_ends_in_one_sentence(run_cli, tmp_path):

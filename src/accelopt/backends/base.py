@@ -73,6 +73,27 @@ class LoadedKernel(Protocol):
     def close(self) -> None: ...
 
 
+class CheckedBuild:
+    """The build of a backend whose sources have static checks: a source ``check`` rejects is
+    REJECTED with its reason before any work; the rest is built by ``build_checked``."""
+
+    def check(self, source: str) -> str | None:
+        raise NotImplementedError
+
+    def build_checked(
+        self, kernel: Kernel, problem: Problem, sizes: Sizes, timeout_s: float
+    ) -> BuildResult:
+        raise NotImplementedError
+
+    def build(
+        self, kernel: Kernel, problem: Problem, sizes: Sizes, timeout_s: float
+    ) -> BuildResult:
+        reason = self.check(kernel.source)
+        if reason:
+            return BuildResult(Status.REJECTED, reason)
+        return self.build_checked(kernel, problem, sizes, timeout_s)
+
+
 class Backend(Protocol):
     name: str
     # True when a kernel is compiled at its first launch (JIT): the harness then makes that first

@@ -1,15 +1,23 @@
-"""The ``Evaluation`` record: one kernel measured on one workload. A failure is data, with a log."""
+"""The ``Evaluation`` record: one kernel measured on one workload and judged. A failure is data,
+with a log."""
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict
+from typing import Any
+
+from pydantic import ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
 
 from accelopt.backends.status import Status
 from accelopt.hardware.roofline import Bound
+from accelopt.profiling.measurement import KernelMeasurement
 from accelopt.profiling.stats import is_busy
 
 
-class Evaluation(BaseModel):
+class Evaluation(KernelMeasurement):
+    """One kernel on one workload: the worker's measurement (``KernelMeasurement``: the latency,
+    the error, the isolation, the log) and, here, what the parent made of it: the verdict, the %
+    of peak against a ceiling with its interval, and where it was measured."""
+
     model_config = ConfigDict(frozen=True)
 
     problem: str
@@ -23,19 +31,12 @@ class Evaluation(BaseModel):
     hardware: str  # HardwareSpec.key()
     status: Status
     error: str = ""  # short and human-readable; empty when PASSED
-    latency_s: float | None = None  # median of the timed calls
-    min_s: float | None = None
-    noise: float | None = None  # IQR / median of the timed calls
-    calls: int = 0  # timed calls
     # 95 % interval of the median latency: this timing's own, widened by the machine's drift
     # between evaluations (``drift``), so that it covers another evaluation's median
     ci_low_s: float | None = None
     ci_high_s: float | None = None
     session_ci: float | None = None  # the median's half-width within this timing alone (0.01)
     drift: float | None = None  # the machine's drift between evaluations (``hardware.drift``)
-    load_others: float | None = None  # share of the machine's CPUs others used while timed
-    load_steal: float | None = None  # share of CPU time the hypervisor stole while timed
-    placement: str = ""  # the CPUs the kernel's threads were bound to while timed ("CPU 0")
     # The figure the search and the tables use: ``ceiling`` says against which. "calibrated":
     # the roofline time at the figure of the control timed with the kernel (``control_rate``);
     # "cached": at this hardware's cached ceiling. Always pct_of_peak = peak_s / latency_s.
@@ -56,24 +57,18 @@ class Evaluation(BaseModel):
     control_rate: float | None = None  # the control's figure while timed (FLOP/s or bytes/s)
     control: str = ""  # what the control was, or why the figure is not calibrated
     bound: Bound  # the roofline term that sets peak_s
-    # Timing stopped early inside a search: clearly slower than its parent (``race_s``); the
-    # figures are what it had then, never a final figure for reports or the evaluation cache
-    raced: bool = False
-    max_rel_err: float | None = None  # worst relative L2 error over seeds and outputs
     tolerance: float
-    seeds: list[int] = []
+    seeds: list[int] = Field(default_factory=list)
     threads: int | None = None
-    rotation_sets: int | None = None
-    batch_calls: int | None = None  # timed calls per round trip (cpu: the kernel's own process)
-    compile_s: float | None = None
-    compile_cached: bool = False
-    check_s: float | None = None
-    time_s: float | None = None
     wall_s: float | None = None
-    network_isolated: bool | None = None
-    # The layers the kernel's process ran under (cpu: executor.c's facts, e.g. seccomp, uid)
-    isolation: dict[str, str] | None = None
-    log: str = ""  # the kernel's stdout/stderr, capped
+
+    @model_serializer(mode="wrap")
+    def _judged_first(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """What was measured, where and the verdict first; the worker's measurement after it
+        (its log last), as the JSON always read."""
+        data: dict[str, Any] = handler(self)
+        measured = [k for k in KernelMeasurement.model_fields if k in data]
+        return {k: v for k, v in data.items() if k not in measured} | {k: data[k] for k in measured}
 
     @property
     def passed(self) -> bool:

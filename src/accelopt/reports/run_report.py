@@ -7,6 +7,7 @@ the template; ``write_run_report`` does all three and writes the file.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -284,17 +285,7 @@ def failures(
 
 def agent_usage(usage: Mapping[str, Usage], models: Mapping[str, str]) -> list[AgentUsage]:
     return [
-        AgentUsage(
-            agent=agent,
-            model=models.get(agent, ""),
-            calls=u.calls,
-            failed=u.failed,
-            replayed=u.replayed,
-            tokens_in=u.tokens_in,
-            tokens_out=u.tokens_out,
-            cost_usd=u.cost_usd,
-            unknown_cost=u.unknown_cost,
-        )
+        AgentUsage(agent=agent, model=models.get(agent, ""), **dataclasses.asdict(u))
         for agent, u in usage.items()
     ]
 

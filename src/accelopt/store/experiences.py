@@ -15,6 +15,11 @@ from accelopt.store.search import fts_query
 # bm25 column weights: title, description, before, after, problem. Code snippets are long and
 # full of identifiers, so a hit there counts for less than one in the lesson's words.
 _BM25 = "bm25(experiences_fts, 2.0, 1.0, 0.5, 0.5, 1.0)"
+# An experience's fields kept in columns of their own name (its lesson and kind aside)
+_PROVENANCE = (
+    *("speedup", "problem", "backend", "hardware", "model", "run_id", "slow_hash", "fast_hash"),
+    *("id", "created_at", "iteration", "parent_hash", "plan_title"),
+)
 
 
 class ExperienceTables(Database):
@@ -187,17 +192,5 @@ def _experience(row: sqlite3.Row) -> Experience:
             after=row["after_src"],
         ),
         kind=ExperienceKind(row["kind"]),
-        speedup=row["speedup"],
-        problem=row["problem"],
-        backend=row["backend"],
-        hardware=row["hardware"],
-        model=row["model"],
-        run_id=row["run_id"],
-        slow_hash=row["slow_hash"],
-        fast_hash=row["fast_hash"],
-        id=row["id"],
-        created_at=row["created_at"],
-        iteration=row["iteration"],
-        parent_hash=row["parent_hash"],
-        plan_title=row["plan_title"],
+        **{name: row[name] for name in _PROVENANCE},
     )

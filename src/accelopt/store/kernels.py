@@ -67,19 +67,7 @@ class KernelTables(Database):
                 f" ORDER BY {write}.seq",
                 (run_id,),
             ).fetchall()
-        return [
-            KernelRecord(
-                hash=r["hash"],
-                source=r["source"],
-                backend=r["backend"],
-                iteration=r["iteration"],
-                origin=KernelOrigin(r["origin"]),
-                parent_hash=r["parent_hash"],
-                plan_title=r["plan_title"],
-                plan_steps=tuple(json.loads(r["plan_steps"])),
-            )
-            for r in rows
-        ]
+        return [_kernel(r) for r in rows]
 
     def kernel_source(self, kernel_hash: str) -> str | None:
         with self._read() as conn:
@@ -229,3 +217,9 @@ def _insert_evaluation(
             now_iso(),
         ),
     )
+
+
+def _kernel(row: sqlite3.Row) -> KernelRecord:
+    """A ``kernels`` row (its columns named as the record's fields) as the record."""
+    steps = tuple(json.loads(row["plan_steps"]))
+    return KernelRecord(**{**dict(row), "origin": KernelOrigin(row["origin"]), "plan_steps": steps})

@@ -178,14 +178,7 @@ def _run(row: sqlite3.Row) -> RunRecord:
 
 
 def _iteration(data: dict[str, Any]) -> IterationRecord:
+    known = {f.name for f in dataclasses.fields(IterationRecord)}
     return IterationRecord(
-        iteration=data["iteration"],
-        beam=tuple(data["beam"]),
-        best_hash=data["best_hash"],
-        best_latency_s=data["best_latency_s"],
-        best_pct_of_peak=data["best_pct_of_peak"],
-        spent_usd=data["spent_usd"],
-        evaluated=data["evaluated"],
-        failed_by_status=dict(data.get("failed_by_status", {})),
-        wasted=dict(data.get("wasted", {})),
+        **{k: v for k, v in data.items() if k in known} | {"beam": tuple(data["beam"])}
     )

@@ -29,7 +29,7 @@ import threading
 import time
 from collections.abc import Iterator, Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from types import MappingProxyType, TracebackType
+from types import MappingProxyType
 from typing import Any
 
 from accelopt.testing.scripting import (
@@ -100,12 +100,7 @@ class ScriptedServer(Script):
     def __enter__(self) -> ScriptedServer:
         return self.start()
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.stop()
 
     @property

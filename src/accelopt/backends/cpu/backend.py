@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from accelopt import settings
-from accelopt.backends.base import BuildResult, KernelError
+from accelopt.backends.base import BuildResult, CheckedBuild, KernelError
 from accelopt.backends.cpu.checks import check_source
 from accelopt.backends.cpu.compiler import (
     LIBS,
@@ -59,7 +59,7 @@ def build_inputs(source: str, problem: Problem, sizes: Sizes, cc: Compiler) -> B
     return BuildInputs(source, defines, prototype(len(problem.inputs), len(problem.outputs)), cc)
 
 
-class CpuBackend:
+class CpuBackend(CheckedBuild):
     """C kernels, run in a separate sandboxed process (``kernel_process.py``, ``remote.py``)."""
 
     name = "cpu"
@@ -114,12 +114,9 @@ class CpuBackend:
     def check(self, source: str) -> str | None:
         return check_source(source)
 
-    def build(
+    def build_checked(
         self, kernel: Kernel, problem: Problem, sizes: Sizes, timeout_s: float
     ) -> BuildResult:
-        reason = self.check(kernel.source)
-        if reason:
-            return BuildResult(Status.REJECTED, reason)
         compiler = compiler_for(settings.c_compiler())
         built = compile_kernel(
             build_inputs(kernel.source, problem, sizes, compiler),

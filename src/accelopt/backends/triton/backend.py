@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from accelopt import settings
-from accelopt.backends.base import BuildResult, KernelError, KernelLoadError
+from accelopt.backends.base import BuildResult, CheckedBuild, KernelError, KernelLoadError
 from accelopt.backends.device import Device
 from accelopt.backends.facts import BackendFacts, describe_ceilings
 from accelopt.backends.kernel import Kernel
@@ -96,7 +96,7 @@ class TritonKernel:
         sys.modules.pop(getattr(self._launcher, "__module__", ""), None)
 
 
-class TritonBackend:
+class TritonBackend(CheckedBuild):
     name = "triton"
     compiles_on_first_call = True
 
@@ -143,12 +143,9 @@ class TritonBackend:
     def check(self, source: str) -> str | None:
         return checks.check_source(source)
 
-    def build(
+    def build_checked(
         self, kernel: Kernel, problem: Problem, sizes: Sizes, timeout_s: float
     ) -> BuildResult:
-        reason = self.check(kernel.source)
-        if reason:
-            return BuildResult(Status.REJECTED, reason)
         path = Path.cwd() / SOURCE_NAME
         path.write_text(kernel.source)
         return BuildResult(None, artifact=path)

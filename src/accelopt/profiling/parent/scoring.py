@@ -108,7 +108,9 @@ def build_evaluation(
     cost = problem.cost.evaluate(problem.workload(workload).sizes)
     roof = roofline(cost, hardware)
     judged = verdict(result.status, result.error, result.latency_s, roof.peak_s)
+    measured = result.measured() | {"log": redact(result.log, secrets)}
     return Evaluation(
+        **measured,
         problem=problem.name,
         workload=workload,
         backend=kernel.backend,
@@ -118,30 +120,12 @@ def build_evaluation(
         hardware=hardware.key(),
         status=judged.status,
         error=redact(judged.error, secrets),
-        latency_s=result.latency_s,
-        min_s=result.min_s,
-        noise=result.noise,
-        calls=result.calls,
-        load_others=result.load_others,
-        load_steal=result.load_steal,
-        placement=result.placement,
         bound=roof.bound,
-        raced=result.raced,
         **figures(result, cost, roof, judged, drift, control, headline),
-        max_rel_err=result.max_rel_err,
         tolerance=problem.tolerance,
         seeds=list(seeds),
         threads=threads,
-        rotation_sets=result.rotation_sets,
-        batch_calls=result.batch_calls,
-        compile_s=result.compile_s,
-        compile_cached=result.compile_cached,
-        check_s=result.check_s,
-        time_s=result.time_s,
         wall_s=wall_s,
-        network_isolated=result.network_isolated,
-        isolation=result.isolation,
-        log=redact(result.log, secrets),
     )
 
 

@@ -30,6 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from accelopt.backends.status import Status
 from accelopt.profiling.config import EvalConfig
+from accelopt.profiling.measurement import KernelMeasurement
 
 MAX_MESSAGE_BYTES = 32 << 20
 SEPARATE = "separate"  # KernelResult.kernel_process: the kernel ran in a process of its own
@@ -136,40 +137,24 @@ class Phase(_Message):
     detail: str = ""
 
 
-class KernelResult(_Message):
-    """What the harness found for one kernel; ``status`` None: it passed every step (the parent
-    scores it). A failure of the service itself (a worker that died, a lost actor) is one too,
-    with its status and error."""
+class KernelResult(_Message, KernelMeasurement):
+    """What the harness found for one kernel: its measurement (``KernelMeasurement``) and what
+    the parent scores it with; ``status`` None: it passed every step (the parent scores it). A
+    failure of the service itself (a worker that died, a lost actor) is one too, with its status
+    and error."""
 
     status: Status | None = None
     error: str = ""
     kernel_ran: bool = False  # some kernel code ran (in this worker, unless kernel_process says)
     kernel_process: str = ""  # SEPARATE: it ran in a process of its own (the cpu backend)
-    isolation: dict[str, str] | None = None  # that process's layers (executor.c's facts)
-    network_isolated: bool | None = None  # the worker's network namespace (set by the parent)
-    compile_s: float | None = None
-    compile_cached: bool = False
-    check_s: float | None = None
-    max_rel_err: float | None = None
-    rotation_sets: int | None = None
-    batch_calls: int | None = None
-    latency_s: float | None = None
-    min_s: float | None = None
-    noise: float | None = None
-    calls: int = 0
+    # The median's 95 % interval within this timing alone (the parent widens it by the drift)
     ci_low_s: float | None = None
     ci_high_s: float | None = None
-    time_s: float | None = None
-    load_others: float | None = None
-    load_steal: float | None = None
-    placement: str = ""  # where the kernel's threads ran while timed (placement.py)
     # The control's figure before, between and after the slices of the timing (None: disturbed
     # by the kernel's process, left out), each slice's median latency, and why a control failed
     control_rates: list[float | None] = []
     slice_medians: list[float | None] = []
     control_note: str = ""
-    raced: bool = False  # stopped early: clearly slower than the request's race_s
-    log: str = ""  # what the kernels printed, capped
 
     @property
     def taints(self) -> bool:
