@@ -60,7 +60,7 @@ def main() -> None:
         table.add_column(col)
     for e in results:
         problem = load_problem(e.problem)
-        peak_s = roofline(problem.cost.evaluate(problem.workload(e.workload).sizes), best).peak_s
+        peak_s = roofline(problem.cost.at(problem.workload(e.workload).sizes), best).peak_s
         pct = peak_s / e.latency_s if e.latency_s else None
         table.add_row(
             e.problem, e.kernel, e.status.value, e.bound,

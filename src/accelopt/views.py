@@ -52,7 +52,7 @@ def workload_costs(problem: Problem, hardware: HardwareSpec) -> list[dict[str, A
     """Per workload: the cost model's terms and the roofline on ``hardware``."""
     rows = []
     for w in problem.workloads.values():
-        cost = problem.cost.evaluate(w.sizes)
+        cost = problem.cost.at(w.sizes)
         roof = roofline(cost, hardware)
         rows.append(
             {

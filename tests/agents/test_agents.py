@@ -64,7 +64,7 @@ def evaluation(hw) -> Evaluation:
 
 
 def planner_input(hw, lessons=(EXPERIENCE,)) -> PlannerInput:
-    cost = PROBLEM.cost.evaluate(PROBLEM.workload("cpu").sizes)
+    cost = PROBLEM.cost.at(PROBLEM.workload("cpu").sizes)
     remarks = ["kernel.c:13:31: optimized: loop vectorized using 64 byte vectors"]
     return PlannerInput(
         problem=problem_view(PROBLEM, "cpu"),

@@ -33,7 +33,7 @@ def profile(hw: HardwareSpec, backend: str, latency_s: float, workload: str) -> 
         peak_s=0.00185, pct_of_peak=0.00185 / latency_s, bound="matmul", max_rel_err=4e-7,
         tolerance=2e-5,
     )  # fmt: skip
-    cost = PROBLEM.cost.evaluate(PROBLEM.workload(workload).sizes)
+    cost = PROBLEM.cost.at(PROBLEM.workload(workload).sizes)
     return build_profile(evaluation, cost, hw, [])
 
 

@@ -59,7 +59,7 @@ class RaisingRunner:
 
     def _scored(self, job: Job) -> Evaluation:
         kernel, problem, workload = job
-        cost = problem.cost.evaluate(problem.workload(workload).sizes)
+        cost = problem.cost.at(problem.workload(workload).sizes)
         latency = cost.bytes / LOW.bandwidth / PCT_OF_LOW[kernel.name]
         result = KernelResult(latency_s=latency, min_s=latency, calls=20,
                               ci_low_s=latency * 0.99, ci_high_s=latency * 1.01)  # fmt: skip

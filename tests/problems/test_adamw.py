@@ -45,5 +45,5 @@ def test_paper_sizes():
 
 def test_cost_model_by_hand():
     # M=2, N=3: vector 7MN = 42; bytes 20MN = 120.
-    cost = load_problem("adamw").cost.evaluate({"M": 2, "N": 3})
+    cost = load_problem("adamw").cost.at({"M": 2, "N": 3})
     assert (cost.matmul_flops, cost.vector_flops, cost.bytes) == (0.0, 42.0, 120.0)

@@ -69,5 +69,5 @@ def test_paper_sizes():
 def test_cost_model_by_hand():
     # M=2, N=3, K=4: matmul 2MNK = 48; vector 6MK = 48;
     # bytes 4(2MK + KN + K + MN) = 4(16 + 12 + 4 + 6) = 152.
-    cost = load_problem("add_rmsnorm_matmul").cost.evaluate({"M": 2, "N": 3, "K": 4})
+    cost = load_problem("add_rmsnorm_matmul").cost.at({"M": 2, "N": 3, "K": 4})
     assert (cost.matmul_flops, cost.vector_flops, cost.bytes) == (48.0, 48.0, 152.0)

@@ -80,7 +80,7 @@ def test_records_are_complete(name):
     for workload in problem.workloads.values():
         assert set(workload.sizes) == set(problem.params)
         assert all(isinstance(v, int) and v > 0 for v in workload.sizes.values())
-        cost = problem.cost.evaluate(workload.sizes)
+        cost = problem.cost.at(workload.sizes)
         assert min(cost.matmul_flops, cost.vector_flops, cost.bytes) >= 0
         assert cost.bytes > 0
     assert "void kernel(" in problem.kernel_path("baseline").read_text()
@@ -95,7 +95,7 @@ def test_unknown_workload_names_the_known_ones(name):
 @pytest.mark.parametrize("name", NAMES)
 def test_cpu_workload_roofline_is_between_0_2_and_5_ms(name):
     problem = load_problem(name)
-    peak = roofline(problem.cost.evaluate(problem.workload("cpu").sizes), NOMINAL).peak_s
+    peak = roofline(problem.cost.at(problem.workload("cpu").sizes), NOMINAL).peak_s
     assert 0.2e-3 <= peak <= 5e-3
 
 
@@ -104,7 +104,7 @@ def test_cost_bytes_cover_the_buffers(name):
     # Every problem's cost model reads each input and writes each output once.
     problem = load_problem(name)
     sizes = problem.workload("cpu").sizes
-    assert problem.cost.evaluate(sizes).bytes == problem.buffer_bytes(sizes)
+    assert problem.cost.at(sizes).bytes == problem.buffer_bytes(sizes)
 
 
 @pytest.mark.parametrize("name", NAMES)

@@ -58,5 +58,5 @@ def test_paper_sizes():
 def test_cost_model_by_hand():
     # B=2, M=3, N=4, K=5: matmul 2BMNK = 240; vector 5BMN = 120;
     # bytes 4(BMN + BNK + BMK) = 4(24 + 40 + 30) = 376.
-    cost = load_problem("bmm_softmax").cost.evaluate({"B": 2, "M": 3, "N": 4, "K": 5})
+    cost = load_problem("bmm_softmax").cost.at({"B": 2, "M": 3, "N": 4, "K": 5})
     assert (cost.matmul_flops, cost.vector_flops, cost.bytes) == (240.0, 120.0, 376.0)

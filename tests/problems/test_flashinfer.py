@@ -93,14 +93,14 @@ def test_workloads_and_the_cpu_alias(gemm: Problem, rms: Problem, root: Path) ->
 def test_counted_costs(gemm: Problem, rms: Problem) -> None:
     for w in gemm.workloads.values():
         s = w.sizes
-        cost = gemm.cost.evaluate(s)
+        cost = gemm.cost.at(s)
         assert cost.matmul_flops == 2 * s["M"] * s["N"] * s["K"]
         assert cost.bytes == 4 * (s["M"] * s["K"] + s["N"] * s["K"] + s["M"] * s["N"])
-    cost = rms.cost.evaluate(rms.workload("cpu").sizes)
+    cost = rms.cost.at(rms.workload("cpu").sizes)
     assert cost.matmul_flops == 0 and cost.vector_flops >= 3 * 64
     assert "aten.mm" in gemm.cost_notes["matmul_flops"]
     with pytest.raises(ValueError, match="counted costs"):
-        gemm.cost.evaluate({"M": 1000, "N": 48, "K": 32})
+        gemm.cost.at({"M": 1000, "N": 48, "K": 32})
 
 
 def test_reference_against_numpy_on_a_held_out_workload(gemm: Problem, rms: Problem) -> None:

@@ -82,5 +82,5 @@ def test_workloads_keep_the_group_size():
 def test_cost_model_by_hand():
     # B=2, N=3, QH=4, KH=2, D=5: matmul 4*B*QH*N^2*D = 4*2*4*9*5 = 1440;
     # vector 5*B*QH*N^2 = 360; bytes 8*B*N*D*(QH + KH) = 8*2*3*5*6 = 1440.
-    cost = load_problem("gqa_full").cost.evaluate({"B": 2, "N": 3, "QH": 4, "KH": 2, "D": 5})
+    cost = load_problem("gqa_full").cost.at({"B": 2, "N": 3, "QH": 4, "KH": 2, "D": 5})
     assert (cost.matmul_flops, cost.vector_flops, cost.bytes) == (1440.0, 360.0, 1440.0)

@@ -116,13 +116,13 @@ def test_relu_problem(imported: dict[str, Problem], ws: Path) -> None:
         "cpu": {"batch_size": 16, "dim": 384},
     }
     assert p.tolerance == 1e-4 and p.requires == ("torch",)
-    cost = p.cost.evaluate(p.workload("cpu").sizes)
+    cost = p.cost.at(p.workload("cpu").sizes)
     assert (cost.matmul_flops, cost.vector_flops, cost.bytes) == (0, 16 * 384, 8 * 16 * 384)
     assert p.cost_notes["vector_flops"].startswith("one per output element of aten.relu x1")
     assert "lower bound" in p.cost_notes["vector_flops"]
     assert p.cost_notes["bytes"] == "inputs, parameters and outputs read or written once (float32)"
     with pytest.raises(ValueError, match="counted costs"):
-        p.cost.evaluate({"batch_size": 3, "dim": 5})
+        p.cost.at({"batch_size": 3, "dim": 5})
 
 
 def test_folder_contents(imported: dict[str, Problem], ws: Path) -> None:
@@ -158,8 +158,8 @@ def test_matmul_flops_and_names(ws: Path) -> None:
     assert {w: v.sizes["N"] for w, v in p.workloads.items()} == {"source": 64, "cpu": 32}
     for workload in p.workloads.values():
         n = workload.sizes["N"]
-        assert p.cost.evaluate(workload.sizes).matmul_flops == 2 * n**3
-        assert p.cost.evaluate(workload.sizes).bytes == 3 * 4 * n * n
+        assert p.cost.at(workload.sizes).matmul_flops == 2 * n**3
+        assert p.cost.at(workload.sizes).bytes == 3 * 4 * n * n
     assert p.cost_notes["matmul_flops"] == "torch FLOP counter: aten.mm x1"
     check_reference("4_Square_matmul_", p, "source")
     check_reference("4_Square_matmul_", p, "cpu")
@@ -169,8 +169,8 @@ def test_set_gives_two_workloads_that_the_reference_recognizes(ws: Path) -> None
     p = import_file(FILES / "1_ReLU.py", ws, name="relu_set", sets={"dim": 128}).problem
     assert dict(p.workload("source").sizes) == {"batch_size": 16, "dim": 384}
     assert dict(p.workload("cpu").sizes) == {"batch_size": 16, "dim": 128}
-    assert p.cost.evaluate(p.workload("source").sizes).vector_flops == 16 * 384
-    assert p.cost.evaluate(p.workload("cpu").sizes).vector_flops == 16 * 128
+    assert p.cost.at(p.workload("source").sizes).vector_flops == 16 * 384
+    assert p.cost.at(p.workload("cpu").sizes).vector_flops == 16 * 128
     check_reference("1_ReLU", p, "source")
     check_reference("1_ReLU", p, "cpu")
     with pytest.raises(ValueError, match="no workload"):
@@ -200,7 +200,7 @@ def test_derived_size_parameter(ws: Path) -> None:
     for w in p.workloads.values():
         s = w.sizes
         flops = 2 * s["batch_size"] * s["out_channels"] * s["out_d2"] * s["in_channels"] * 3
-        assert p.cost.evaluate(s).matmul_flops == flops
+        assert p.cost.at(s).matmul_flops == flops
     check_reference("7_conv1d", p, "source")
     check_reference("7_conv1d", p, "cpu")
 
@@ -249,7 +249,7 @@ def test_tuple_output_and_star_args(imported: dict[str, Problem]) -> None:
         ("out1", ("rows", "cols")),
         ("out2", ("rows",)),
     ]
-    assert p.cost.evaluate(p.workload("cpu").sizes).vector_flops == 2 * 12 * 20 + 12
+    assert p.cost.at(p.workload("cpu").sizes).vector_flops == 2 * 12 * 20 + 12
 
 
 def test_load_imported_overrides(imported: dict[str, Problem], ws: Path) -> None:
@@ -258,7 +258,7 @@ def test_load_imported_overrides(imported: dict[str, Problem], ws: Path) -> None
     assert p.tolerance == 1e-3
     assert p.cost_notes["bytes"] == "set in problem.py"
     assert p.cost_notes["vector_flops"].startswith("one per output element of aten._softmax")
-    cost = p.cost.evaluate(p.workload("cpu").sizes)
+    cost = p.cost.at(p.workload("cpu").sizes)
     assert cost.bytes == 8.0 * 16 * 256 and cost.vector_flops == 16 * 256
     assert p.cost.bytes({"batch_size": 1, "dim": 2}) == 16.0  # no lookup once set
     with pytest.raises(TypeError, match="unknown keyword"):
@@ -273,7 +273,7 @@ def test_counted_on_real_tensors_when_meta_fails(tmp_path: Path) -> None:
     assert any("counted on real tensors" in n for n in imp.notes)
     p = imp.problem
     assert set(p.workloads) == {"source", "cpu"}
-    assert p.cost.evaluate(p.workload("cpu").sizes).vector_flops >= 16 * 64
+    assert p.cost.at(p.workload("cpu").sizes).vector_flops >= 16 * 64
     arrays = p.generate(p.workload("cpu").sizes, 0)
     x = arrays[0].astype(np.float64)
     assert rel_l2(p.reference(x)[0], np.maximum(x, 0) * np.abs(x).max()) < 1e-12
@@ -318,7 +318,7 @@ def test_package_and_listing_need_no_torch(imported: dict[str, Problem], ws: Pat
         "assert 'torch' not in sys.modules, 'importing the package imported torch'\n"
         "sys.modules['torch'] = None\n"
         f"p = kb.load_imported(Path({str(ws / 'kb_1_relu')!r}))\n"
-        "print(p.name, p.params, p.cost.evaluate(p.workload('cpu').sizes).bytes)\n"
+        "print(p.name, p.params, p.cost.at(p.workload('cpu').sizes).bytes)\n"
         "import numpy as np\n"
         "try:\n"
         "    p.reference(np.zeros((16, 384)))\n"

@@ -75,7 +75,7 @@ def test_fit_halves_the_largest_sizes(tmp_path: Path) -> None:
     assert cpu == {"batch_size": 2048, "dim": 4096}  # dim halved first: the largest
     assert p.buffer_bytes(cpu) <= 64 << 20
     assert dict(p.workload("source").sizes) == {"batch_size": 4096, "dim": 131072}
-    assert p.cost.evaluate(p.workload("source").sizes).bytes == 8 * 4096 * 131072
+    assert p.cost.at(p.workload("source").sizes).bytes == 8 * 4096 * 131072
     halved = "--fit halved dim from 131072 to 4096, batch_size from 4096 to 2048"
     assert any(halved in n for n in imp.notes)
 

@@ -36,5 +36,5 @@ def test_paper_sizes():
 def test_cost_model_by_hand():
     # M=2, N=3, K=4, R=5: matmul 2MNK + 2MKR + 2MNR = 48 + 80 + 60 = 188; vector MN = 6;
     # bytes 4(MK + KN + KR + RN + MN) = 4(8 + 12 + 20 + 15 + 6) = 244.
-    cost = load_problem("lora").cost.evaluate({"M": 2, "N": 3, "K": 4, "R": 5})
+    cost = load_problem("lora").cost.at({"M": 2, "N": 3, "K": 4, "R": 5})
     assert (cost.matmul_flops, cost.vector_flops, cost.bytes) == (188.0, 6.0, 244.0)

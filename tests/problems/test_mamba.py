@@ -62,5 +62,5 @@ def test_paper_sizes_and_tolerance():
 
 def test_cost_model_by_hand():
     # M=3, C=4, S=5: vector 8MCS = 480; bytes 4(3CM + CS + 2SM) = 4(36 + 20 + 30) = 344.
-    cost = load_problem("mamba").cost.evaluate({"M": 3, "C": 4, "S": 5})
+    cost = load_problem("mamba").cost.at({"M": 3, "C": 4, "S": 5})
     assert (cost.matmul_flops, cost.vector_flops, cost.bytes) == (0.0, 480.0, 344.0)

@@ -61,5 +61,5 @@ def test_paper_sizes():
 def test_cost_model_by_hand():
     # M=2, N=3, K=4: matmul 2MNK = 48; vector 6MN = 36;
     # bytes 4(MK + NK + 2MN + N) = 4(8 + 12 + 12 + 3) = 140.
-    cost = load_problem("matmul_add_rmsnorm").cost.evaluate({"M": 2, "N": 3, "K": 4})
+    cost = load_problem("matmul_add_rmsnorm").cost.at({"M": 2, "N": 3, "K": 4})
     assert (cost.matmul_flops, cost.vector_flops, cost.bytes) == (48.0, 36.0, 140.0)

@@ -55,5 +55,5 @@ def test_paper_sizes():
 def test_cost_model_by_hand():
     # B=1, H=2, N=3, D=4: vector 3BHND = 72; bytes 12BHND = 288.
     sizes = {"B": 1, "H": 2, "N": 3, "D": 4, "T": 6, "D2": 2}
-    cost = load_problem(NAME).cost.evaluate(sizes)
+    cost = load_problem(NAME).cost.at(sizes)
     assert (cost.matmul_flops, cost.vector_flops, cost.bytes) == (0.0, 72.0, 288.0)

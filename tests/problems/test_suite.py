@@ -126,12 +126,12 @@ HAND_COST = {
 def test_cost_model_by_hand(name):
     problem = load_problem(name)
     sizes = {p: HAND_SIZES[p] for p in problem.params}
-    cost = problem.cost.evaluate(sizes)
+    cost = problem.cost.at(sizes)
     assert (cost.matmul_flops, cost.vector_flops, cost.bytes) == HAND_COST[name]
 
 
 def test_cost_model_paper_sizes():
-    mm = load_problem("matmul").cost.evaluate(PAPER_SIZES["matmul"])
+    mm = load_problem("matmul").cost.at(PAPER_SIZES["matmul"])
     assert mm.matmul_flops == 2 * 4096 * 12288 * 5120
-    rm = load_problem("rmsnorm_matmul").cost.evaluate(PAPER_SIZES["rmsnorm_matmul"])
+    rm = load_problem("rmsnorm_matmul").cost.at(PAPER_SIZES["rmsnorm_matmul"])
     assert rm.vector_flops == 4 * 4096 * 1024

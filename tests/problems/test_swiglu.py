@@ -53,5 +53,5 @@ def test_paper_sizes():
 
 def test_cost_model_by_hand():
     # M=2, N=3, K=4: matmul 6MNK = 144; vector 5MN = 30; bytes 4(2MK + 3KN) = 4(16 + 36) = 208.
-    cost = load_problem("swiglu").cost.evaluate({"M": 2, "N": 3, "K": 4})
+    cost = load_problem("swiglu").cost.at({"M": 2, "N": 3, "K": 4})
     assert (cost.matmul_flops, cost.vector_flops, cost.bytes) == (144.0, 30.0, 208.0)

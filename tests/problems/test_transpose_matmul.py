@@ -32,5 +32,5 @@ def test_paper_sizes():
 
 def test_cost_model_by_hand():
     # M=2, N=3, K=4: matmul 2MNK = 48; no vector work; bytes 4(MN + NK + MK) = 4(6 + 12 + 8) = 104.
-    cost = load_problem("transpose_matmul").cost.evaluate({"M": 2, "N": 3, "K": 4})
+    cost = load_problem("transpose_matmul").cost.at({"M": 2, "N": 3, "K": 4})
     assert (cost.matmul_flops, cost.vector_flops, cost.bytes) == (48.0, 0.0, 104.0)

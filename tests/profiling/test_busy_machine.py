@@ -155,7 +155,7 @@ def test_a_worker_waiting_for_the_device_is_not_timed_out(accelopt_cache, hw):
     holder.start()
     held.wait(10)
     try:
-        answer = worker.evaluate(request, deadlines)
+        answer = worker.ask(request, deadlines)
     finally:
         holder.join()
         worker.shutdown()

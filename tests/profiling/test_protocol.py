@@ -125,7 +125,7 @@ def forging_worker() -> Iterator[tuple[WorkerProcess, socket.socket]]:
     """A WorkerProcess whose other end is this test (a worker whose kernel took the socket)."""
     ours, theirs = socket.socketpair()
     worker = WorkerProcess.__new__(WorkerProcess)
-    worker.channel, worker.evaluations = Channel(ours), 0
+    worker.channel, worker.asked = Channel(ours), 0
     worker.proc = subprocess.Popen(["sleep", "30"])
     yield worker, theirs
     worker.proc.kill()
@@ -145,7 +145,7 @@ def test_a_forged_answer_is_a_crash_not_a_result(forging_worker):
     peer = threading.Thread(target=answer)
     peer.start()
     with pytest.raises(WorkerFailed) as failed:
-        worker.evaluate(ONE, Deadlines(compile_s=5, call_s=5, reference_s=5, start_s=5))
+        worker.ask(ONE, Deadlines(compile_s=5, call_s=5, reference_s=5, start_s=5))
     peer.join()
     assert failed.value.status is Status.CRASH
     assert "the worker answered a malformed result" in failed.value.error

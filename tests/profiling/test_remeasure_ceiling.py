@@ -76,7 +76,7 @@ def reached(accelopt_cache, hw: HardwareSpec, silu: Problem, kernels: list[Kerne
         evaluation = evaluator.evaluate(kernels[0], silu, WORKLOAD)
     assert evaluation.status is Status.PASSED, evaluation.error
     assert evaluation.latency_s is not None
-    return silu.cost.evaluate(silu.workload(WORKLOAD).sizes).bytes / evaluation.latency_s
+    return silu.cost.at(silu.workload(WORKLOAD).sizes).bytes / evaluation.latency_s
 
 
 @pytest.fixture
@@ -89,7 +89,7 @@ def evaluator(reached: float) -> Iterator[Evaluator]:
 def stubbed(accelopt_cache) -> Iterator[Evaluator]:
     """An evaluator whose pool answers HONEST without running anything."""
     with Evaluator(low_bandwidth(HONEST_RATE / BUSY_FACTOR), CONFIG) as ev:
-        ev.pool.run = lambda request, deadlines, cap: HONEST.model_copy(deep=True)  # type: ignore[method-assign]
+        ev.pool.ask = lambda request, deadlines, cap: HONEST.model_copy(deep=True)  # type: ignore[method-assign]
         yield ev
 
 

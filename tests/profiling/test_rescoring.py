@@ -58,7 +58,7 @@ def timed(
 
 def calibrated(evaluation: Evaluation, rate: float = 30e9) -> Evaluation:
     """``evaluation`` as ``scoring.figures`` makes it where a control was timed with it."""
-    cost = ADAMW.cost.evaluate(ADAMW.workload(evaluation.workload).sizes)
+    cost = ADAMW.cost.at(ADAMW.workload(evaluation.workload).sizes)
     peak_s = cost.bytes / rate
     latency = evaluation.latency_s
     assert latency is not None and evaluation.ci_low_s and evaluation.ci_high_s

@@ -87,13 +87,13 @@ def local(accelopt_cache, hw) -> Iterator[tuple[CachedProfiler, RecordingCache, 
     requests: list[Any] = []
     with make_profiler("local", hw, CONFIG, store=cache) as profiler:
         pool = profiler.runner.evaluator.pool  # type: ignore[attr-defined]
-        run = pool.run
+        ask = pool.ask
 
         def recorded(request: Any, *args: Any) -> Any:
             requests.append(request)
-            return run(request, *args)
+            return ask(request, *args)
 
-        pool.run = recorded
+        pool.ask = recorded
         yield profiler, cache, requests
 
 

@@ -85,7 +85,7 @@ def test_the_model_places_kernels_by_the_cost_model_and_lists_failures():
         _evaluation("matmul", "numpy", Status.PASSED, 2e-5),
     ]
     report = suite_report(evaluations, [matmul], SPEC, KINDS, "t")
-    cost = matmul.cost.evaluate(matmul.workload("small").sizes)
+    cost = matmul.cost.at(matmul.workload("small").sizes)
     flops = cost.matmul_flops + cost.vector_flops
     (baseline, numpy) = report.points
     assert baseline.intensity == pytest.approx(flops / cost.bytes)

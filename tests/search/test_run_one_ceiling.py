@@ -54,7 +54,7 @@ class RaisingRunner:
     def run(self, jobs: Sequence[Job]) -> Iterator[Measured]:
         for i, job in enumerate(jobs):
             kernel, problem, workload = job
-            cost = problem.cost.evaluate(problem.workload(workload).sizes)
+            cost = problem.cost.at(problem.workload(workload).sizes)
             latency = cost.bytes / LOW.bandwidth / PCT_OF_LOW[kernel.source]
             result = KernelResult(latency_s=latency, min_s=latency, calls=20)
             evaluation = build_evaluation(job, self.hardware, 2, result)

@@ -352,7 +352,7 @@ class Session:
                 remarks = get_backend(backend).remarks(source, problem, sizes)
             except Exception:  # a nicety: the evaluation is recorded already
                 log.warning("no compiler remarks for %s", problem.name, exc_info=True)
-        return render_profile(build_profile(evaluation, problem.cost.evaluate(sizes), hardware,
+        return render_profile(build_profile(evaluation, problem.cost.at(sizes), hardware,
                                             remarks))  # fmt: skip
 
     # -- the end ------------------------------------------------------------------------------

@@ -62,7 +62,7 @@ class _Scene:
     def profile(self, source: str, evaluation: Evaluation) -> Profile:
         sizes = self.problem.workload(self.workload).sizes
         remarks = self.backend.remarks(source, self.problem, sizes)
-        cost = self.problem.cost.evaluate(sizes)
+        cost = self.problem.cost.at(sizes)
         return build_profile(evaluation, cost, self.hardware, remarks)
 
     def passed(self, source: str, name: str) -> Evaluation:

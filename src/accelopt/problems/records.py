@@ -51,7 +51,8 @@ class CostModel:
     vector_flops: Callable[[Sizes], float]
     bytes: Callable[[Sizes], float]
 
-    def evaluate(self, sizes: Sizes) -> Cost:
+    def at(self, sizes: Sizes) -> Cost:
+        """The cost at these sizes."""
         return Cost(
             matmul_flops=float(self.matmul_flops(sizes)),
             vector_flops=float(self.vector_flops(sizes)),

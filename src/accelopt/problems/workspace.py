@@ -84,7 +84,7 @@ def _check_names(problem: Problem) -> list[str]:
 def _check_cost(problem: Problem, workload: str) -> list[str]:
     sizes = problem.workload(workload).sizes
     try:
-        cost = problem.cost.evaluate(sizes)
+        cost = problem.cost.at(sizes)
     except Exception as exc:
         return [f"the cost model fails on workload {workload!r} ({type(exc).__name__}: {exc})"]
     terms = {"matmul_flops": cost.matmul_flops, "vector_flops": cost.vector_flops}

@@ -162,7 +162,7 @@ def roofline_points(
         problem = problems.get(e.problem)
         if problem is None or e.latency_s is None or e.latency_s <= 0:
             continue
-        cost = problem.cost.evaluate(problem.workload(e.workload).sizes)
+        cost = problem.cost.at(problem.workload(e.workload).sizes)
         flops = cost.matmul_flops + cost.vector_flops
         if flops <= 0 or cost.bytes <= 0:
             skipped.append(e.problem)

@@ -60,7 +60,7 @@ class Measurer:
         # the parent's own work (compiler remarks for profiles) never queues behind evaluations
         self._local = ThreadPoolExecutor(max_workers=2)
         self._sizes = self.problem.workload(self.workload).sizes
-        self._cost = self.problem.cost.evaluate(self._sizes)
+        self._cost = self.problem.cost.at(self._sizes)
 
     def close(self) -> None:
         self._pool.shutdown(wait=False)

@@ -220,7 +220,7 @@ class Executor:
         return self.facts
 
     # -- calls -------------------------------------------------------------------------------
-    def run(self, calls: Sequence[Sequence[int]]) -> float:
+    def call_batch(self, calls: Sequence[Sequence[int]]) -> float:
         """Seconds the batch took by the worker's clock, less the calibrated overhead (at most
         half of it: a batch whose calls take less than the round trip is not timed to zero).
         The small writes ``poke`` kept are made first, outside the timed window."""

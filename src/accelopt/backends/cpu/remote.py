@@ -38,7 +38,7 @@ class RemoteCall:
     addresses: tuple[int, ...]
 
     def __call__(self) -> None:
-        self.executor.run([self.addresses])
+        self.executor.call_batch([self.addresses])
 
 
 class RemoteKernel:
@@ -48,7 +48,7 @@ class RemoteKernel:
         self.executor = executor
 
     def __call__(self, arrays: Sequence[RemoteBuffer]) -> None:
-        self.executor.run([tuple(a.address for a in arrays)])
+        self.executor.call_batch([tuple(a.address for a in arrays)])
 
     def bind(self, arrays: Sequence[RemoteBuffer]) -> RemoteCall:
         return RemoteCall(self.executor, tuple(a.address for a in arrays))
@@ -182,14 +182,14 @@ class ExecutorDevice:
 
     def time_call(self, call: Callable[[], None]) -> float:
         assert isinstance(call, RemoteCall)
-        return self.executor.run([call.addresses])
+        return self.executor.call_batch([call.addresses])
 
     def time_calls(self, calls: Sequence[Callable[[], None]]) -> float:
         """Seconds of one batch of calls, by the worker's clock, less the calibrated round trip."""
         addresses = [c.addresses for c in calls if isinstance(c, RemoteCall)]
         if len(addresses) != len(calls) or len(calls) > MAX_CALLS:
             raise ValueError("a batch is 1 to MAX_CALLS bound calls of this device")
-        return self.executor.run(addresses)
+        return self.executor.call_batch(addresses)
 
     @property
     def kernel_pids(self) -> tuple[int, ...]:

@@ -154,7 +154,7 @@ class Evaluator(AbstractContextManager["Evaluator"]):
         else:
             request = self._request(kernel, problem, workload, seeds, race_s)
             limits = deadlines.for_evaluation(self.config, peak_s)
-            answer = self.pool.run(request, limits, self.config.output_cap_bytes)
+            answer = self.pool.ask(request, limits, self.config.output_cap_bytes)
             assert isinstance(answer, EvaluationAnswer)
             result = answer.result
         return self._scored(job, hardware, result, seeds, time.perf_counter() - start)
@@ -176,7 +176,7 @@ class Evaluator(AbstractContextManager["Evaluator"]):
         if live:
             request = self._retime_request(live, problem, workload, seeds)
             limits = deadlines.for_evaluation(self.config, peak_s)
-            ran = self.pool.run(request, limits, self.config.output_cap_bytes)
+            ran = self.pool.ask(request, limits, self.config.output_cap_bytes)
             assert isinstance(ran, SessionAnswer)
             answer = ran
         results, series = iter(answer.results), iter(answer.round_s)

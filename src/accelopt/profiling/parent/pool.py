@@ -102,7 +102,7 @@ class WorkerProcess:
         )
         child_sock.close()
         self.channel = Channel(parent_sock)
-        self.evaluations = 0
+        self.asked = 0
         self.scratch = Path()  # known once the worker says hello
         hello = self._hello()
         self.network_isolated = hello.network_isolated
@@ -124,10 +124,10 @@ class WorkerProcess:
             raise WorkerStartError("a worker process failed to start: " + " | ".join(tail))
         return hello
 
-    def evaluate(self, request: Request, deadlines: Deadlines) -> Answer:
-        """Run one request; raises WorkerFailed (and leaves the worker dead) on a crash, a timeout
-        or an answer that is not one to ``request``."""
-        self.evaluations += 1
+    def ask(self, request: Request, deadlines: Deadlines) -> Answer:
+        """The answer to one request; raises WorkerFailed (and leaves the worker dead) on a
+        crash, a timeout or an answer that is not one to ``request``."""
+        self.asked += 1
         phase, detail = "start", ""
         calls = CallClock()
         try:
@@ -219,13 +219,13 @@ class WorkerPool:
         return pending.result() if pending is not None else WorkerProcess(self.env, self.lock_path)
 
     def _checkin(self, worker: WorkerProcess, keep: bool) -> None:
-        if keep and worker.evaluations < self.recycle_after:
+        if keep and worker.asked < self.recycle_after:
             with self._lock:
                 self._idle.append(worker)
         else:
             worker.shutdown()
 
-    def run(self, request: Request, deadlines: Deadlines, log_cap: int) -> Answer:
+    def ask(self, request: Request, deadlines: Deadlines, log_cap: int) -> Answer:
         """The worker's answer to ``request``, each result stamped with whether the worker had
         no network; a worker that failed (could not start, crashed, ran past a deadline, answered
         nonsense) answers the failure for every kernel of the request."""
@@ -235,7 +235,7 @@ class WorkerPool:
             except WorkerStartError as exc:
                 return failed_answer(request, KernelResult(status=Status.CRASH, error=str(exc)))
             try:
-                answer = worker.evaluate(request, deadlines)
+                answer = worker.ask(request, deadlines)
             except WorkerFailed as failure:
                 log = worker.log(log_cap)
                 worker.kill()

@@ -33,7 +33,7 @@ from accelopt.redaction import redact
 
 def workload_roofline(problem: Problem, workload: str, hardware: HardwareSpec) -> Roofline:
     """The roofline of ``problem`` at ``workload`` on ``hardware``."""
-    return roofline(problem.cost.evaluate(problem.workload(workload).sizes), hardware)
+    return roofline(problem.cost.at(problem.workload(workload).sizes), hardware)
 
 
 @dataclass(frozen=True)
@@ -105,7 +105,7 @@ def build_evaluation(
     search and the tables use: ``figures``); ``drift``: the machine's drift between evaluations,
     folded into the intervals; ``secrets`` are redacted from the error and the log."""
     kernel, problem, workload = job
-    cost = problem.cost.evaluate(problem.workload(workload).sizes)
+    cost = problem.cost.at(problem.workload(workload).sizes)
     roof = roofline(cost, hardware)
     judged = verdict(result.status, result.error, result.latency_s, roof.peak_s)
     measured = result.measured() | {"log": redact(result.log, secrets)}
