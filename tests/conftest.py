@@ -24,6 +24,8 @@ from accelopt.memory.records import Experience, Lesson
 from accelopt.profiling.evaluation import Evaluation
 from accelopt.store.records import KernelRecord, RunRecord
 from accelopt.store.store import Store
+from accelopt.testing.scripted import ScriptedServer
+from accelopt.testing.scripting import ReplySource
 
 
 @pytest.fixture(scope="session")
@@ -88,6 +90,23 @@ def run_cli(cli_env: dict[str, str]) -> Run:
         )
 
     return run
+
+
+# --- a scripted LLM server ----------------------------------------------------------------------
+
+
+@pytest.fixture
+def script() -> ReplySource | None:
+    """What the scripted LLM server answers by default: nothing scripted here; a package's
+    conftest gives its team (tests/search: the agents' pool)."""
+    return None
+
+
+@pytest.fixture
+def server(script: ReplySource | None) -> Iterator[ScriptedServer]:
+    """An OpenAI-compatible server on 127.0.0.1 answering ``script`` (``accelopt.testing``)."""
+    with ScriptedServer(default=script) as running:
+        yield running
 
 
 # --- a fresh store and the records it keeps ------------------------------------------------------

@@ -17,12 +17,6 @@ pytestmark = pytest.mark.timeout(60)
 MESSAGES = [{"role": "user", "content": "make it fast"}]
 
 
-@pytest.fixture()
-def server():
-    with ScriptedServer() as s:
-        yield s
-
-
 def config(server: ScriptedServer, **default) -> Config:
     base = {"base_url": server.base_url, "model": "m", "max_retries": 3, "retry_base_s": 0.0,
             "price_in": 1.0, "price_out": 2.0, **default}  # fmt: skip

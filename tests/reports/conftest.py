@@ -31,9 +31,8 @@ def fake_store(tmp_path: Path) -> Iterator[Store]:
 
 
 @pytest.fixture()
-def server() -> Iterator[ScriptedServer]:
-    with ScriptedServer(default=AgentPool()) as s:
-        yield s
+def script() -> AgentPool:
+    return AgentPool()
 
 
 @pytest.fixture()

@@ -4,7 +4,6 @@ evaluation settings, and the slow matmul variant to start from."""
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -26,9 +25,8 @@ def pool() -> AgentPool:
 
 
 @pytest.fixture()
-def server(pool: AgentPool) -> Iterator[ScriptedServer]:
-    with ScriptedServer(default=pool) as s:
-        yield s
+def script(pool: AgentPool) -> AgentPool:
+    return pool
 
 
 @pytest.fixture()

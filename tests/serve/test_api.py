@@ -58,7 +58,7 @@ class Client:
 
 
 @pytest.fixture(scope="module")
-def server(cli_env, tmp_path_factory) -> Iterator[tuple[Client, Path]]:
+def api(cli_env, tmp_path_factory) -> Iterator[tuple[Client, Path]]:
     ws = tmp_path_factory.mktemp("ws")
     token_file = ws / "token"
     token_file.write_text("t0ken-for-the-tests-0123456789\n")
@@ -97,8 +97,8 @@ def wait_done(client: Client, job: str) -> dict:
     raise AssertionError(f"evaluation {job} not done in 120 s")
 
 
-def test_a_kernel_is_evaluated_as_accelopt_eval_would(server, run_cli, tmp_path):
-    client, ws = server
+def test_a_kernel_is_evaluated_as_accelopt_eval_would(api, run_cli, tmp_path):
+    client, ws = api
     status, _, submitted = client.post(
         "/v1/evaluations", {"problem": "silu", "workload": "small", "source": SILU}
     )
@@ -119,8 +119,8 @@ def test_a_kernel_is_evaluated_as_accelopt_eval_would(server, run_cli, tmp_path)
     assert cached is not None and cached.latency_s == result["latency_s"]
 
 
-def test_problems_and_runs_are_the_cli_json(server, run_cli):
-    client, ws = server
+def test_problems_and_runs_are_the_cli_json(api, run_cli):
+    client, ws = api
     status, _, problems = client.get("/v1/problems")
     listed = json.loads(run_cli("bench", "list", "--workspace", ws, "--json", "-").stdout)
     assert status == 200 and problems == listed
@@ -132,8 +132,8 @@ def test_problems_and_runs_are_the_cli_json(server, run_cli):
     assert client.get("/v1/runs/nosuchrun")[0] == 404
 
 
-def test_every_request_needs_the_token(server):
-    client, _ = server
+def test_every_request_needs_the_token(api):
+    client, _ = api
     for token in (None, "wrong-token"):
         status, headers, body = client.get("/v1/problems", token=token)
         assert status == 401 and "bearer token" in body["detail"]  # type: ignore[index]
@@ -142,8 +142,8 @@ def test_every_request_needs_the_token(server):
     assert anonymous[0] == 401
 
 
-def test_bad_requests_are_clear_4xx(server):
-    client, _ = server
+def test_bad_requests_are_clear_4xx(api):
+    client, _ = api
     bad_json = client.call("POST", "/v1/evaluations", b"{not json")
     assert bad_json[0] == 422
     unknown = client.post("/v1/evaluations", {"problem": "nope", "source": SILU})
@@ -180,27 +180,27 @@ def raw_post(client: Client, head: bytes, parts: list[bytes], pause_s: float = 0
     return answer
 
 
-def test_a_client_still_sending_a_refused_body_reads_the_413(server):
+def test_a_client_still_sending_a_refused_body_reads_the_413(api):
     # The server has decided by the headers; the client sends the rest of its 3 MiB later. The
     # server must read it (and throw it away) before it answers and closes: closing on unread
     # data resets the connection, and the client gets a broken pipe instead of the answer.
-    client, _ = server
+    client, _ = api
     body = b"x" * (3 << 20)
     head = b"Content-Type: application/json\r\nContent-Length: %d\r\n" % len(body)
     answer = raw_post(client, head, [body[:4096], body[4096:]], pause_s=0.5)
     assert answer.startswith(b"HTTP/1.1 413") and b"larger than" in answer
 
 
-def test_a_body_without_a_length_is_refused_once_it_is_too_large(server):
-    client, _ = server
+def test_a_body_without_a_length_is_refused_once_it_is_too_large(api):
+    client, _ = api
     chunks = [b"%x\r\n%s\r\n" % (1 << 16, b"x" * (1 << 16)) for _ in range(48)]  # 3 MiB
     head = b"Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n"
     answer = raw_post(client, head, [b"".join(chunks) + b"0\r\n\r\n"])
     assert answer.startswith(b"HTTP/1.1 413") and b"larger than" in answer
 
 
-def test_the_openapi_schema_is_served(server):
-    client, _ = server
+def test_the_openapi_schema_is_served(api):
+    client, _ = api
     status, _, schema = client.get("/openapi.json", token=None)
     assert status == 200
     paths = schema["paths"]  # type: ignore[index]

@@ -23,12 +23,6 @@ MESSAGES = [
 
 
 @pytest.fixture
-def server() -> Iterator[ScriptedServer]:
-    with ScriptedServer() as running:
-        yield running
-
-
-@pytest.fixture
 def client(server: ScriptedServer) -> Iterator[openai.OpenAI]:
     with openai.OpenAI(base_url=server.base_url, api_key=API_KEY, max_retries=0) as c:
         yield c
