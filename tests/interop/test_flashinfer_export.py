@@ -22,7 +22,7 @@ from accelopt.profiling.evaluation import Evaluation
 
 pytest.importorskip("torch")
 
-DATASET = Path(__file__).parent / "flashinfer_dataset"
+DATASET = Path(__file__).parents[1] / "problems" / "flashinfer_dataset"
 FIB_PYTHON = Path("/tmp/fibvenv/bin/python")
 HW = make_spec(name="test-cpu")  # the name is what the exported traces must carry
 
