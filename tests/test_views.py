@@ -37,3 +37,15 @@ def test_problem_show_json(hw) -> None:
     assert shown["name"] == "silu" and shown["hardware"] == hw.name
     assert [c["workload"] for c in shown["costs"]] == list(silu.workloads)
     assert "baseline" in shown["kernels"] and shown["baseline_source"]
+
+
+def test_an_evaluations_json_has_the_verdict_first_and_keeps_an_infinite_error(
+    make_evaluation,
+) -> None:
+    """The worker's measurement (``KernelMeasurement``) comes after the verdict, the log last;
+    an infinite error stays a float (JSON's Infinity, or "inf" where a caller makes it safe)."""
+    data = views.evaluation_json(make_evaluation(max_rel_err=float("inf")))
+    keys = list(data)
+    assert keys[:2] == ["problem", "workload"] and keys.index("status") < keys.index("latency_s")
+    assert keys[-2:] == ["log", "ceilings"]
+    assert data["max_rel_err"] == float("inf")

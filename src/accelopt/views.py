@@ -23,6 +23,7 @@ from accelopt.llm.client import Usage
 from accelopt.problems.loader import load_problem
 from accelopt.problems.records import Problem
 from accelopt.profiling.evaluation import Evaluation
+from accelopt.profiling.measurement import KernelMeasurement
 from accelopt.reports.costs import ResultCost, result_cost
 from accelopt.reports.run_report import lineage
 from accelopt.search.evaluations import run_evaluations, run_raced
@@ -243,7 +244,9 @@ def evaluation_json(evaluation: Evaluation, hardware: HardwareSpec | None = None
     """The evaluation's fields, and ``ceilings``: which ceiling each figure used. ``hardware``:
     the spec it was scored against, for the cached ceiling's figure (None without it, or when
     ``hardware`` is another spec than the evaluation's)."""
-    return {**evaluation.model_dump(mode="json"), "ceilings": ceilings_json(evaluation, hardware)}
+    data = evaluation.model_dump(mode="json")
+    measured = {k: data.pop(k) for k in KernelMeasurement.model_fields}  # after the verdict
+    return {**data, **measured, "ceilings": ceilings_json(evaluation, hardware)}
 
 
 def ceilings_json(evaluation: Evaluation, hardware: HardwareSpec | None = None) -> dict[str, Any]:

@@ -3,9 +3,7 @@ with a log."""
 
 from __future__ import annotations
 
-from typing import Any
-
-from pydantic import ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
+from pydantic import ConfigDict, Field
 
 from accelopt.backends.status import Status
 from accelopt.hardware.roofline import Bound
@@ -61,14 +59,6 @@ class Evaluation(KernelMeasurement):
     seeds: list[int] = Field(default_factory=list)
     threads: int | None = None
     wall_s: float | None = None
-
-    @model_serializer(mode="wrap")
-    def _judged_first(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        """What was measured, where and the verdict first; the worker's measurement after it
-        (its log last), as the JSON always read."""
-        data: dict[str, Any] = handler(self)
-        measured = [k for k in KernelMeasurement.model_fields if k in data]
-        return {k: v for k, v in data.items() if k not in measured} | {k: data[k] for k in measured}
 
     @property
     def passed(self) -> bool:
