@@ -12,6 +12,8 @@ import pytest
 
 pytest.importorskip("torch")
 
+from cli_timing import QUICK_TIMING
+
 from accelopt.problems.flashinfer import schema as fi
 from accelopt.testing.scripted import RecordedRequest, Reply, ScriptedServer
 
@@ -65,6 +67,7 @@ def optimize(run_cli, config, ws, problem, *workloads):
         "optimize",
         problem,
         *workloads,
+        *QUICK_TIMING,
         "--beam",
         "1",
         "--plans",

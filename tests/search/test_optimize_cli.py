@@ -12,6 +12,7 @@ import time
 
 import pytest
 from agents_pool import AgentPool, write_config
+from cli_timing import QUICK_TIMING
 from exported_calls import call_export
 
 from accelopt.search.evaluations import run_evaluations
@@ -20,7 +21,7 @@ from accelopt.testing.scripted import ScriptedServer
 
 pytestmark = [pytest.mark.timeout(600), pytest.mark.slow]
 
-SEARCH = ("--beam", "2", "--plans", "2", "--samples", "1", "--workload", "small")
+SEARCH = ("--beam", "2", "--plans", "2", "--samples", "1", "--workload", "small", *QUICK_TIMING)
 
 
 def optimize_args(config, workspace, start, *extra):
@@ -128,7 +129,7 @@ def test_several_problems_share_memory_and_end_with_a_results_table(run_cli, tmp
         config = write_config(tmp_path / "accelopt.yaml", server.base_url)
         args = ("optimize", "matmul", "silu", "--workload", "small", "--beam", "1", "--plans",
                 "1", "--samples", "1", "--iterations", "1", "--config", config,
-                "--workspace", tmp_path / "ws")  # fmt: skip
+                "--workspace", tmp_path / "ws", *QUICK_TIMING)  # fmt: skip
         out = run_cli(*args)
         assert out.returncode == 0, out.stderr
         assert "suite results" in out.stdout and "geomean / total" in out.stdout
@@ -140,7 +141,7 @@ def test_several_problems_share_memory_and_end_with_a_results_table(run_cli, tmp
 def test_autotune_needs_no_endpoint_and_shows_its_variants(run_cli, tmp_path):
     ws, unset = tmp_path / "ws", {"ACCELOPT_LLM_BASE_URL": "", "ACCELOPT_LLM_MODEL": ""}
     out = run_cli("optimize", "matmul", "--strategy", "autotune", "--kernel", "expert",
-                  "--iterations", "1", "--variants", "2", "--workload", "small",
+                  "--iterations", "1", "--variants", "2", "--workload", "small", *QUICK_TIMING,
                   "--workspace", ws, "--export", tmp_path / "best", env=unset)  # fmt: skip
     assert out.returncode == 0, out.stderr
     assert f"exported to {tmp_path / 'best'}" in out.stdout

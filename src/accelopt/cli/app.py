@@ -30,6 +30,7 @@ from accelopt.cli import (
     worker,
 )
 from accelopt.cli import problem as problem_cli
+from accelopt.cli.groups import with_groups
 from accelopt.cli.output import (
     JsonOption,
     console,
@@ -67,18 +68,16 @@ app.command("mcp")(agent_server.mcp_command)
 
 
 @app.command("eval")
+@with_groups
 def eval_command(
     problem: Annotated[str, typer.Argument(help="problem name (see `accelopt bench list`)")],
     kernel_file: Annotated[
         Path, typer.Argument(help="the kernel source: a .c file (cpu), a .py module (triton)")
     ],
+    timing: common.Timing,
     backend: Annotated[str, typer.Option(help="kernel language/device")] = "cpu",
     workload: Annotated[str, typer.Option(help="sizes: cpu, paper, small or tiny")] = "cpu",
     check_only: Annotated[bool, typer.Option("--check-only", help="skip timing")] = False,
-    seeds: Annotated[int, typer.Option(help="fresh input seeds for the correctness check")] = 5,
-    min_calls: Annotated[int, typer.Option(help="timed calls, at least")] = 20,
-    min_time: Annotated[float, typer.Option(help="seconds of timed calls, at least")] = 0.2,
-    threads: Annotated[int | None, typer.Option(help="OpenMP threads (default: all cores)")] = None,
     profiler: common.ProfilerOption = "local",
     ray_address: common.RayAddressOption = None,
     workspace: common.WorkspaceOption = None,
@@ -87,7 +86,7 @@ def eval_command(
     """Check and time one kernel file against a problem's reference and roofline."""
     prob = views.problem_and_workload(problem, workload, workspace)
     kernel = Kernel(common.read_kernel_file(kernel_file), backend, kernel_file.name)
-    config = common.eval_config(check_only, seeds, min_calls, min_time, threads, workers=1)
+    config = timing.config(workers=1, check_only=check_only)
     hardware = common.hardware_for(backend)
     with make_profiler(profiler, hardware, config, ray_address=ray_address) as prof:
         evaluation = prof.evaluate(kernel, prob, workload)

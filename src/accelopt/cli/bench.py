@@ -14,6 +14,7 @@ from accelopt import views
 from accelopt.backends.kernel import Kernel
 from accelopt.backends.numpy.backend import blas_description, reference_kernel
 from accelopt.cli import common
+from accelopt.cli.groups import with_groups
 from accelopt.cli.output import (
     JsonOption,
     console,
@@ -99,7 +100,9 @@ HtmlOption = Annotated[
 
 
 @app.command("run")
+@with_groups
 def run_command(
+    timing: common.Timing,
     problem: Annotated[
         list[str] | None, typer.Option("--problem", help="run only this problem (repeatable)")
     ] = None,
@@ -109,10 +112,6 @@ def run_command(
         str, typer.Option(help="which kernels: baseline, expert, numpy or all")
     ] = "all",
     check_only: Annotated[bool, typer.Option("--check-only", help="skip timing")] = False,
-    seeds: Annotated[int, typer.Option(help="fresh input seeds per kernel")] = 5,
-    min_calls: Annotated[int, typer.Option(help="timed calls, at least")] = 20,
-    min_time: Annotated[float, typer.Option(help="seconds of timed calls, at least")] = 0.2,
-    threads: Annotated[int | None, typer.Option(help="OpenMP threads (default: all cores)")] = None,
     workers: Annotated[int, typer.Option(help="worker processes checking in parallel")] = 2,
     html: HtmlOption = None,
     profiler: common.ProfilerOption = "local",
@@ -127,7 +126,7 @@ def run_command(
     if not problem:
         selected = [p for p in selected if workload in p.workloads]
     problems = [views.problem_and_workload(p.name, workload, workspace) for p in selected]
-    config = common.eval_config(check_only, seeds, min_calls, min_time, threads, workers)
+    config = timing.config(workers, check_only=check_only)
     start = common.hardware_for(backend)
     jobs, kinds = _suite_jobs(problems, kinds, backend, workload)
     if not jobs:

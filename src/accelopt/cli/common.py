@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated
 
@@ -10,6 +11,7 @@ import typer
 from pydantic import ValidationError
 
 from accelopt import settings, views
+from accelopt.cli.groups import option_group
 from accelopt.errors import UserError, read_user_text
 from accelopt.hardware.spec import HardwareSpec
 from accelopt.profiling.config import EvalConfig
@@ -76,25 +78,25 @@ def read_kernel_file(path: Path) -> str:
     return read_user_text(path, "kernel file", KERNEL_HINT)
 
 
-def eval_config(
-    check_only: bool,
-    seeds: int,
-    min_calls: int,
-    min_time: float,
-    threads: int | None,
-    workers: int,
-) -> EvalConfig:
-    try:
-        return EvalConfig(
-            check_only=check_only,
-            seeds=seeds,
-            min_calls=min_calls,
-            min_time_s=min_time,
-            threads=threads,
-            workers=workers,
-        )
-    except ValueError as exc:
-        raise UserError(f"invalid evaluation option: {one_line(exc)}") from None
+@option_group("Timing")
+@dataclass(frozen=True)
+class Timing:
+    """How each kernel is checked and timed (``eval``, ``bench run`` and ``optimize``)."""
+
+    seeds: Annotated[int, typer.Option(help="fresh input seeds for the correctness check")] = 5
+    min_calls: Annotated[int, typer.Option(help="timed calls, at least")] = 20
+    min_time: Annotated[float, typer.Option(help="seconds of timed calls, at least")] = 0.2
+    threads: Annotated[int | None, typer.Option(help="OpenMP threads (default: all cores)")] = None
+
+    def config(self, workers: int, check_only: bool = False) -> EvalConfig:
+        """The evaluation settings; a UserError naming a bad one."""
+        try:
+            return EvalConfig(
+                check_only=check_only, seeds=self.seeds, min_calls=self.min_calls,
+                min_time_s=self.min_time, threads=self.threads, workers=workers,
+            )  # fmt: skip
+        except ValueError as exc:
+            raise UserError(f"invalid evaluation option: {one_line(exc)}") from None
 
 
 def one_line(exc: ValueError) -> str:

@@ -76,6 +76,7 @@ def optimize_command(
     search: SearchOptions,
     spending: Spending,
     measuring: Measuring,
+    timing: common.Timing,
     outputs: Outputs,
     workspace: WorkspaceOption = None,
 ) -> None:
@@ -83,7 +84,7 @@ def optimize_command(
     targets.check(spending.replay_from)
     common.workspace_dir(workspace)  # a bad workspace is told before any work
     llm = spending.llm()
-    eval_config = measuring.eval_config()
+    eval_config = timing.config(measuring.workers)
     show = shows_table(outputs.json_path)
     with open_store(workspace) as store:
         if targets.resume:

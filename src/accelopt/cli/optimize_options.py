@@ -14,7 +14,6 @@ from accelopt.cli.groups import option_group
 from accelopt.cli.output import JsonOption, writable_option
 from accelopt.errors import UserError
 from accelopt.llm.config import Config, load_config
-from accelopt.profiling.config import EvalConfig
 from accelopt.search.config import SearchConfig
 
 
@@ -138,12 +137,6 @@ class Measuring:
     workers: Annotated[int, typer.Option(help="evaluation worker processes")] = 2
     profiler: common.ProfilerOption = "local"
     ray_address: common.RayAddressOption = None
-
-    def eval_config(self) -> EvalConfig:
-        try:
-            return EvalConfig(workers=self.workers)
-        except ValueError as exc:
-            raise UserError(f"invalid evaluation option: {common.one_line(exc)}") from None
 
 
 @option_group("Output")
