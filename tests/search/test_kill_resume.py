@@ -5,15 +5,18 @@ was never killed ends.
 Each session is a separate process (kill_driver.py) against one scripted server. The agents answer
 as a function of the prompt alone (the plan is named after the kernel it is asked about), so an
 uninterrupted run and a killed-and-resumed one ask the same questions and get the same answers.
-Evaluations come from fake_runner.py behind the real evaluation cache (no kernel is compiled, so
-the eight sessions take 30 s instead of 76 s); a run of real kernels in the real pool is killed
-and resumed by test_optimize_cli.py.
+Evaluations come from fake_runner.py behind the real evaluation cache (no kernel is compiled), and
+the seven phases' kills run at once, so the sessions take seconds; a run of real kernels in the
+real pool is killed and resumed by test_optimize_cli.py.
 """
 
 from __future__ import annotations
 
 import signal
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 from kill_support import agents, run_id, session, write_config
@@ -66,20 +69,56 @@ def uninterrupted(setup, server):
 PHASES = ["planning", "writing", "evaluating", "fixing", "settling", "learning", "committing"]
 
 
-@pytest.mark.parametrize("phase", PHASES)
-def test_a_run_killed_in_any_phase_resumes_without_paying_twice(setup, uninterrupted, phase):
-    assert f"{phase} 1" in uninterrupted["phases"]  # the script reaches every phase
+@dataclass(frozen=True)
+class Killed:
+    """A run killed as it entered one phase of iteration 1, then resumed to its end."""
+
+    workspace: Path
+    run: str
+    killed_status: int  # the first session's exit status
+    boundary: int  # the calls recorded before the kill
+    committed: int  # the iterations committed before the kill
+    resumed_status: int
+
+
+def kill_and_resume(setup: tuple, phase: str) -> Killed:
     root = setup[0]
     workspace, phases = root / f"killed-{phase}", root / f"killed-{phase}.phases"
     status = session(setup, workspace, phases, kill_at=f"{phase} 1", fake=True)
-    assert status == -signal.SIGKILL
     run = run_id(phases)
     with Store.open(workspace) as store:
-        boundary = len(store.llm_calls(run))
-        assert len(store.iterations(run)) <= 2  # killed before iteration 2 was committed
-    assert session(setup, workspace, phases, resume=run, fake=True) == 0
-    with Store.open(workspace) as store:
-        first, second = calls_by_session(store, run, boundary)
+        boundary, committed = len(store.llm_calls(run)), len(store.iterations(run))
+    resumed = session(setup, workspace, phases, resume=run, fake=True)
+    return Killed(workspace, run, status, boundary, committed, resumed)
+
+
+@pytest.fixture(scope="module")
+def killed(setup, uninterrupted) -> dict[str, Killed | BaseException]:
+    """Each phase's run, killed and resumed. The seven phases' sessions run at once: they wait on
+    the agents' replies (``DELAY_S`` each), not on the CPU, and each has its own workspace."""
+
+    def attempt(phase: str) -> Killed | BaseException:
+        try:
+            return kill_and_resume(setup, phase)
+        except Exception as exc:  # told by that phase's test, not by all seven
+            return exc
+
+    with ThreadPoolExecutor(len(PHASES)) as pool:
+        return dict(zip(PHASES, pool.map(attempt, PHASES), strict=True))
+
+
+@pytest.mark.parametrize("phase", PHASES)
+def test_a_run_killed_in_any_phase_resumes_without_paying_twice(uninterrupted, killed, phase):
+    assert f"{phase} 1" in uninterrupted["phases"]  # the script reaches every phase
+    found = killed[phase]
+    if isinstance(found, BaseException):
+        raise found
+    assert found.killed_status == -signal.SIGKILL
+    assert found.committed <= 2  # killed before iteration 2 was committed
+    assert found.resumed_status == 0
+    run = found.run
+    with Store.open(found.workspace) as store:
+        first, second = calls_by_session(store, run, found.boundary)
         paid_before = {c.key for c in first if c.ok and not c.replayed}
         repaid = [c.agent for c in second if not c.replayed and c.key in paid_before]
         assert repaid == []  # zero repeated paid requests
