@@ -28,8 +28,7 @@ class CallTables(Database):
         with that id drops the hold with the record: a hold left behind is a call a kill cut
         off, which the server may have answered and charged (``spent`` counts it)."""
         hold = uuid.uuid4().hex
-        with self._write() as conn:
-            self._require_run(conn, run_id)
+        with self._write_run(run_id) as conn:
             conn.execute(
                 "INSERT INTO llm_holds (hold, run_id, key, usd, tokens, started_at)"
                 " VALUES (?, ?, ?, ?, ?, ?)",
@@ -40,8 +39,7 @@ class CallTables(Database):
     def record_call(self, run_id: str, call: LLMCall, hold: str = "") -> None:
         """Append ``call`` to the run's calls (every call is kept, even with a repeated id), and
         drop its ``hold`` in the same transaction."""
-        with self._write() as conn:
-            self._require_run(conn, run_id)
+        with self._write_run(run_id) as conn:
             if hold:
                 conn.execute("DELETE FROM llm_holds WHERE hold = ?", (hold,))
             conn.execute(

@@ -108,6 +108,13 @@ class Database:
         with self._lock:
             yield self._connection()
 
+    @contextmanager
+    def _write_run(self, run_id: str) -> Iterator[sqlite3.Connection]:
+        """A write transaction on a run's rows; a run not in the store is a ``StoreError``."""
+        with self._write() as conn:
+            self._require_run(conn, run_id)
+            yield conn
+
     @staticmethod
     def _require_run(conn: sqlite3.Connection, run_id: str) -> None:
         if conn.execute("SELECT 1 FROM runs WHERE id = ?", (run_id,)).fetchone() is None:

@@ -108,8 +108,7 @@ class ExperienceTables(Database):
     ) -> list[int]:
         """Keep the lessons ``parent_hash`` was shown in a run's iteration; the first record
         wins. Returns the ids recorded (the earlier ones when there were)."""
-        with self._write() as conn:
-            self._require_run(conn, run_id)
+        with self._write_run(run_id) as conn:
             conn.execute(
                 "INSERT OR IGNORE INTO retrievals (run_id, iteration, parent_hash, ids)"
                 " VALUES (?, ?, ?, ?)",

@@ -22,8 +22,7 @@ class KernelTables(Database):
         The source is stored once per hash across runs: the first source seen for a hash is the
         one kept (sources with the same hash differ at most in what normalization removes).
         """
-        with self._write() as conn:
-            self._require_run(conn, run_id)
+        with self._write_run(run_id) as conn:
             conn.execute(
                 "INSERT OR IGNORE INTO kernel_sources (hash, backend, source) VALUES (?, ?, ?)",
                 (kernel.hash, kernel.backend, kernel.source),
@@ -155,18 +154,11 @@ class KernelTables(Database):
         never in the evaluation cache. The first record of those kernels in that iteration wins:
         returns the data kept."""
         key = json.dumps(list(kernels))
-        with self._write() as conn:
-            self._require_run(conn, run_id)
+        with self._write_run(run_id) as conn:
             conn.execute(
                 "INSERT OR IGNORE INTO retimings (run_id, iteration, kernels, data, created_at)"
                 " VALUES (?, ?, ?, ?, ?)",
-                (
-                    run_id,
-                    iteration,
-                    key,
-                    dump_json(data),
-                    now_iso(),
-                ),
+                (run_id, iteration, key, dump_json(data), now_iso()),
             )
             row = conn.execute(
                 "SELECT data FROM retimings WHERE run_id = ? AND iteration = ? AND kernels = ?",

@@ -100,8 +100,7 @@ class RunTables(Database):
         """Commit one iteration in one transaction: its record (replacing an earlier record of
         the same one), the experiences it learned (visible from now on), and the run's best."""
         data = dataclasses.asdict(record)
-        with self._write() as conn:
-            self._require_run(conn, run_id)
+        with self._write_run(run_id) as conn:
             conn.execute(
                 "INSERT OR REPLACE INTO iterations (run_id, iteration, best_hash, best_latency_s,"
                 " spent_usd, data) VALUES (?, ?, ?, ?, ?, ?)",

@@ -26,7 +26,19 @@ from accelopt.store.errors import SchemaVersionError, StoreError
 SCHEMA_VERSION = 3
 BUSY_TIMEOUT_MS = 10_000
 
-_SCHEMA_V1 = """
+# What the triggers below write into the external-content FTS5 index: a row's words, or the
+# 'delete' command that takes an old row's words out (SQLite needs the old values verbatim).
+_FTS_COLUMNS = "rowid, title, description, before_src, after_src, problem"
+_FTS_ADD = (
+    f"INSERT INTO experiences_fts ({_FTS_COLUMNS}) VALUES"
+    " (new.id, new.title, new.description, new.before_src, new.after_src, new.problem);"
+)
+_FTS_REMOVE = (
+    f"INSERT INTO experiences_fts (experiences_fts, {_FTS_COLUMNS}) VALUES ('delete',"
+    " old.id, old.title, old.description, old.before_src, old.after_src, old.problem);"
+)
+
+_SCHEMA_V1 = f"""
 CREATE TABLE schema_version (
     version INTEGER NOT NULL
 );
@@ -139,22 +151,14 @@ CREATE VIRTUAL TABLE experiences_fts USING fts5 (
     content = 'experiences', content_rowid = 'id', tokenize = 'porter unicode61'
 );
 CREATE TRIGGER experiences_ai AFTER INSERT ON experiences BEGIN
-    INSERT INTO experiences_fts (rowid, title, description, before_src, after_src, problem)
-    VALUES (new.id, new.title, new.description, new.before_src, new.after_src, new.problem);
+    {_FTS_ADD}
 END;
 CREATE TRIGGER experiences_ad AFTER DELETE ON experiences BEGIN
-    INSERT INTO experiences_fts
-        (experiences_fts, rowid, title, description, before_src, after_src, problem)
-    VALUES ('delete', old.id, old.title, old.description, old.before_src, old.after_src,
-            old.problem);
+    {_FTS_REMOVE}
 END;
 CREATE TRIGGER experiences_au AFTER UPDATE ON experiences BEGIN
-    INSERT INTO experiences_fts
-        (experiences_fts, rowid, title, description, before_src, after_src, problem)
-    VALUES ('delete', old.id, old.title, old.description, old.before_src, old.after_src,
-            old.problem);
-    INSERT INTO experiences_fts (rowid, title, description, before_src, after_src, problem)
-    VALUES (new.id, new.title, new.description, new.before_src, new.after_src, new.problem);
+    {_FTS_REMOVE}
+    {_FTS_ADD}
 END;
 """
 
