@@ -18,7 +18,7 @@ import datetime
 import time
 import uuid
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
 from accelopt.llm.budget import Budget
@@ -150,21 +150,14 @@ def finished_call(
 ) -> LLMCall:
     """The record of a request that got ``reply`` (priced at the endpoint's price, None when
     unknown) or failed with ``error``."""
-    latency = time.perf_counter() - start
+    done = {"attempts": attempts, "latency_s": time.perf_counter() - start}
     if reply is None:
-        return LLMCall(**fields, error=error, attempts=attempts, latency_s=latency)
+        return LLMCall(**fields, **done, error=error)
     price = price_for(endpoint)
-    return LLMCall(
-        **fields,
-        reply=reply.text,
-        reasoning=reply.reasoning,
-        finish_reason=reply.finish_reason,
-        tokens_in=reply.tokens_in,
-        tokens_out=reply.tokens_out,
-        latency_s=latency,
-        cost_usd=price.cost(reply.tokens_in, reply.tokens_out) if price else None,
-        attempts=attempts,
-    )
+    cost = price.cost(reply.tokens_in, reply.tokens_out) if price else None
+    answered = asdict(reply)
+    answered["reply"] = answered.pop("text")
+    return LLMCall(**fields, **done, **answered, cost_usd=cost)
 
 
 def _reasoning(message: Any) -> str | None:

@@ -51,21 +51,10 @@ class ExperienceSource(Protocol):
     """The part of ``accelopt.store.Store`` that retrieval reads."""
 
     def search_experiences(
-        self,
-        query: str,
-        *,
-        limit: int = 50,
-        run_id: str | None = None,
-        backend: str | None = None,
+        self, query: str, *, limit: int, run_id: str | None, backend: str | None
     ) -> list[tuple[Experience, float]]: ...
 
-    def experiences(
-        self,
-        *,
-        run_id: str | None = None,
-        problem: str | None = None,
-        backend: str | None = None,
-    ) -> list[Experience]: ...
+    def experiences(self, *, run_id: str | None, backend: str | None) -> list[Experience]: ...
 
 
 # --- query -----------------------------------------------------------------------------------

@@ -92,11 +92,7 @@ class NumpyBackend:
         return BuildResult(None, artifact=problem.directory / "problem.py", cached=True)
 
     def load(
-        self,
-        artifact: Path,
-        problem: Problem,
-        device: object = None,
-        memory_cap_bytes: int = 0,
+        self, artifact: Path, problem: Problem, device: object = None, memory_cap_bytes: int = 0
     ) -> ReferenceKernel:
         return ReferenceKernel(problem.reference, len(problem.inputs))
 

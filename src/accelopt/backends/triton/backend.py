@@ -151,11 +151,7 @@ class TritonBackend(CheckedBuild):
         return BuildResult(None, artifact=path)
 
     def load(
-        self,
-        artifact: Path,
-        problem: Problem,
-        device: object = None,
-        memory_cap_bytes: int = 0,
+        self, artifact: Path, problem: Problem, device: object = None, memory_cap_bytes: int = 0
     ) -> TritonKernel:
         """Import the module (its top level runs here) and find its launcher."""
         name = f"accelopt_triton_kernel_{os.getpid()}_{next(_modules)}"
