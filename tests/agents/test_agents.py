@@ -13,7 +13,7 @@ import pytest
 
 from accelopt.agents.context import problem_view
 from accelopt.agents.executor import ExecutorInput, execute
-from accelopt.agents.fixer import FixerInput, fix
+from accelopt.agents.fixer import Failure, FixerInput, fix
 from accelopt.agents.planner import Plan, PlannerInput, planner_messages, propose
 from accelopt.agents.summarizer import SummarizerInput, summarize
 from accelopt.backends.cpu.backend import CpuBackend
@@ -160,11 +160,9 @@ def fixer_input(hw) -> FixerInput:
     """A kernel that failed to compile, for the fixer."""
     return FixerInput(
         problem=problem_view(PROBLEM, "cpu"),
-        kernel_source="void kernel(const float *lhs, const float *rhs, float *out) { oops }",
-        status="COMPILE_ERROR",
-        error="kernel.c:1:62: error: 'oops' undeclared",
-        log="",
         facts=CpuBackend().facts(hw),
+        kernel_source="void kernel(const float *lhs, const float *rhs, float *out) { oops }",
+        failure=Failure("COMPILE_ERROR", "kernel.c:1:62: error: 'oops' undeclared"),
     )
 
 

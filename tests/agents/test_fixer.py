@@ -11,11 +11,13 @@ from accelopt.agents.context import problem_view
 from accelopt.agents.fixer import (
     MAX_COMPILE_ERRORS,
     NO_CODE,
+    Failure,
     FixerInput,
     failure_phase,
     first_errors,
     fixer_messages,
 )
+from accelopt.agents.planner import Plan
 from accelopt.backends.cpu.backend import CpuBackend
 from accelopt.problems import load_problem
 from accelopt.profiling.worker.correctness import check_outputs
@@ -24,7 +26,7 @@ PROBLEM = load_problem("matmul")
 PARENT = PROBLEM.kernel_path("baseline").read_text()
 FAILED = "\n".join(["#include <math.h>", "", "void kernel(const float *lhs, const float *rhs,",
                     "            float *out) { /* tiled */ nope; }", ""])  # fmt: skip
-PLAN = ("Tile K", ["Block K by 256.", "Unroll by 4."])
+PLAN = Plan("Tile K", ("Block K by 256.", "Unroll by 4."))
 COMPILER = """\
 kernel.c:4:35: error: 'nope' undeclared (first use in this function)
     4 |             float *out) { /* tiled */ nope; }
@@ -36,9 +38,9 @@ SUSPICIOUS = (
 
 
 def given(hw, status: str, error: str, source: str = FAILED, **fields) -> FixerInput:
-    values = {"parent_source": PARENT, "plan_title": PLAN[0], "plan_steps": PLAN[1], **fields}
+    values = {"parent_source": PARENT, "plan": PLAN, **fields}
     facts = CpuBackend().facts(hw)
-    return FixerInput(problem_view(PROBLEM, "cpu"), source, status, error, "", facts, **values)
+    return FixerInput(problem_view(PROBLEM, "cpu"), facts, source, Failure(status, error), **values)
 
 
 def prompt(given_: FixerInput) -> str:
@@ -158,10 +160,10 @@ def test_the_parent_and_the_plan_are_shown(hw):
     assert "keep the plan's changes" in text
 
 
-def test_old_callers_still_construct_it(hw):
-    old = FixerInput(problem_view(PROBLEM, "cpu"), FAILED, "COMPILE_ERROR", COMPILER, "",
-                     CpuBackend().facts(hw))  # fmt: skip
-    assert old.parent_source == "" and old.plan_title == "" and tuple(old.plan_steps) == ()
+def test_without_a_plan_or_a_parent_it_shows_neither(hw):
+    failure = Failure("COMPILE_ERROR", COMPILER)
+    old = FixerInput(problem_view(PROBLEM, "cpu"), CpuBackend().facts(hw), FAILED, failure)
+    assert old.parent_source == "" and old.plan is None
     text = prompt(old)
     assert "# The plan" not in text and "# The kernel it descends from" not in text
     assert COMPILER in text and "keep the plan's changes" not in text
@@ -181,6 +183,6 @@ def test_rendering_is_deterministic(hw, status):
         status, "the kernel call (seed 2 of 5) ran past its 2 s deadline; the worker was killed"
     )
     first = fixer_messages(given(hw, status, error))
-    again = fixer_messages(given(hw, status, error, plan_steps=tuple(PLAN[1])))
+    again = fixer_messages(given(hw, status, error, plan=Plan(PLAN.title, list(PLAN.steps))))
     assert first == again
     assert [m["content"].encode() for m in first] == [m["content"].encode() for m in again]

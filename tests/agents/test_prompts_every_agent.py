@@ -7,7 +7,7 @@ import pytest
 
 from accelopt.agents.context import problem_view
 from accelopt.agents.executor import ExecutorInput, executor_messages
-from accelopt.agents.fixer import NO_CODE, FixerInput, fixer_messages
+from accelopt.agents.fixer import NO_CODE, Failure, FixerInput, fixer_messages
 from accelopt.agents.planner import Plan
 from accelopt.backends import get_backend
 from accelopt.hardware.datasheet import H200
@@ -39,10 +39,8 @@ def test_the_executor_sees_the_kernel_and_the_plan(backend):
 def test_the_fixer_sees_the_failure_the_parent_and_the_plan(backend, status):
     name, facts, source = backend
     failed = "" if status == NO_CODE else source.replace("kernel(", "kernel (", 1)
-    given = FixerInput(
-        problem_view(PROBLEM, "cpu"), failed, status, "what went wrong", "", facts,
-        parent_source=source, plan_title=PLAN.title, plan_steps=PLAN.steps,
-    )  # fmt: skip
+    failure = Failure(status, "what went wrong")
+    given = FixerInput(problem_view(PROBLEM, "cpu"), facts, failed, failure, PLAN, source)
     user = fixer_messages(given)[-1]["content"]
     assert FENCE[name] in user and "Block for L2" in user and "what went wrong" in user
     assert source.strip().splitlines()[0] in user  # the parent kernel
@@ -53,7 +51,7 @@ def test_the_summarizer_is_told_which_way_the_plan_went(hw):
     from accelopt.agents.summarizer import SummarizerInput, summarizer_messages
 
     source = PROBLEM.kernel_path("baseline").read_text()
-    common = dict(plan_title=PLAN.title, plan_steps=PLAN.steps)
+    common = dict(plan=PLAN)
     up = SummarizerInput(problem_view(PROBLEM, "cpu"), source, source, 1.5, "c", **common)
     down = SummarizerInput(problem_view(PROBLEM, "cpu"), source, source, 1.5, "c",
                            plan_made_slower=True, **common)  # fmt: skip

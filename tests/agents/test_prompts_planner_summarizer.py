@@ -8,7 +8,7 @@ import pytest
 
 from accelopt.agents.attempts import TriedPlan
 from accelopt.agents.context import problem_view
-from accelopt.agents.planner import PlannerInput, planner_messages
+from accelopt.agents.planner import Plan, PlannerInput, planner_messages
 from accelopt.agents.summarizer import SummarizerInput, summarizer_messages
 from accelopt.backends import Status, get_backend
 from accelopt.hardware.datasheet import H200
@@ -113,8 +113,7 @@ def test_summarizer_is_shown_the_plan_both_profiles_and_the_speedup(hw):
     slow, fast = profile(hw, "cpu", 0.0104, "cpu"), profile(hw, "cpu", 0.00416, "cpu")
     given = summarizer_input(
         hw,
-        plan_title="Pack the B panel",
-        plan_steps=("Copy B into panels.", "Stream them in the micro-kernel."),
+        plan=Plan("Pack the B panel", ("Copy B into panels.", "Stream them in the micro-kernel.")),
         slow_profile=slow,
         fast_profile=fast,
     )
@@ -137,9 +136,9 @@ def test_summarizer_without_plan_or_profiles_renders_as_before(hw):
 
 
 def test_summarizer_rendering_is_deterministic(hw):
-    fields = {"plan_title": "T", "plan_steps": ("a", "b"),
+    fields = {"plan": Plan("T", ("a", "b")),
               "slow_profile": profile(hw, "cpu", 0.01, "cpu"),
               "fast_profile": profile(hw, "cpu", 0.005, "cpu")}  # fmt: skip
     first = summarizer_messages(summarizer_input(hw, **fields))
-    again = summarizer_messages(summarizer_input(hw, **{**fields, "plan_steps": ["a", "b"]}))
+    again = summarizer_messages(summarizer_input(hw, **{**fields, "plan": Plan("T", ["a", "b"])}))
     assert first == again

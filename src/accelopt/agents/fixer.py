@@ -10,11 +10,11 @@ rewriting from scratch. Rendering is deterministic: the same input gives the sam
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 from accelopt.agents.context import ProblemView
 from accelopt.agents.executor import WrittenKernel, kernel_from
+from accelopt.agents.planner import Plan, plan_context
 from accelopt.agents.prompting import chat, problem_context
 from accelopt.backends.facts import BackendFacts
 from accelopt.llm.chat import ChatModel
@@ -47,22 +47,27 @@ _PHASE_DETAIL = r"(?: \([^)]*\))?"
 
 
 @dataclass(frozen=True)
-class FixerInput:
-    """``status``: an evaluation status (COMPILE_ERROR, REJECTED, CRASH, TIMEOUT, INCORRECT,
-    SUSPICIOUS) or NO_CODE; ``error``: the evaluation's error (for NO_CODE, the reason the reply
-    had no kernel); ``kernel_source``: the failed kernel ('' for NO_CODE); ``parent_source``:
-    the last correct kernel it descends from; ``plan_title``/``plan_steps``: the plan it was
-    carrying out."""
+class Failure:
+    """What went wrong: ``status``, an evaluation status (COMPILE_ERROR, REJECTED, CRASH,
+    TIMEOUT, INCORRECT, SUSPICIOUS) or NO_CODE; ``error``, the evaluation's error (for NO_CODE,
+    the reason the reply had no kernel); ``log``, what the worker logged."""
 
-    problem: ProblemView
-    kernel_source: str
     status: str
     error: str
-    log: str
+    log: str = ""
+
+
+@dataclass(frozen=True)
+class FixerInput:
+    """``kernel_source``: the failed kernel ('' for NO_CODE); ``plan``: the plan it was carrying
+    out; ``parent_source``: the last correct kernel it descends from."""
+
+    problem: ProblemView
     facts: BackendFacts
+    kernel_source: str
+    failure: Failure
+    plan: Plan | None = None
     parent_source: str = ""
-    plan_title: str = ""
-    plan_steps: Sequence[str] = ()
 
 
 def first_errors(error: str, limit: int = MAX_COMPILE_ERRORS) -> str:
@@ -94,21 +99,20 @@ def failure_phase(error: str) -> tuple[str, str]:
 
 def fixer_context(given: FixerInput) -> dict[str, object]:
     """The template's variables."""
-    status = str(given.status)
-    where, meaning = failure_phase(given.error)
+    status, error = given.failure.status, given.failure.error
+    where, meaning = failure_phase(error)
     return {
         **problem_context(given.problem, given.facts),
         "kernel_source": given.kernel_source.rstrip(),  # leading lines kept: line numbers hold
         "parent_source": given.parent_source.rstrip(),
-        "plan_title": given.plan_title.strip(),
-        "plan_steps": tuple(s.strip() for s in given.plan_steps),
+        **plan_context(given.plan),
         "status": status,
-        "error": given.error.strip() or "(no message)",
-        "compile_errors": first_errors(given.error) if status == "COMPILE_ERROR" else "",
+        "error": error.strip() or "(no message)",
+        "compile_errors": first_errors(error) if status == "COMPILE_ERROR" else "",
         "phase": where,
         "phase_meaning": meaning,
-        "judged": "elements wrong" in given.error or "no element is off" in given.error,
-        "log": given.log.strip()[:MAX_LOG_CHARS],
+        "judged": "elements wrong" in error or "no element is off" in error,
+        "log": given.failure.log.strip()[:MAX_LOG_CHARS],
     }
 
 

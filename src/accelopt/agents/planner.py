@@ -41,6 +41,13 @@ class Plan:
     steps: tuple[str, ...]
 
 
+def plan_context(plan: Plan | None) -> dict[str, object]:
+    """A plan as the fixer's and summarizer's templates show it (none: empty)."""
+    if plan is None:
+        return {"plan_title": "", "plan_steps": ()}
+    return {"plan_title": plan.title.strip(), "plan_steps": tuple(s.strip() for s in plan.steps)}
+
+
 @dataclass(frozen=True)
 class PlanResult:
     plan: Plan | None

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 from accelopt.agents.context import ProblemView
+from accelopt.agents.planner import Plan, plan_context
 from accelopt.agents.prompting import chat
 from accelopt.llm.chat import ChatModel
 from accelopt.llm.records import LLMCall, Message
@@ -22,8 +22,7 @@ class SummarizerInput:
     speedup: float
     language: str = "c"
     # the plan the executor carried out between the two kernels, and what each one measured
-    plan_title: str = ""
-    plan_steps: Sequence[str] = ()
+    plan: Plan | None = None
     slow_profile: Profile | None = None
     fast_profile: Profile | None = None
     # the plan turned the fast kernel (the parent) into the slow one: an "undo" lesson
@@ -94,8 +93,7 @@ def summarizer_messages(given: SummarizerInput) -> list[Message]:
         fast_source=given.fast_source.strip(),
         speedup=given.speedup,
         language=given.language,
-        plan_title=given.plan_title.strip(),
-        plan_steps=[step.strip() for step in given.plan_steps],
+        **plan_context(given.plan),
         slow_profile_text=_profile_text(given.slow_profile),
         fast_profile_text=_profile_text(given.fast_profile),
         plan_made_slower=given.plan_made_slower,

@@ -15,7 +15,7 @@ import typer
 from accelopt import views
 from accelopt.agents.context import ProblemView, problem_view
 from accelopt.agents.executor import ExecutorInput, executor_messages
-from accelopt.agents.fixer import FixerInput, fixer_messages
+from accelopt.agents.fixer import Failure, FixerInput, fixer_messages
 from accelopt.agents.planner import Plan, PlannerInput, planner_messages
 from accelopt.agents.summarizer import SummarizerInput, summarizer_messages
 from accelopt.backends.base import Backend, get_backend
@@ -93,10 +93,8 @@ def _fixer(scene: _Scene, source: str, baseline: str, plan: Plan) -> list[Messag
             "the kernel PASSED: the fixer is given only kernels that fail; give one that fails "
             "with --kernel"
         )
-    given = FixerInput(
-        scene.view, source, e.status.value, e.error, e.log, scene.facts,
-        parent_source=baseline, plan_title=plan.title, plan_steps=plan.steps,
-    )  # fmt: skip
+    failure = Failure(e.status.value, e.error, e.log)
+    given = FixerInput(scene.view, scene.facts, source, failure, plan, parent_source=baseline)
     return fixer_messages(given)
 
 
@@ -105,8 +103,8 @@ def _summarizer(scene: _Scene, slow: str, fast: str, plan: Plan) -> list[Message
     assert slow_e.latency_s and fast_e.latency_s
     given = SummarizerInput(
         scene.view, slow, fast, slow_e.latency_s / fast_e.latency_s, scene.facts.language,
-        plan_title=plan.title, plan_steps=plan.steps,
-        slow_profile=scene.profile(slow, slow_e), fast_profile=scene.profile(fast, fast_e),
+        plan=plan, slow_profile=scene.profile(slow, slow_e),
+        fast_profile=scene.profile(fast, fast_e),
     )  # fmt: skip
     return summarizer_messages(given)
 

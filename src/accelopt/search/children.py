@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from accelopt.agents.attempts import TriedPlan
 from accelopt.agents.context import ProblemView
 from accelopt.agents.executor import ExecutorInput, WrittenKernel, execute
-from accelopt.agents.fixer import NO_CODE, FixerInput, fix
+from accelopt.agents.fixer import NO_CODE, Failure, FixerInput, fix
 from accelopt.agents.planner import Plan, PlannerInput, propose
 from accelopt.backends.facts import BackendFacts
 from accelopt.backends.status import Status
@@ -192,12 +192,9 @@ def fixer_input(
     """What the fixer is shown: the failed kernel (or the reply that had none), the last
     correct kernel it descends from, and the plan it was carrying out."""
     if cand is None:
-        source, status, error, log = "", NO_CODE, written.error, ""
+        source, failure = "", Failure(NO_CODE, written.error)
     else:
         e = cand.evaluation
-        source, status, error, log = cand.kernel.source, e.status.value, e.error, e.log
-    return FixerInput(
-        view, source, status, error, log, facts,
-        parent_source=parent.kernel.source if parent else "", plan_title=plan.title,
-        plan_steps=plan.steps,
-    )  # fmt: skip
+        source, failure = cand.kernel.source, Failure(e.status.value, e.error, e.log)
+    parent_source = parent.kernel.source if parent else ""
+    return FixerInput(view, facts, source, failure, plan, parent_source)

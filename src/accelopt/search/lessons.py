@@ -12,14 +12,14 @@ from __future__ import annotations
 import asyncio
 from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from accelopt.agents.context import ProblemView
 from accelopt.agents.planner import Plan
 from accelopt.agents.summarizer import SummarizerInput, summarize
 from accelopt.llm.chat import ChatModel
 from accelopt.memory.records import Experience, ExperienceKind
-from accelopt.memory.retrieval import retrieve
+from accelopt.memory.retrieval import Lookup, rank
 from accelopt.memory.selection import Outcome, Pair, select_pairs
 from accelopt.profiling.profile import Profile
 from accelopt.search import samples
@@ -55,18 +55,11 @@ class Lessons:
             return []
         ids = self.store.get_retrieval(self.run_id, t, parent.hash)
         if ids is None:
-            found = retrieve(
-                self.store,
-                problem_text=f"{self.view.name} {self.view.description}",
-                kernel_text=parent.kernel.source,
-                k=self.config.lessons,
-                scope=self.config.memory,
-                run_id=self.run_id,
-                backend=self.backend,
-                hardware=self.hardware,
-                problem=self.view.name,
-            )
-            found_ids = [e.id for e in found if e.id is not None]
+            view, config = self.view, self.config
+            text = f"{view.name} {view.description}"
+            asked = Lookup(text, parent.kernel.source, self.backend, self.hardware, view.name)
+            scoped = replace(asked, k=config.lessons, scope=config.memory, run_id=self.run_id)
+            found_ids = [e.id for e, _ in rank(self.store, scoped) if e.id is not None]
             ids = self.store.save_retrieval(self.run_id, t, parent.hash, found_ids)
         return self.store.experiences_by_id(ids)
 
@@ -93,10 +86,9 @@ class Lessons:
         plans: Mapping[tuple[str, str], Plan],
     ) -> None:
         slow, fast = found[pair.slow_hash], found[pair.fast_hash]
-        plan = plans[(pair.parent_hash, pair.plan_title)]
         given = SummarizerInput(
             self.view, slow.kernel.source, fast.kernel.source, pair.speedup, self.language,
-            plan_title=plan.title, plan_steps=plan.steps,
+            plan=plans[(pair.parent_hash, pair.plan_title)],
             slow_profile=await self.profile(slow), fast_profile=await self.profile(fast),
             plan_made_slower=pair.kind == ExperienceKind.NEGATIVE,
         )  # fmt: skip
