@@ -15,6 +15,8 @@ from accelopt.cli.groups import option_group
 from accelopt.errors import UserError, read_user_text
 from accelopt.hardware.spec import HardwareSpec
 from accelopt.profiling.config import EvalConfig
+from accelopt.store.records import RunRecord
+from accelopt.store.store import Store
 
 ProfilerOption = Annotated[
     str, typer.Option("--profiler", help="where kernels are measured: local or ray")
@@ -35,6 +37,7 @@ WorkspaceOption = Annotated[
         "./.accelopt)",
     ),
 ]
+RunIdArgument = Annotated[str, typer.Argument(help="run id (or a unique prefix)")]
 
 
 def hardware_for(backend: str, announce: bool = True) -> HardwareSpec:
@@ -97,6 +100,14 @@ class Timing:
             )  # fmt: skip
         except ValueError as exc:
             raise UserError(f"invalid evaluation option: {one_line(exc)}") from None
+
+
+def find_run(store: Store, ref: str) -> RunRecord:
+    """Run ``ref`` (an id or a unique prefix), or a UserError that says where to look."""
+    run = store.get_run(ref)
+    if run is None:
+        raise UserError(f"no run {ref!r} in {store.path}: see `accelopt runs list`")
+    return run
 
 
 def one_line(exc: ValueError) -> str:

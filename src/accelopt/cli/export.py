@@ -67,9 +67,7 @@ def export_run(
     """Export run ``run_id``'s best kernel, with the run's evaluations as evidence (a workload
     the run never measured it on is evaluated now)."""
     with Store.open(common.workspace_dir(workspace)) as store:
-        run = store.get_run(run_id)
-        if run is None:
-            raise UserError(f"no run {run_id!r} in {store.path}: see `accelopt runs list`")
+        run = common.find_run(store, run_id)
         if run.problem != name:
             raise UserError(f"run {run.id} optimized {run.problem}, not {name}: give {run.problem}")
         source = store.kernel_source(run.best_hash) if run.best_hash else None

@@ -191,9 +191,7 @@ def _resumable(
 ) -> RunRecord:
     """The run to resume; a --backend or --workload that contradicts its record is refused
     (a resume takes them from the record)."""
-    run = store.get_run(ref)
-    if run is None:
-        raise UserError(f"no run {ref!r} in {store.path}: see `accelopt runs list`")
+    run = common.find_run(store, ref)
     if RunSpec.of(run).search is None:
         raise UserError(
             f"run {run.id} is a {run.strategy} session (recorded by `accelopt mcp`), not a "

@@ -9,6 +9,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
+from accelopt.cli.common import RunIdArgument, find_run
 from accelopt.cli.optimize import WorkspaceOption, open_store
 from accelopt.cli.output import (
     JsonOption,
@@ -30,20 +31,11 @@ from accelopt.reports.compare import (
 )
 from accelopt.reports.run_report import write_run_report
 from accelopt.search.rescoring import rescore_stored_run
-from accelopt.store.records import RunRecord
-from accelopt.store.store import Store
 
 OutOption = Annotated[
     Path | None,
     typer.Option("--out", help="write the HTML page here", callback=writable_option("--out")),
 ]
-
-
-def _run(store: Store, run_id: str) -> RunRecord:
-    run = store.get_run(run_id)
-    if run is None:
-        raise UserError(f"no run {run_id!r} in {store.path}: see `accelopt runs list`")
-    return run
 
 
 def _write(path: Path, write: Callable[[Path], Path]) -> Path:
@@ -54,14 +46,14 @@ def _write(path: Path, write: Callable[[Path], Path]) -> Path:
 
 
 def report_command(
-    run_id: Annotated[str, typer.Argument(help="run id (or a unique prefix)")],
+    run_id: RunIdArgument,
     out: OutOption = None,
     workspace: WorkspaceOption = None,
 ) -> None:
     """One run as a self-contained HTML page: summary, baseline vs best, progress plot, lineage,
     the best kernel and its diff, lessons, failures, tokens and $ (default: WORKSPACE/reports/)."""
     with open_store(workspace) as store:
-        run = _run(store, run_id)
+        run = find_run(store, run_id)
         target = out or store.path.parent / "reports" / f"{run.id}-{run.problem}.html"
         spec = load_cpu_spec(measure_if_missing=False)
         before = run.hardware
@@ -85,7 +77,7 @@ def compare_command(
     """Runs side by side: best % of peak, $ and tokens; with --out, plots of best % of peak
     against $ spent and against iterations, one line per run."""
     with open_store(workspace) as store:
-        comparisons = [load_comparison(store, _run(store, r)) for r in run_ids]
+        comparisons = [load_comparison(store, find_run(store, r)) for r in run_ids]
     show = shows_table(json_path)
     if show:
         console.print(compare_table(comparisons))

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Any
 
 import typer
 from rich.table import Table
 
+from accelopt.cli.common import RunIdArgument, find_run
 from accelopt.cli.optimize import WorkspaceOption, open_store
 from accelopt.cli.output import (
     JsonOption,
@@ -16,7 +17,6 @@ from accelopt.cli.output import (
     write_json,
 )
 from accelopt.cli.variants import variant_table
-from accelopt.errors import UserError
 from accelopt.formatting import milliseconds, percent, speedup_x, usd_plain
 from accelopt.reports.costs import ResultCost
 from accelopt.search.workloads import generalization
@@ -53,15 +53,13 @@ def _workloads_text(row: dict[str, Any]) -> str:
 
 @app.command("show")
 def show_command(
-    run_id: Annotated[str, typer.Argument(help="run id (or a unique prefix)")],
+    run_id: RunIdArgument,
     workspace: WorkspaceOption = None,
     json_path: JsonOption = None,
 ) -> None:
     """One run: parameters, the best kernel per iteration, and the lineage of the best kernel."""
     with open_store(workspace) as store:
-        run = store.get_run(run_id)
-        if run is None:
-            raise UserError(f"no run {run_id!r} in {store.path}: see `accelopt runs list`")
+        run = find_run(store, run_id)
         payload = run_show_json(store, run)
         found = generalization(store, run)
     if shows_table(json_path):

@@ -103,33 +103,34 @@ def _next_steps(head: bool, address: str | None, port: int, node_ip: str | None)
     return "\n".join(lines)
 
 
+_Head = Annotated[bool, typer.Option("--head", help="start a new cluster on this machine")]
+_Address = Annotated[str | None, typer.Option(help="join the cluster whose head is at HOST:PORT")]
+_Port = Annotated[int, typer.Option(help="the head's port (with --head)")]
+_Devices = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--devices", help="devices this node offers, KIND:COUNT: cpu:1, triton:GPUS (default cpu:1)"
+    ),
+]
+_NodeIp = Annotated[str | None, typer.Option(help="the address other machines reach this node at")]
+_TempDir = Annotated[Path | None, typer.Option(help="Ray's session files (default /tmp/ray)")]
+_Block = Annotated[
+    bool, typer.Option("--block/--no-block", help="stay in the foreground until interrupted")
+]
+_DryRun = Annotated[
+    bool, typer.Option("--dry-run", help="print the `ray start` command, run nothing")
+]
+
+
 def worker_command(
-    head: Annotated[
-        bool, typer.Option("--head", help="start a new cluster on this machine")
-    ] = False,
-    address: Annotated[
-        str | None, typer.Option(help="join the cluster whose head is at HOST:PORT")
-    ] = None,
-    port: Annotated[int, typer.Option(help="the head's port (with --head)")] = DEFAULT_PORT,
-    devices: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--devices",
-            help="devices this node offers, KIND:COUNT: cpu:1, triton:GPUS (default cpu:1)",
-        ),
-    ] = None,
-    node_ip_address: Annotated[
-        str | None, typer.Option(help="the address other machines reach this node at")
-    ] = None,
-    temp_dir: Annotated[
-        Path | None, typer.Option(help="Ray's session files (default /tmp/ray)")
-    ] = None,
-    block: Annotated[
-        bool, typer.Option("--block/--no-block", help="stay in the foreground until interrupted")
-    ] = True,
-    dry_run: Annotated[
-        bool, typer.Option("--dry-run", help="print the `ray start` command, run nothing")
-    ] = False,
+    head: _Head = False,
+    address: _Address = None,
+    port: _Port = DEFAULT_PORT,
+    devices: _Devices = None,
+    node_ip_address: _NodeIp = None,
+    temp_dir: _TempDir = None,
+    block: _Block = True,
+    dry_run: _DryRun = False,
 ) -> None:
     """Start or join a Ray node that offers this machine's devices to `--profiler ray`."""
     declared = parse_devices(devices or ["cpu:1"])
