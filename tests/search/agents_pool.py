@@ -22,19 +22,30 @@ def variant(name: str) -> str:
 class AgentPool:
     """The responder for a ScriptedServer: dispatches on the agent's model name."""
 
-    def __init__(self, plan_order: tuple[str, ...] = PLAN_ORDER, pause_after: int = 0) -> None:
+    def __init__(
+        self, plan_order: tuple[str, ...] = PLAN_ORDER, pause_after_plans: int = 0
+    ) -> None:
         self._plans = itertools.cycle(plan_order)
         self._lock = threading.Lock()
-        self._count = 0
-        self.pause_after = pause_after  # the Nth request hangs (30 s) and sets `paused`
+        self._planned = 0
+        # With pause_after_plans=N, the first executor request after more than N planner requests
+        # hangs (30 s) and sets `paused`: a planner call beyond the Nth has been paid by then
+        # (its plan is what the executor carries out), however many other calls came before.
+        self.pause_after_plans = pause_after_plans
         self.paused = threading.Event()
 
     def __call__(self, request: RecordedRequest) -> Reply:
         with self._lock:
-            self._count += 1
-            hang = self._count == self.pause_after
+            self._planned += request.model == "planner"
+            hang = (
+                self.pause_after_plans > 0
+                and request.model == "executor"
+                and self._planned > self.pause_after_plans
+                and not self.paused.is_set()
+            )
+            if hang:
+                self.paused.set()
         if hang:
-            self.paused.set()
             return Reply.slow("too late", 30.0)
         return getattr(self, request.model)(request)
 

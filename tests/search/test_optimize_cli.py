@@ -19,7 +19,7 @@ from accelopt.search.evaluations import run_evaluations
 from accelopt.store.store import Store
 from accelopt.testing.scripted import ScriptedServer
 
-pytestmark = [pytest.mark.timeout(600), pytest.mark.slow]
+pytestmark = [pytest.mark.timeout(600), pytest.mark.slow, pytest.mark.alone]  # speedups
 
 SEARCH = ("--beam", "2", "--plans", "2", "--samples", "1", "--workload", "small", *QUICK_TIMING)
 
@@ -78,7 +78,9 @@ def test_optimize_without_an_endpoint_says_how_to_configure_one(run_cli, tmp_pat
 
 
 def test_a_killed_run_resumes_without_paying_or_measuring_twice(cli_env, tmp_path, slow_start):
-    pool = AgentPool(plan_order=("good", "slower"), pause_after=9)  # hangs in iteration 2
+    # iteration 1 makes 2 plans (one parent, --plans 2): the hang is in iteration 2, after a paid
+    # planner call of its own
+    pool = AgentPool(plan_order=("good", "slower"), pause_after_plans=2)
     with ScriptedServer(default=pool) as server:
         config = write_config(tmp_path / "accelopt.yaml", server.base_url)
         ws = tmp_path / "ws"
