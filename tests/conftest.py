@@ -15,6 +15,7 @@ import pytest
 # support/specs.py (make_spec, the one factory of test ceilings), importable as `specs` everywhere
 sys.path.insert(0, str(Path(__file__).parent / "support"))
 
+from alone import machine_share
 from specs import make_spec
 
 from accelopt.backends.status import Status
@@ -26,6 +27,27 @@ from accelopt.store.records import KernelRecord, RunRecord
 from accelopt.store.store import Store
 from accelopt.testing.scripted import ScriptedServer
 from accelopt.testing.scripting import ReplySource
+
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    # pytest-xdist's workers start with COLUMNS=80 and LINES=24 in their environment, which the
+    # CLI takes for the user's terminal: its tables would be cut to 80 columns, unlike in one
+    # process, where piped output gets accelopt's own width.
+    for _name in ("COLUMNS", "LINES"):
+        os.environ.pop(_name, None)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Any:
+    """Under pytest-xdist, a test marked ``alone`` runs while no other worker runs a test (see
+    tests/support/alone.py); the lock covers its setup and teardown too, module fixtures
+    included. In one process it changes nothing."""
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        return (yield)
+    shared = Path(item.config.option.basetemp).parent  # the run's tmp tree, above popen-gwN
+    with machine_share(
+        shared / "machine-share", alone=item.get_closest_marker("alone") is not None
+    ):
+        return (yield)
 
 
 @pytest.fixture(scope="session")

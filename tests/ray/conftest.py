@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
+import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -28,8 +30,18 @@ def kernel_named() -> Callable[[str], Kernel]:
     return load
 
 
+@pytest.fixture(scope="session")
+def short_tmp() -> Iterator[Path]:
+    """A folder whose paths stay short: Ray's socket paths (``session_.../sockets/plasma_store``
+    below its temp dir) must fit AF_UNIX's 107 bytes, which pytest's tmp tree overruns under
+    pytest-xdist (``.../popen-gw1/...``)."""
+    path = Path(tempfile.mkdtemp(prefix="ray", dir="/tmp"))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
 @pytest.fixture(scope="module")
-def ray_cluster(accelopt_cache: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+def ray_cluster(accelopt_cache: Path, short_tmp: Path) -> Iterator[Any]:
     ray = pytest.importorskip("ray")
     with pytest.MonkeyPatch.context() as mp:
         for name, value in RAY_ENV.items():
@@ -38,7 +50,7 @@ def ray_cluster(accelopt_cache: Path, tmp_path_factory: pytest.TempPathFactory) 
             include_dashboard=False,
             num_cpus=1,
             resources={"accelopt_cpu": 3},
-            _temp_dir=str(tmp_path_factory.mktemp("ray")),
+            _temp_dir=tempfile.mkdtemp(dir=short_tmp),
             _node_ip_address="127.0.0.1",
             log_to_driver=False,
             logging_level=logging.WARNING,

@@ -10,6 +10,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -45,9 +46,8 @@ def driver(env: dict[str, str], *args: str) -> dict[str, object]:
 
 
 @pytest.fixture
-def ray_env(accelopt_cache: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
-    # Ray's socket paths must stay short: a short folder of the session's tmp tree.
-    tmp = tmp_path_factory.mktemp("r")
+def ray_env(accelopt_cache: Path, short_tmp: Path) -> dict[str, str]:
+    tmp = tempfile.mkdtemp(dir=short_tmp)  # Ray's socket paths must stay short
     return {**os.environ, **RAY_ENV, "ACCELOPT_CACHE_DIR": str(accelopt_cache),
             "RAY_TMPDIR": str(tmp)}  # fmt: skip
 

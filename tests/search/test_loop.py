@@ -23,6 +23,7 @@ def start_run(store, llm, hw, search=SMALL, problem="matmul"):
     return run, execute_run(store, run, RunInputs(llm, hw, FAST_EVAL), resume=False)
 
 
+@pytest.mark.alone  # the lessons need the slower kernel measured slower
 def test_a_run_improves_the_kernel_and_learns(tmp_path, llm, hw, server, accelopt_cache):
     with Store.open(tmp_path / "ws") as store:
         run, result = start_run(store, llm, hw)

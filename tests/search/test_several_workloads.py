@@ -19,7 +19,7 @@ from accelopt.store.store import Store
 from accelopt.testing.scripted import ScriptedServer
 from conftest import FAST_EVAL
 
-pytestmark = [pytest.mark.timeout(300), pytest.mark.slow]
+pytestmark = [pytest.mark.timeout(300), pytest.mark.slow, pytest.mark.alone]  # speedups
 
 
 def test_a_kernel_tuned_to_one_shape_fails_and_the_best_passes_on_all(tmp_path, hw, accelopt_cache):

@@ -413,6 +413,7 @@ def wait_for(what: str, check: Any, timeout_s: float, every_s: float = 0.3) -> A
 
 
 @pytest.mark.browser
+@pytest.mark.alone  # the best kernel must improve while the page watches
 @pytest.mark.slow
 @pytest.mark.timeout(600)
 @needs_chromium
