@@ -90,7 +90,8 @@ def request_body(endpoint: Endpoint, messages: list[Message]) -> dict[str, Any]:
 
 @dataclass
 class Completion:
-    """What a call keeps of an endpoint's chat completion."""
+    """What a call keeps of an endpoint's chat completion: each field goes into the call's
+    ``LLMCall`` under its own name (``text`` as ``reply``)."""
 
     text: str
     reasoning: str | None

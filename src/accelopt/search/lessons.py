@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from accelopt.agents.context import ProblemView
 from accelopt.agents.planner import Plan
@@ -56,10 +56,11 @@ class Lessons:
         ids = self.store.get_retrieval(self.run_id, t, parent.hash)
         if ids is None:
             view, config = self.view, self.config
-            text = f"{view.name} {view.description}"
-            asked = Lookup(text, parent.kernel.source, self.backend, self.hardware, view.name)
-            scoped = replace(asked, k=config.lessons, scope=config.memory, run_id=self.run_id)
-            found_ids = [e.id for e, _ in rank(self.store, scoped) if e.id is not None]
+            lookup = Lookup(
+                f"{view.name} {view.description}", parent.kernel.source, self.backend,
+                self.hardware, view.name, config.lessons, config.memory, self.run_id,
+            )  # fmt: skip
+            found_ids = [e.id for e, _ in rank(self.store, lookup) if e.id is not None]
             ids = self.store.save_retrieval(self.run_id, t, parent.hash, found_ids)
         return self.store.experiences_by_id(ids)
 
