@@ -147,7 +147,7 @@ def evaluations_table(evaluations: Sequence[Evaluation], title: str) -> Table:
     for e in evaluations:
         table.add_row(
             e.problem,
-            status_text(e.status),
+            status_text(e.status) + (" [yellow](disturbed)[/yellow]" if e.disturbed else ""),
             milliseconds(e.latency_s),
             percent(e.ci),
             milliseconds(e.peak_s),
@@ -174,6 +174,15 @@ def timing_warnings(evaluations: Sequence[Evaluation]) -> list[str]:
         if e.latency_s is None:
             continue
         why = []
+        if e.disturbed:
+            seen = (e.clean_batches or 0) + (e.disturbed_batches or 0)
+            why.append(
+                f"DISTURBED: only {e.clean_batches} of {seen} timed batches ran with the machine "
+                "to themselves (other processes held the kernel's CPUs); the figure is not final "
+                "and is not used to rank or export"
+            )
+        elif e.disturbed_batches:
+            why.append(f"{e.disturbed_batches} disturbed batches left out")
         if e.loaded:
             why.append(
                 f"other work used {percent(e.load_others)} of the CPUs"

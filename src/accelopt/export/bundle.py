@@ -236,13 +236,16 @@ def evidence(
 
 
 def _figures(problem: Problem, workload: str, e: Evaluation) -> dict[str, Any]:
+    """A workload's evidence; a disturbed measurement gives none (``Evaluation.disturbed``)."""
+    timed = not e.disturbed
     return {
         "sizes": dict(problem.workload(workload).sizes),
         "status": e.status.value,
-        "latency_s": e.latency_s,
-        "latency_ci_s": [e.ci_low_s, e.ci_high_s],
-        "pct_of_peak": e.pct_of_peak,
-        "pct_of_peak_ci": [e.pct_low, e.pct_high],
+        "disturbed": e.disturbed,
+        "latency_s": e.latency_s if timed else None,
+        "latency_ci_s": [e.ci_low_s, e.ci_high_s] if timed else [None, None],
+        "pct_of_peak": e.pct_of_peak if timed else None,
+        "pct_of_peak_ci": [e.pct_low, e.pct_high] if timed else [None, None],
         "ceiling": e.ceiling,
         "bound": e.bound.value if hasattr(e.bound, "value") else str(e.bound),
         "peak_s": e.peak_s,
@@ -263,8 +266,10 @@ def _context(
     function = problem.name + "_" if keyword.iskeyword(problem.name) else problem.name
     figures = {
         w: (
-            f"{e.latency_s * 1e3:.3g} ms" if e.latency_s else "untimed",
-            f"{e.pct_of_peak * 100:.1f} %" if e.pct_of_peak else "",
+            f"{e.latency_s * 1e3:.3g} ms"
+            if e.latency_s and not e.disturbed
+            else ("not timed: the machine was too busy" if e.disturbed else "untimed"),
+            f"{e.pct_of_peak * 100:.1f} %" if e.pct_of_peak and not e.disturbed else "",
         )
         for w, e in evaluations.items()
     }

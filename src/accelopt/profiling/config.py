@@ -35,6 +35,17 @@ class EvalConfig(BaseModel):
     ci_time_cap_s: float = Field(
         2.0, ge=0, description="... or timing has taken this long (min_calls, min_time first)"
     )
+    detect_disturbance: bool = Field(
+        True,
+        description="leave out timed batches in which a thread of the kernel or of the timing "
+        "waited for a CPU another process held (run delay, worker/disturbance.py)",
+    )
+    disturbed_wait_s: float = Field(
+        10.0,
+        ge=0,
+        description="timing goes on this long past ci_time_cap_s for enough clean batches on a "
+        "busy machine; with too few then, the measurement says it is disturbed",
+    )
     verify_calls: int = Field(
         2, ge=0, description="timed calls, drawn at random, checked against the reference"
     )

@@ -25,6 +25,14 @@ class KernelMeasurement(BaseModel):
     # Timing stopped early inside a search: clearly slower than its parent (``race_s``); the
     # figures are what it had then, never a final figure for reports or the evaluation cache
     raced: bool = False
+    # Batches timed while a thread of the kernel (or the worker's timing thread) waited for a
+    # CPU another process held are left out (``worker/disturbance.py``): how many were, and how
+    # many were kept (None: the signal is unavailable here, every batch kept). ``disturbed``: too
+    # few were clean, and the figures are of a disturbed machine: never cached as final, never
+    # used to rank, never exported as evidence
+    disturbed_batches: int | None = None
+    clean_batches: int | None = None
+    disturbed: bool = False
     max_rel_err: float | None = None  # worst relative L2 error over seeds and outputs
     rotation_sets: int | None = None
     batch_calls: int | None = None  # timed calls per round trip (cpu: the kernel's own process)

@@ -42,6 +42,8 @@ class Retiming:
     that kernel or the first did not pass. ``ratio_ci``: the relative half-width of a 95 % interval
     of that median ratio (0.0 for the first; None where unknown). ``rounds``: rounds timed.
     ``worker_pid``: the worker process that timed them all (None when none answered).
+    ``clean_rounds``: the rounds that gave figures; the others had a slice with no clean batch
+    (``worker/disturbance.py``) and were dropped.
     """
 
     evaluations: tuple[Evaluation, ...]
@@ -49,6 +51,7 @@ class Retiming:
     ratio_ci: tuple[float | None, ...]
     rounds: int
     worker_pid: int | None = None
+    clean_rounds: int | None = None  # rounds that gave figures (others disturbed: dropped)
 
 
 def retiming(
@@ -56,6 +59,7 @@ def retiming(
     series: Sequence[RoundSeries],
     rounds: int,
     worker_pid: int | None = None,
+    clean_rounds: int | None = None,
 ) -> Retiming:
     """The record of a session: ``series`` holds each kernel's round figures (empty for a kernel
     never timed); a kernel compares with the first only where both passed."""
@@ -73,4 +77,4 @@ def retiming(
             ratio, ci = ratio_estimate(round_ratios(series[0], series[i]))
             ratios.append(ratio)
             cis.append(ci)
-    return Retiming(tuple(evaluations), tuple(ratios), tuple(cis), rounds, worker_pid)
+    return Retiming(tuple(evaluations), tuple(ratios), tuple(cis), rounds, worker_pid, clean_rounds)

@@ -121,12 +121,21 @@ def round_ratios(reference: RoundSeries, other: RoundSeries) -> list[float]:
 SESSION_MIN_NOISE = 0.015
 
 
+def log_width(relative: float) -> float:
+    """A relative half-width (0.02: +- 2 %) as a width in log space, comparable with a gain
+    ``ln(reference / kernel)``: ``ln(1 + relative)``, about ``relative`` while it is small. A
+    gain and a width in log space both grow without bound; a fraction of time saved (at most 1)
+    weighed against relative half-widths (above 1 on a busy machine) could never win."""
+    return math.log1p(max(0.0, relative))
+
+
 def faster(ratio: float | None, ratio_ci: float | None) -> bool:
-    """Whether a session says a kernel is faster than the reference: its time ratio below 1 by
-    more than twice the ratio's interval (and twice SESSION_MIN_NOISE)."""
+    """Whether a session says a kernel is faster than the reference: the log of its time ratio
+    below 0 by more than twice the ratio's interval (and twice SESSION_MIN_NOISE), in log
+    space (``log_width``)."""
     if ratio is None or ratio <= 0:
         return False
-    return 1.0 - ratio > 2 * max(SESSION_MIN_NOISE, ratio_ci or 0.0)
+    return -math.log(ratio) > 2 * log_width(max(SESSION_MIN_NOISE, ratio_ci or 0.0))
 
 
 def against_twin(
@@ -158,7 +167,7 @@ def decided(ratio: float | None, ratio_ci: float | None) -> bool:
     1.38 (+- 48 %) on a loaded machine, an interval that also holds a gain of a quarter."""
     if ratio is None or ratio_ci is None:
         return False
-    return faster(ratio, ratio_ci) or ratio * (1.0 - ratio_ci) >= 1.0 - MISSABLE_GAIN
+    return faster(ratio, ratio_ci) or ratio / (1.0 + ratio_ci) >= 1.0 - MISSABLE_GAIN
 
 
 def ratio_estimate(ratios: Sequence[float]) -> tuple[float | None, float | None]:

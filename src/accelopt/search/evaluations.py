@@ -38,9 +38,9 @@ def run_evaluations(
     spec = RunSpec.of(record)
     version = harness_version or harness_key(spec.problem_version)
     if workload is not None:
-        return store.evaluations_of(record, workload, version)
+        return _final_or_disturbed(store, record, workload, version)
     tuned = spec.tuned(record)
-    found = [store.evaluations_of(record, w, version) for w in tuned]
+    found = [_final_or_disturbed(store, record, w, version) for w in tuned]
     if len(found) == 1:
         return found[0]
     combined = {}
@@ -49,6 +49,20 @@ def run_evaluations(
         if len(present) == len(found) or not all(e.passed for e in present):
             combined[kernel_hash] = combine(present, tuned)
     return combined
+
+
+def _final_or_disturbed(
+    store: Store, record: RunRecord, workload: str, version: str
+) -> dict[str, Evaluation]:
+    """The run's final evaluations on ``workload``, and for a kernel that has none, the disturbed
+    one the run measured (kept apart: ``parent.cache.disturbed_apart``; marked ``disturbed``)."""
+    final = store.evaluations_of(record, workload, version)
+    apart = store.evaluations_of(record, workload, f"{version}+disturbed")
+    missing = {h: e for h, e in apart.items() if h not in final}
+    if not missing:
+        return final
+    order = {h: i for i, h in enumerate([*final, *apart])}
+    return dict(sorted({**final, **missing}.items(), key=lambda item: order[item[0]]))
 
 
 def run_raced(store: Store, run: RunRecord | str) -> set[str]:

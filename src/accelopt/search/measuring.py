@@ -157,6 +157,7 @@ class Measurer:
             "ratio_ci": [c for _, c in combined],
             "twin": len(hashes) > 1 and hashes[1] == hashes[0],
             "rounds": min(s.rounds for s in sessions),
+            "clean_rounds": min(s.clean_rounds or s.rounds for s in sessions),
             "evaluations": [e.model_dump() for s in sessions for e in s.evaluations],
         })  # fmt: skip
 
@@ -187,6 +188,6 @@ def race_s(parent: Candidate | None) -> float | None:
     """The latency a child must beat to go on being timed: its parent's, widened by the noise
     the search's comparisons allow (``selection.noise_of``). A child whose interval lies wholly
     above it is NOT_FASTER whatever more timing would say, so its timing stops there."""
-    if parent is None or parent.latency is None:
-        return None
+    if parent is None or parent.latency is None or parent.evaluation.disturbed:
+        return None  # a disturbed figure is no evidence to stop another kernel's timing on
     return parent.latency * (1 + noise_of(parent.evaluation))

@@ -1,26 +1,34 @@
 """Choosing the next beam: pure functions on evaluated candidates.
 
 Correctness is a hard filter (only PASSED kernels compete). A child counts as faster than its
-parent only beyond the measured noise: with ``d = 1 - child / parent`` (the fraction of time
-saved), ``d <= noise`` is not a win, with ``noise`` the larger uncertainty of the two medians
-within their own timings (the relative half-width of a median's 95 % confidence interval, IQR/median
-for evaluations that have none, never below MIN_NOISE). A win without a re-timing takes more:
-``d > 2 drift_noise``, where each interval is also widened by the machine's drift between
-evaluations (``Evaluation.ci``): on a VM whose neighbours move every median by 10-20 %, two
-separate evaluations of one kernel differ by that much, and only a session that times both
-interleaved can tell a gain from the drift. In between, the two are re-timed in one session
-before deciding.
+parent only beyond the measured noise, judged on the **log of the time ratio**, ``gain =
+ln(parent / child)``, against each median's uncertainty in the same terms, ``ln(1 + u)`` for a
+relative half-width ``u`` (``log_width``): a gain and an uncertainty both grow without bound, so a
+busy machine, whose intervals run past 100 % of their medians, widens the noise without making
+every gain impossible to see (a fraction of time saved, at most 1, was weighed against relative
+half-widths of 1.35 and more, and a variant 31x faster was NOT_FASTER). ``gain <= noise`` (the
+larger uncertainty of the two medians within their own timings, the relative half-width of a
+median's 95 % confidence interval, IQR/median for evaluations that have none, never below
+MIN_NOISE) is not a win. A win without a re-timing takes more: ``gain > 2 drift_noise``, where
+each interval is also widened by the machine's drift between evaluations (``Evaluation.ci``): on
+a VM whose neighbours move every median by 10-20 %, two separate evaluations of one kernel differ
+by that much, and only a session that times both interleaved can tell a gain from the drift. In
+between, the two are re-timed in one session before deciding. A child whose interval lies wholly
+below its parent's is at least UNSURE, whatever the floors say; and a measurement that says it
+was disturbed (too few of its batches ran with the machine to itself: ``Evaluation.disturbed``)
+never decides a win: such a child is re-timed beside its parent.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
 from accelopt.profiling.evaluation import Evaluation
-from accelopt.profiling.stats import against_twin, faster
+from accelopt.profiling.stats import MISSABLE_GAIN, against_twin, faster, log_width
 from accelopt.store.records import KernelRecord
 
 # Medians of separate evaluations of one kernel differ by up to ~2 % on a quiet machine (thread
@@ -61,6 +69,8 @@ def uncertainty(evaluation: Evaluation) -> float:
 
 
 def noise_of(*evaluations: Evaluation) -> float:
+    """The largest relative uncertainty of the evaluations' medians within their own timings,
+    never below MIN_NOISE."""
     return max([MIN_NOISE, *(uncertainty(e) for e in evaluations)])
 
 
@@ -70,26 +80,44 @@ def drift_noise(*evaluations: Evaluation) -> float:
     return max([noise_of(*evaluations), *(e.ci or 0.0 for e in evaluations)])
 
 
-def compare(child: Evaluation, parent: Evaluation) -> Comparison:
-    """Is the child faster than its parent beyond the measured noise?"""
+def log_gain(child: Evaluation, parent: Evaluation) -> float | None:
+    """``ln(parent / child)`` of two PASSED medians (positive: the child is faster), else None."""
     if not (child.passed and parent.passed and child.latency_s and parent.latency_s):
+        return None
+    return math.log(parent.latency_s / child.latency_s)
+
+
+def wholly_below(child: Evaluation, parent: Evaluation) -> bool:
+    """Whether the child's reported 95 % interval lies wholly below its parent's."""
+    if child.ci_high_s is None or parent.ci_low_s is None:
+        return False
+    return child.ci_high_s < parent.ci_low_s
+
+
+def compare(child: Evaluation, parent: Evaluation) -> Comparison:
+    """Is the child faster than its parent beyond the measured noise (in log space)?"""
+    gain = log_gain(child, parent)
+    if gain is None:
         return Comparison.NOT_FASTER
-    saved = 1.0 - child.latency_s / parent.latency_s
-    if saved > 2 * drift_noise(child, parent):
+    if child.disturbed or parent.disturbed:  # never decided on a disturbed figure
+        return Comparison.UNSURE if child.disturbed or gain > 0 else Comparison.NOT_FASTER
+    if gain > 2 * log_width(drift_noise(child, parent)):
         return Comparison.FASTER
-    if saved <= noise_of(child, parent):
+    if gain <= log_width(noise_of(child, parent)) and not wholly_below(child, parent):
         return Comparison.NOT_FASTER
     return Comparison.UNSURE
 
 
 def slower(child: Evaluation, parent: Evaluation) -> bool:
     """Whether the child is slower than its parent beyond their timings' noise (twice
-    ``noise_of``): what a negative lesson needs besides its own 1/1.15 (``search.memory``). A
-    slowdown is never re-timed, and a lesson is a hint to the planner, not a verdict on the best,
-    so the drift between evaluations that a win must clear is not asked of it."""
-    if not (child.passed and parent.passed and child.latency_s and parent.latency_s):
+    ``noise_of``, in log space): what a negative lesson needs besides its own 1/1.15
+    (``search.memory``). A slowdown is never re-timed, and a lesson is a hint to the planner,
+    not a verdict on the best, so the drift between evaluations that a win must clear is not
+    asked of it; a disturbed figure is no evidence of a slowdown."""
+    gain = log_gain(child, parent)
+    if gain is None or child.disturbed or parent.disturbed:
         return False
-    return 1.0 - parent.latency_s / child.latency_s > 2 * noise_of(child, parent)
+    return -gain > 2 * log_width(noise_of(child, parent))
 
 
 # Re-timed interleaved in one session, a parent and its child share the machine's state, so the
@@ -117,13 +145,16 @@ def effective_latency(
     child: Candidate, parent: Candidate | None, decided: Mapping[str, Comparison] | None = None
 ) -> float | None:
     """What a candidate is ranked by: its latency, except that a child that is not faster than
-    its parent beyond the noise gets no credit for its apparent gain."""
+    its parent beyond the noise gets no credit for its apparent gain, and one that is (by its
+    re-timing's verdict, or its evaluation) ranks ahead of its parent even where its own figure
+    says otherwise (a disturbed figure, or one taken apart from its parent's while the machine
+    drifted): at most the parent's latency less the smallest gain a session can believe."""
     if child.latency is None:
         return None
     if parent is None or parent.latency is None:
         return child.latency
-    if decide(child, parent, decided or {}):
-        return child.latency
+    if decide(child, parent, decided or {}):  # ahead of its parent, whatever its own figure
+        return min(child.latency, parent.latency * (1.0 - MISSABLE_GAIN))
     return max(child.latency, parent.latency)
 
 

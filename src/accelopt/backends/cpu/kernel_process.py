@@ -131,6 +131,7 @@ class Executor:
         self._sequence = 0
         self._pending: list[tuple[int, np.ndarray]] = []  # small writes not made yet (``poke``)
         self.loaded = False
+        self.paused = False
         self.facts: dict[str, str] = {}
 
     @property
@@ -228,7 +229,24 @@ class Executor:
         took = self._round_trip(OP_CALL, calls)
         return max(took - self.overhead_s, took / 2)
 
+    # -- between calls: stopped -------------------------------------------------------------
+    def pause(self) -> None:
+        """Stop the kernel's process (SIGSTOP: every thread of it, which it can neither catch
+        nor ignore) until its next call or ``resume``: nothing of it runs while the worker times
+        another kernel or a control, or waits for the device. Its memory stays readable."""
+        if self.loaded and not self.paused and self.proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.pid, signal.SIGSTOP)
+            self.paused = True
+
+    def resume(self) -> None:
+        if self.paused:
+            self.paused = False
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.pid, signal.SIGCONT)
+
     def _round_trip(self, op: int, calls: Sequence[Sequence[int]]) -> float:
+        self.resume()
         nargs = len(calls[0])
         if not 0 < len(calls) <= MAX_CALLS or not 0 < nargs <= MAX_ARGS:
             raise ValueError(f"a batch holds 1 to {MAX_CALLS} calls of 1 to {MAX_ARGS} arguments")

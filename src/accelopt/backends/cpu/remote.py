@@ -191,6 +191,13 @@ class ExecutorDevice:
             raise ValueError("a batch is 1 to MAX_CALLS bound calls of this device")
         return self.executor.call_batch(addresses)
 
+    def pause(self) -> None:
+        """Stop the kernel's process between its calls (``Executor.pause``)."""
+        self.executor.pause()
+
+    def resume(self) -> None:
+        self.executor.resume()
+
     @property
     def kernel_pids(self) -> tuple[int, ...]:
         """The kernel's process: its CPU time is the evaluation's, not other work's."""

@@ -41,6 +41,19 @@ def raced_version(problem: Problem, race_s: float) -> str:
     return f"{harness_key(problem.fingerprint)}+raced:{race_s:.6e}"
 
 
+def disturbed_apart(evaluation: Evaluation) -> dict[str, str]:
+    """Where a disturbed evaluation is kept: under a harness version of its own, never a final
+    one's (a later evaluation measures the kernel again; a run's readers still find it, marked:
+    ``search.evaluations``); a final one where the cache keeps it."""
+    if not evaluation.disturbed:
+        return {}
+    return {"harness_version": disturbed_version(evaluation.problem_version)}
+
+
+def disturbed_version(problem_fingerprint: str = "") -> str:
+    return f"{harness_key(problem_fingerprint)}+disturbed"
+
+
 class _Abandoned(Exception):
     """The caller measuring a job stopped before it was done (a batch closed early)."""
 
@@ -145,7 +158,7 @@ class CachedProfiler(AbstractContextManager["CachedProfiler"]):
                 self.hardware = getattr(self.runner, "hardware", self.hardware)
             if self._caching:
                 assert self.store is not None
-                self.store.put_evaluation(evaluation)
+                self.store.put_evaluation(evaluation, **disturbed_apart(evaluation))
         return evaluation
 
     def _awaited(self, job: Job, fresh: bool, future: Future[Evaluation]) -> Evaluation:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from accelopt.profiling.config import EvalConfig
 
 TIMING = "timing"  # the detail of the timed calls' phase
+WAIT = "wait"  # the timed calls go on, waiting for clean batches (its detail says why)
 
 COMPILE_MARGIN_S = 30.0
 """Beyond the compiler's own timeout (which the backend applies to the compiler process): the
@@ -50,7 +51,8 @@ class Deadlines:
     def for_phase(
         self, phase: str, detail: str = "", slowest_call_s: float | None = None
     ) -> float | None:
-        if phase == "call" and detail == TIMING and slowest_call_s is not None:
+        timing = (phase == "call" and detail == TIMING) or phase == WAIT
+        if timing and slowest_call_s is not None:
             return max(self.timing_floor_s, self.timing_factor * slowest_call_s)
         return {
             "start": self.start_s,
@@ -61,6 +63,7 @@ class Deadlines:
             "prepare": self.reference_s,
             "verify": self.reference_s,
             "call": self.call_s,
+            "wait": self.call_s,
             # Others' timings hold it, each under its own deadline; a holder that never lets go
             # (a process that inherited the lock) must not block every evaluation forever.
             "lock": self.lock_s,

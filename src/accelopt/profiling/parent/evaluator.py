@@ -187,7 +187,7 @@ class Evaluator(AbstractContextManager["Evaluator"]):
             job: Job = (kernel, problem, workload)
             evaluations.append(self._scored(job, hardware, result, seeds, wall_s))
         timed = [[] if reason else next(series) for reason in reasons]
-        return retiming(evaluations, timed, answer.rounds, answer.worker_pid)
+        return retiming(evaluations, timed, answer.rounds, answer.worker_pid, answer.clean_rounds)
 
     def _retime_request(
         self, kernels: Sequence[Kernel], problem: Problem, workload: str, seeds: list[int]

@@ -15,12 +15,13 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 from accelopt.backends.base import MEMORY_FAULTS
 from accelopt.backends.status import Status
-from accelopt.profiling.parent.deadlines import CallClock, Deadlines
+from accelopt.profiling.parent.deadlines import WAIT, CallClock, Deadlines
 from accelopt.profiling.worker.protocol import (
     LOG_NAME,
     Answer,
@@ -86,6 +87,18 @@ def describe_death(returncode: int, phase: str) -> str:
     return f"the worker {describe_exit(returncode)}"
 
 
+WAITING_EVERY_S = 5.0  # a timing that waits for the machine says so this often, at most
+_said_waiting = [0.0]
+
+
+def _say_waiting(detail: str) -> None:
+    """Tell the user, on stderr, that a timing waits for clean batches, and why."""
+    now = time.monotonic()
+    if now - _said_waiting[0] >= WAITING_EVERY_S:
+        _said_waiting[0] = now
+        print(f"accelopt: {detail}", file=sys.stderr, flush=True)
+
+
 class WorkerProcess:
     def __init__(self, env: dict[str, str], lock_path: Path | None = None) -> None:
         parent_sock, child_sock = socket.socketpair()
@@ -141,6 +154,8 @@ class WorkerProcess:
                     return parse_answer(request, message)
                 step = Phase.model_validate(message)
                 phase, detail = step.phase, step.detail
+                if phase == WAIT:
+                    _say_waiting(detail)
                 calls.saw(phase, detail)
         except MalformedAnswerError as exc:  # it is alive, and not to be believed
             raise WorkerFailed(Status.CRASH, str(exc)) from None

@@ -21,19 +21,19 @@ left is not calibrated, and says why.
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
 import hashlib
 import os
 import statistics
 import subprocess
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from functools import cache
 
 from accelopt import settings
 from accelopt.hardware.measure import sources_of
 from accelopt.hardware.toolchain import find_compiler, target_flags
+from accelopt.profiling.worker.disturbance import pause, resume, task_ns
 from accelopt.profiling.worker.protocol import CONTROL_SOURCE, ControlSpec
 
 # A control is a few runs of the loop, each about as long as one of the kernel's calls (``match``:
@@ -44,8 +44,6 @@ RUN_S = 0.003
 MIN_RUN_S, MAX_RUN_S = 0.0005, 0.01
 CONTROL_S = 0.012
 MIN_RUNS, MAX_RUNS = 3, 12
-QUIET_WAIT_S = 0.05  # waiting at most this long for the kernel's process to fall idle ...
-QUIET_STEP_S = 0.0005  # ... looking this often
 DISTURBED_SHARE = 0.05  # a control during which the kernel's process ran more is left out
 STREAMS = 5  # arrays of the memory control: up to 4 read and 1 written, or 1 read and 4 written
 MIN_SPAN_BYTES = 4 << 20  # the memory control's arrays together span the kernel's rotation sets,
@@ -96,46 +94,22 @@ def _stream_elements(span_bytes: int) -> int:
     return elements
 
 
-def _task_files(pids: Sequence[int], name: str) -> Iterator[str]:
-    """The text of ``/proc/PID/task/TID/NAME`` for every thread of the processes ``pids`` (those
-    gone meanwhile are skipped)."""
-    for pid in pids:
-        try:
-            tasks = os.listdir(f"/proc/{pid}/task")
-        except OSError:
-            continue
-        for tid in tasks:
-            try:
-                with open(f"/proc/{pid}/task/{tid}/{name}") as f:
-                    yield f.read()
-            except OSError:
-                continue
-
-
-def task_ns(pids: Sequence[int]) -> int:
-    """CPU time, in nanoseconds, of every thread of the processes ``pids`` (gone ones: 0)."""
-    total = 0
-    for text in _task_files(pids, "schedstat"):
-        with contextlib.suppress(ValueError, IndexError):
-            total += int(text.split()[0])
-    return total
-
-
-def any_running(pids: Sequence[int]) -> bool:
-    """Whether a thread of the processes ``pids`` is running or waiting for a CPU (state R)."""
-    states = (text.rpartition(")")[2].split(maxsplit=1)[:1] for text in _task_files(pids, "stat"))
-    return any(state == ["R"] for state in states)
-
-
 class Control:
     """One evaluation's controls: ``measure`` runs one and returns its figure (FLOP/s or bytes/s),
     or None when the kernel's process (``pids``) ran meanwhile; ``note`` says why one failed."""
 
     def __init__(
-        self, spec: ControlSpec, threads: int, pids: Sequence[int], span_bytes: int
+        self,
+        spec: ControlSpec,
+        threads: int,
+        pids: Sequence[int],
+        span_bytes: int,
+        device: object = None,
     ) -> None:
-        """``span_bytes``: what the kernel's rotation sets span (the memory control's arrays)."""
+        """``span_bytes``: what the kernel's rotation sets span (the memory control's arrays);
+        ``device``: the kernel's, whose process is stopped while the control runs."""
         self.spec, self.threads, self.pids = spec, threads, tuple(pids)
+        self.device = device
         self.lib = library(spec.kind == "fma")
         self.elements = _stream_elements(span_bytes) if spec.kind == "memory" else 0
         self.rates: list[float | None] = []
@@ -159,31 +133,21 @@ class Control:
         return rate
 
     def _measure(self) -> float | None:
-        if not self._idle():
-            self.note = "the kernel's process kept running between its calls (a thread left busy)"
-            return None
-        before, start = task_ns(self.pids), time.perf_counter()
-        runs = min(MAX_RUNS, max(MIN_RUNS, round(CONTROL_S / self.run_s)))
-        rate = statistics.median(self._run() for _ in range(runs))
-        wall_ns = (time.perf_counter() - start) * 1e9
-        if self.pids and task_ns(self.pids) - before > DISTURBED_SHARE * wall_ns:
+        """The control's figure, with the kernel's process stopped (``disturbance.pause``: it is
+        between its calls); None if that process ran meanwhile all the same."""
+        pause(self.device)
+        try:
+            before, start = task_ns(self.pids), time.perf_counter()
+            runs = min(MAX_RUNS, max(MIN_RUNS, round(CONTROL_S / self.run_s)))
+            rate = statistics.median(self._run() for _ in range(runs))
+            wall_ns = (time.perf_counter() - start) * 1e9
+            ran = self.pids and task_ns(self.pids) - before > DISTURBED_SHARE * wall_ns
+        finally:
+            resume(self.device)
+        if ran:
             self.note = "the kernel's process ran while the control did (a thread left busy)"
             return None
         return rate if rate > 0 else None
-
-    def _idle(self) -> bool:
-        """Whether the kernel's process is idle now, waiting up to QUIET_WAIT_S for it: none of
-        its threads running or runnable (an OpenMP pool spins for a few milliseconds after each
-        call before it sleeps). Thread states, not CPU time: a running thread's CPU time is
-        brought up to date only at the scheduler's ticks, milliseconds apart."""
-        if not self.pids:
-            return True
-        deadline = time.perf_counter() + QUIET_WAIT_S
-        while any_running(self.pids):
-            if time.perf_counter() >= deadline:
-                return False
-            time.sleep(QUIET_STEP_S)
-        return True
 
     def _run(self) -> float:
         """One run of about ``run_s`` (the first sizes the rest); its rate. A memory control streams

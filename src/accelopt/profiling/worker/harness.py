@@ -32,7 +32,7 @@ from accelopt.hardware import devicelock
 from accelopt.problems.records import Problem
 from accelopt.problems.shipping import resolve_ref
 from accelopt.profiling.stats import summarize
-from accelopt.profiling.worker import contention, hostmemory, placement, rotation
+from accelopt.profiling.worker import contention, disturbance, hostmemory, placement, rotation
 from accelopt.profiling.worker.arguments import Arguments
 from accelopt.profiling.worker.checking import SeedCheck, verify_kept
 from accelopt.profiling.worker.control import Control
@@ -142,6 +142,7 @@ class EvaluationRun:
                 sets = rotation.make_sets(args, self.llc_bytes, budget)
             code.load(artifact, self.threads)
             base = self.check(code, *checked)
+            disturbance.pause(self.device)  # its process runs only while the harness calls it
             if sets is None:
                 return None
             self.phase("prepare")
@@ -179,7 +180,7 @@ class EvaluationRun:
         self.note(rotation_sets=len(rotated.sets))
         setup = LoopSetup(
             self.config, self.device, self.host, self.rng, self.tick, canary_seed=self.seeds[0],
-            call_s=self.call_s, drift=self.drift, race_s=self.race_s,
+            call_s=self.call_s, drift=self.drift, race_s=self.race_s, threads=self.threads,
         )  # fmt: skip
         return TimedLoop(setup, rotated, self.prepared_code.loaded, control)
 
@@ -190,7 +191,7 @@ class EvaluationRun:
         pids = getattr(self.device, "kernel_pids", ())
         span = len(sets) * self.problem.buffer_bytes(self.sizes)
         try:
-            return Control(self.control_spec, self.threads, pids, span)
+            return Control(self.control_spec, self.threads, pids, span, self.device)
         except (OSError, RuntimeError, subprocess.SubprocessError) as exc:
             self.note(control_note=f"the control could not run: {exc}")
             return None
@@ -198,7 +199,9 @@ class EvaluationRun:
     def time(self, rotated: Rotation) -> None:
         loop = self.timed_loop(rotated, self._control(rotated.sets))
         self.phase("lock")
+        disturbance.pause(self.device)  # nothing of it runs while others time theirs
         with devicelock.exclusive(self.lock_path):
+            disturbance.resume(self.device)
             start = time.perf_counter()
             self.phase("call", "timing")
             self.result.kernel_ran = True
@@ -213,17 +216,21 @@ class EvaluationRun:
                 loop.confirm()
             self.result.time_s = time.perf_counter() - start
             self.record_contention(before, contention.snapshot(pids))
+            disturbance.pause(self.device)
         self.summarize(loop)
         self.phase("lock")  # the other worker may be timing: waiting is not this kernel's time
         with devicelock.shared(self.lock_path):
             self.verify_timed(loop)
 
     def summarize(self, loop: TimedLoop) -> None:
-        stats = summarize(loop.samples)
+        stats = summarize(loop.reported)
+        known = loop.delay.available
         self.note(
             latency_s=stats.latency_s, min_s=stats.min_s, noise=stats.noise, calls=loop.count,
             ci_low_s=stats.ci_low_s, ci_high_s=stats.ci_high_s, raced=loop.raced,
-            slice_medians=loop.slice_medians,
+            slice_medians=loop.slice_medians, disturbed=loop.is_disturbed,
+            disturbed_batches=len(loop.disturbed) if known else None,
+            clean_batches=len(loop.samples) if known else None,
         )  # fmt: skip
         if loop.control is not None:
             self.note(control_rates=loop.control.rates, control_note=loop.control.note)

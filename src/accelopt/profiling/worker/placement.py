@@ -9,8 +9,13 @@ device lock (nothing else of ours runs), every thread of the kernel's process is
 first ``threads`` CPUs this worker may use, the ones ``control.c`` gives its threads one each;
 they are released when the timing ends, so checks on other workers get the whole machine again.
 
-Where the user binds the OpenMP pool (``OMP_PROC_BIND``, ``OMP_PLACES``, ``GOMP_CPU_AFFINITY``),
-libgomp already placed each thread the same way for every kernel, and that placement is kept.
+Each thread gets a CPU of its own (the main thread the first, pool threads the next, as
+``OMP_PROC_BIND=close`` places them), and the worker's timing thread waits for each batch on
+the main thread's CPU, where nothing runs while the kernel's main thread waits for its next call:
+so no thread of the kernel waits for a CPU behind another of ours, and a wait is another
+process's doing (``disturbance.py``). Where the user binds the OpenMP pool (``OMP_PROC_BIND``,
+``OMP_PLACES``, ``GOMP_CPU_AFFINITY``), libgomp already placed each thread the same way for
+every kernel, and that placement is kept.
 The kernel cannot undo its binding: its own ``sched_setaffinity`` is answered without effect
 (``executor.c``).
 """
@@ -44,12 +49,14 @@ def _tasks(pid: int) -> list[int]:
         return []
 
 
-def bind(pids: Sequence[int], cpus: Sequence[int]) -> str:
-    """Bind every thread of the processes ``pids`` to ``cpus``; what was done, in words."""
+def bind(pids: Sequence[int], cpus: Sequence[int], one_each: bool = False) -> str:
+    """Bind every thread of the processes ``pids`` to ``cpus`` (``one_each``: the main thread to
+    the first, the next thread made to the second, and so round); what was done, in words."""
     for pid in pids:
-        for tid in _tasks(pid):
+        tids = sorted(_tasks(pid), key=lambda tid: (tid != pid, tid))
+        for k, tid in enumerate(tids):
             try:
-                os.sched_setaffinity(tid, cpus)
+                os.sched_setaffinity(tid, [cpus[k % len(cpus)]] if one_each else cpus)
             except ProcessLookupError:
                 continue
             except OSError as exc:
@@ -70,8 +77,11 @@ def pinned(
         yield "as the user's OpenMP binding places them"
         return
     allowed = sorted(os.sched_getaffinity(0))
-    where = bind(pids, cpus_for(threads, allowed))
+    cpus = cpus_for(threads, allowed)
+    where = bind(pids, cpus, one_each=True)
+    os.sched_setaffinity(0, cpus[:1])  # this thread: asleep on the main thread's CPU in a call
     try:
         yield where
     finally:
+        os.sched_setaffinity(0, allowed)
         bind(pids, allowed)  # also after a bind that failed part way: no thread left bound

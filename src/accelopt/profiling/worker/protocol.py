@@ -133,7 +133,7 @@ class Hello(_Message):
 
 class Phase(_Message):
     type: Literal["phase"] = "phase"
-    phase: str  # start | lock | compile | load | reference | call | check | prepare | verify
+    phase: str  # start | lock | compile | load | reference | call | wait | check | prepare | verify
     detail: str = ""
 
 
@@ -181,6 +181,7 @@ class SessionAnswer(_Answer):
     results: list[KernelResult]
     rounds: int
     round_s: list[list[float | None]]  # each kernel's round medians (session.RoundSeries)
+    clean_rounds: int | None = None  # rounds that gave figures (the others were disturbed)
     worker_pid: int | None = None  # None: no worker answered (the session failed as a whole)
 
 

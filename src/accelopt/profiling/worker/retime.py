@@ -13,10 +13,13 @@ from accelopt.backends.status import Status
 from accelopt.hardware import devicelock
 from accelopt.problems.shipping import resolve_ref
 from accelopt.profiling import stats
-from accelopt.profiling.worker import contention, placement, sandbox
+from accelopt.profiling.worker import contention, disturbance, placement, sandbox
 from accelopt.profiling.worker.harness import EvaluationRun
 from accelopt.profiling.worker.protocol import Channel, RetimeRequest, SessionAnswer
+from accelopt.profiling.worker.steps import Failed
 from accelopt.profiling.worker.timed_loop import Ticker, TimedLoop
+
+VOID_NS = 2_000_000  # CPU time a stopped kernel process may show across a slice (the stop's own)
 
 
 class RetimeRun:
@@ -33,6 +36,8 @@ class RetimeRun:
     fails a step gets its failing result and drops out; the others go on.
     """
 
+    _running: int | None = None  # the one kernel whose process may run now (``_run_only``)
+
     def __init__(self, request: RetimeRequest, channel: Channel) -> None:
         problem = resolve_ref(request.problem)  # loaded once: every kernel's is the same
         self.runs = [EvaluationRun(request.one(k), channel, problem) for k in request.kernels]
@@ -46,6 +51,7 @@ class RetimeRun:
         self.loops: dict[int, TimedLoop] = {}  # the kernels still in the session, by position
         self.series: list[list[float | None]] = [[] for _ in self.runs]  # round medians
         self.rounds = 0
+        self.clean_rounds = 0  # rounds with a figure for the reference (others: disturbed)
         self._carried: float | None = None  # the reference's last slice, flanking the next one
 
     def execute(self) -> SessionAnswer:
@@ -109,6 +115,7 @@ class RetimeRun:
             run = self.runs[i]
             run.result.kernel_ran = True
             with run.recording():
+                self._run_only(i)
                 self.loops[i].start()
             if run.failed:
                 del self.loops[i]
@@ -116,6 +123,26 @@ class RetimeRun:
         for i, loop in self.loops.items():
             loop.batch = self.runs[i].result.batch_calls = batch
         self._share_overhead()
+
+    def _run_only(self, i: int) -> None:
+        """Only kernel ``i``'s process may run: every other one of the session is stopped
+        (``disturbance.pause``) while it (or nothing) is timed."""
+        if self._running == i:
+            return
+        for j, run in enumerate(self.runs):
+            if j != i:
+                disturbance.pause(run.device)
+        disturbance.all_stopped(self._other_pids(i))  # their CPU time final: ``_stopped_ns``
+        disturbance.resume(self.runs[i].device)
+        self._running = i
+
+    def _other_pids(self, i: int) -> list[int]:
+        return [p for j, run in enumerate(self.runs) if j != i
+                for p in getattr(run.device, "kernel_pids", ())]  # fmt: skip
+
+    def _stopped_ns(self, i: int) -> int:
+        """CPU time of the session's kernel processes other than ``i``'s (all stopped)."""
+        return disturbance.task_ns(self._other_pids(i))
 
     def _share_overhead(self) -> None:
         """One round trip subtracted from every kernel's batches: the least any of their kernel
@@ -143,12 +170,28 @@ class RetimeRun:
         if loop is None:
             return None
         figure = None
+        self._run_only(i)
+        stopped_ns = self._stopped_ns(i)
         with run.recording():
-            figure = float(np.min(loop.run_slice(self.slice_s)))
+            samples = loop.run_slice(self.slice_s)
+            figure = float(np.min(samples)) if samples else None  # none: a disturbed slice
+        self._void_if_others_ran(i, stopped_ns)
         if run.failed:
-            del self.loops[i]
+            self.loops.pop(i, None)
             return None
         return figure
+
+    def _void_if_others_ran(self, i: int, before_ns: int) -> None:
+        """A kernel process that ran while it was stopped and another was timed (its stop did
+        not hold) voids the session: every kernel still in it fails, none is compared."""
+        ran_ns = self._stopped_ns(i) - before_ns
+        if ran_ns <= VOID_NS:
+            return
+        for j in list(self.loops):
+            with self.runs[j].recording():
+                raise Failed(Status.CRASH, f"the session is void: another kernel's process ran "
+                             f"{ran_ns / 1e6:.1f} ms while kernel {i} was timed")  # fmt: skip
+            del self.loops[j]
 
     def _plain_round(self) -> dict[int, float]:
         """Every kernel's slice in ``stats.round_order`` (no reference left to flank with)."""
@@ -160,47 +203,57 @@ class RetimeRun:
         """A B A C A: the reference (kernel 0) timed before and after every other kernel's slice,
         its last slice carried into the next round; each kernel's figure is ``stats.flanked``
         by the reference's slices either side of it, on the scale of the reference's median
-        slice (the round's figure for kernel 0)."""
+        slice (the round's figure for kernel 0). A slice with no clean batch (``run_slice``)
+        has no figure, nor has a kernel it flanks, in this round: a disturbed round is dropped."""
         before = self._carried if self._carried is not None else self._slice_figure(0)
         references, ratios = [before], {}
         children = [i for i in range(1, len(self.runs)) if i in self.loops]
         for i in children[:: -1 if self.rounds % 2 else 1]:
-            if before is None:
+            if 0 not in self.loops:
                 break
             child = self._slice_figure(i)
             after = self._slice_figure(0)
-            if child is not None and after is not None:
+            if before is not None and child is not None and after is not None:
                 ratios[i] = stats.flanked(child, before, after)
             references.append(after)
             before = after
         self._carried = before
         known = [r for r in references if r is not None]
-        if before is None or not known:  # the reference failed: no figure is relative to it
+        if 0 not in self.loops or not known:  # the reference failed, or the round was disturbed
             return {}
+        self.clean_rounds += bool(ratios)
         reference = float(np.median(known))
         return {0: reference} | {i: ratio * reference for i, ratio in ratios.items()}
 
     def _confirm(self) -> None:
         """Each kernel that looked faster on sparse batches is measured again (TimedLoop.confirm)
-        while the device is still held."""
+        while the device is still held; each must then fall idle after a call (``check_idle``)."""
         for i, loop in list(self.loops.items()):
             with self.runs[i].recording():
+                self._run_only(i)
                 loop.confirm()
+                loop.check_idle()
 
     def _done(self) -> bool:
         cfg, loops = self.config, list(self.loops.values())
         if max(loop.elapsed_s for loop in loops) >= cfg.max_time_s:
             return True
-        if self.rounds < self.min_rounds:
-            return False
+        # the time cap, as a budget for the whole session: the reference's slices flank every
+        # other kernel's, so it is timed longest, and a session ends when it would have; on a
+        # busy machine it waits as long again as an evaluation would for clean rounds
+        cap_s = max(cfg.ci_time_cap_s, cfg.min_time_s) * len(loops)
+        spent_s = sum(loop.elapsed_s for loop in loops)
+        if self._rounds_kept() < self.min_rounds:
+            return spent_s >= cap_s + cfg.disturbed_wait_s * len(loops)
         if any(loop.count < cfg.min_calls or loop.elapsed_s < cfg.min_time_s for loop in loops):
             return False
-        # the time cap, as a budget for the whole session: the reference's slices flank every
-        # other kernel's, so it is timed longest, and a session ends when it would have
-        cap_s = max(cfg.ci_time_cap_s, cfg.min_time_s) * len(loops)
-        if sum(loop.elapsed_s for loop in loops) >= cap_s:
+        if spent_s >= cap_s:
             return True
         return self._all_decided() or all(ci <= cfg.ci_target for ci in self._intervals())
+
+    def _rounds_kept(self) -> int:
+        """Rounds that gave figures: with a reference, those that compared a kernel with it."""
+        return self.clean_rounds if 0 in self.loops and len(self.loops) > 1 else self.rounds
 
     def _all_decided(self) -> bool:
         """Whether every kernel's verdict against the first is one more rounds cannot change
@@ -238,6 +291,7 @@ class RetimeRun:
         return SessionAnswer(
             results=[run.result for run in self.runs],
             rounds=self.rounds,
+            clean_rounds=self._rounds_kept(),
             round_s=self.series,
             worker_pid=os.getpid(),
         )

@@ -10,6 +10,7 @@ latency). Either way every call gets inputs no call saw before.
 from __future__ import annotations
 
 import math
+import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -21,6 +22,8 @@ from accelopt.backends.device import Buffer, CanarySet, Device
 from accelopt.backends.status import Status
 from accelopt.profiling.config import EvalConfig
 from accelopt.profiling.stats import ci_half_width, median_ci
+from accelopt.profiling.worker import disturbance
+from accelopt.profiling.worker.contention import CpuSnapshot, contention, snapshot
 from accelopt.profiling.worker.control import Control
 from accelopt.profiling.worker.freshness import (
     CONFIRM_ROUNDS,
@@ -45,6 +48,9 @@ DRIFT_SHARE = 1 / 3  # timing stops once its own interval is this share of the m
 RACE_MIN_SAMPLES = 16  # a race is decided on this many samples at least: the interval of
 # fewer spans their extremes (median_ci_ranks), and one outlier would leave the raced figure with
 # an interval too wide for the search to call it slower
+MIN_CLEAN = 16  # clean batches (``disturbance.py``) a latency is the median of, at least; with
+# fewer once the wait is over (``EvalConfig.disturbed_wait_s``) the measurement is disturbed
+SLICE_WAIT_S = 0.5  # a session's slice waits this long at most for a clean batch
 
 
 class Ticker:
@@ -54,6 +60,7 @@ class Ticker:
     def __init__(self, report: Report) -> None:
         self.report = report
         self.last = time.perf_counter()
+        self.waiting = ""  # what the timing waits for (``TimedLoop``), or '': it goes on
 
     def reset(self) -> None:
         self.last = time.perf_counter()
@@ -61,7 +68,7 @@ class Ticker:
     def __call__(self) -> None:
         now = time.perf_counter()
         if now - self.last >= TICK_S:
-            self.report("call", "timing")
+            self.report(*(("wait", self.waiting) if self.waiting else ("call", "timing")))
             self.last = now
 
 
@@ -79,6 +86,7 @@ class LoopSetup:
     call_s: Sequence[float] = ()  # the correctness calls' wall times, as the worker saw them
     drift: float = 0.0  # the machine's drift between evaluations (``Precision``)
     race_s: float | None = None  # the latency raced: stop once clearly slower (``_lost_race``)
+    threads: int = 1  # the kernel's OpenMP threads (what its pool may spin after a call)
 
 
 class Precision:
@@ -149,6 +157,11 @@ class TimedLoop:
         self._slice_from = 0  # where the current slice's samples start
         self.raced = False  # stopped early: clearly slower than the run's race_s
         self._control_base = 0.0  # the controls' seconds before this timing
+        # batches a thread waited for a CPU in (``disturbance.py``): left out of every kind
+        self.disturbed: list[float] = []
+        self.delay = disturbance.RunDelay(getattr(self.device, "kernel_pids", ()), setup.threads)
+        self.delay.available = self.delay.available and self.config.detect_disturbance
+        self._load_from: CpuSnapshot | None = None  # the machine when the waiting began
 
     def _every_batch_full(self, call_s: float | None = None) -> bool:
         """Whether every batch is full: as the policy says, or (auto) where a set's refresh costs
@@ -169,6 +182,17 @@ class TimedLoop:
     def mixed(self) -> bool:
         return not self.refreshes.every
 
+    @property
+    def is_disturbed(self) -> bool:
+        """Too few clean batches for a latency: the figures are of a disturbed machine."""
+        return self.delay.available and len(self.samples) < MIN_CLEAN
+
+    @property
+    def reported(self) -> list[float]:
+        """What the latency is the median of: the clean samples, or where there are too few
+        (``is_disturbed``) every sample, disturbed ones too, as what was seen."""
+        return [*self.samples, *self.disturbed] if self.is_disturbed else self.samples
+
     def start(self) -> None:
         """Arm the canaries and warm up: with the device lock held exclusive (and the kernel's
         memory capped where it runs in this process)."""
@@ -183,12 +207,25 @@ class TimedLoop:
             warm_s.append(device.time_calls([self.calls[i % n]]))
             self._unseen.discard(i % n)
             self.setup.tick()
+        self.delay.rescan()  # the OpenMP pool's threads, made by the first call
         self.batch = self._batch_size(min(warm_s))
         self.refreshes.every = self._every_batch_full(min(warm_s))
         self.refreshes.share = full_share(self.refresh_s, min(warm_s))
         if self.control is not None:
             self.control.match(min(warm_s))
+        self.check_idle()
         self.spent_s += time.perf_counter() - began
+
+    def check_idle(self) -> None:
+        """The kernel's process, let run after a call, must fall idle as an OpenMP pool does
+        (``disturbance.between_calls``); one that keeps a thread busy between its calls (to slow
+        what is timed beside it) is REJECTED. Stopped again afterwards."""
+        pids = getattr(self.device, "kernel_pids", ())
+        disturbance.resume(self.device)
+        kept_running = disturbance.between_calls(pids, self.setup.threads)
+        disturbance.pause(self.device)
+        if kept_running:
+            raise Failed(Status.REJECTED, kept_running)
 
     def _batch_size(self, call_s: float) -> int:
         """Calls per round trip: 1 where the device times each call itself; else enough calls
@@ -216,6 +253,7 @@ class TimedLoop:
                 next_slice += SLICE_S
         self._end_slice()
         self.elapsed_s += self._timed_since(begin)
+        self.check_idle()
         self.spent_s += clock() - begin
 
     def _control_s(self) -> float:
@@ -230,6 +268,7 @@ class TimedLoop:
         new = self.samples[self._slice_from :]
         self.slice_medians.append(float(np.median(new)) if new else None)
         self._slice_from = len(self.samples)
+        self.delay.rescan()
         if self.control is not None:
             self.control.measure()
 
@@ -240,10 +279,15 @@ class TimedLoop:
         began = clock()
         self._call_untimed((self.warm + self.count) % len(self.calls))
         first = len(self.samples)
+        self.delay.rescan()
         begin = clock()
+        give_up = max(seconds, SLICE_WAIT_S)
         while True:
             self._run_batch()
-            if clock() - begin >= seconds and len(self.samples) > first and self._both_kinds():
+            took = clock() - begin
+            if took >= seconds and len(self.samples) > first and self._both_kinds():
+                break
+            if took >= give_up:  # no clean batch: a disturbed slice, dropped by the session
                 break
         end = clock()
         self.elapsed_s += end - begin
@@ -260,23 +304,42 @@ class TimedLoop:
 
     def _finished(self, elapsed_s: float) -> bool:
         cfg = self.config
+        capped_s = max(cfg.ci_time_cap_s, cfg.min_time_s)
+        if elapsed_s >= min(cfg.max_time_s, capped_s + cfg.disturbed_wait_s):
+            return bool(self.samples or self.disturbed)  # waited enough: disturbed, or as it is
         if not self._both_kinds():  # a few more batches: the comparison needs both
             return False
         if self._lost_race(elapsed_s):
             self.raced = True
             return True
         enough = self.count >= cfg.min_calls and elapsed_s >= cfg.min_time_s
-        enough = enough and self._both_kinds(MIN_FULL)
-        capped = elapsed_s >= max(cfg.ci_time_cap_s, cfg.min_time_s)
-        if enough and (capped or self._precise(self.samples, elapsed_s)):
+        enough = enough and self._both_kinds(MIN_FULL) and not self.is_disturbed
+        if enough and (elapsed_s >= capped_s or self._precise(self.samples, elapsed_s)):
             return True
-        return bool(self.samples) and elapsed_s >= cfg.max_time_s
+        if elapsed_s >= capped_s:
+            self._wait_for_the_machine()
+        return False
+
+    def _wait_for_the_machine(self) -> None:
+        """Say, with the timing's ticks, that it goes on for clean batches and why."""
+        now = snapshot()
+        if self._load_from is None or now is None:
+            self._load_from = now
+            return
+        cpus = os.cpu_count() or 1
+        others = contention(self._load_from, now).others * cpus
+        seen = len(self.disturbed) + len(self.samples)
+        if isinstance(self.setup.tick, Ticker):
+            self.setup.tick.waiting = (
+                f"waiting for the machine: {len(self.disturbed)} of {seen} batches disturbed, "
+                f"other work is using {others:.1f} of {cpus} CPUs"
+            )
 
     def _lost_race(self, elapsed_s: float) -> bool:
         """Whether the kernel is already clearly slower than the latency it races (a search's
         parent, ``race_s``: the upper end of its interval): the lower end of this median's 95 %
         interval is above it, after min_time_s and RACE_MIN_SAMPLES samples."""
-        race_s, samples = self.setup.race_s, self.samples
+        race_s, samples = self.setup.race_s, self.samples  # clean samples only
         if race_s is None or len(samples) < RACE_MIN_SAMPLES:
             return False
         return elapsed_s >= self.config.min_time_s and median_ci(samples)[0] > race_s
@@ -291,7 +354,7 @@ class TimedLoop:
         SPARSE_FASTER of the full one (``freshness.confirms``)."""
         if not self.mixed or not sparse_faster(self.sparse, self.full):
             return
-        kinds: dict[str, list[float]] = {"full": [], "sparse": [], "settling": []}
+        kinds: dict[str, list[float]] = {"full": [], "sparse": [], "settling": [], "disturbed": []}
         for _ in range(CONFIRM_ROUNDS):
             ahead = [(self.warm + self.count + self.batch + j) % len(self.calls)
                      for j in range(self.batch)]  # fmt: skip
@@ -311,7 +374,7 @@ class TimedLoop:
         k, n = self.batch, len(self.calls)
         assert self.canaries is not None
         batch = [(self.warm + self.count + j) % n for j in range(k)]
-        refresh = self.refreshes.next_is_full() if rewrite is None else rewrite
+        refresh = self.refreshes.next_is_full(len(self.full)) if rewrite is None else rewrite
         rewritten = refresh or self._ahead.issuperset(batch)  # now, or ahead (``confirm``)
         for index in batch:
             if refresh:
@@ -320,11 +383,17 @@ class TimedLoop:
                 self.fresh.perturb(index)
             self.canaries.arm(index)
         first_visit = not self._unseen.isdisjoint(batch)  # a set not called since the fill
+        before = self.delay.read() if self.delay.available else None
         sample = self.device.time_calls([self.calls[i] for i in batch]) / k
+        delay = self.delay.waited(before, self.delay.read()) if before is not None else 0
         self._unseen.difference_update(batch)
         self._ahead.difference_update(batch)
         kind = batch_kind(rewritten, self._after_full, first_visit)
-        self._kinds[kind].append(sample)
+        if disturbance.disturbed(delay, sample * k):
+            kind = "disturbed"
+            self.disturbed.append(sample)
+        else:
+            self._kinds[kind].append(sample)
         self._after_full = refresh
         self.count += k
         if not self.canaries.written():
