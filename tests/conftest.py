@@ -16,6 +16,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent / "support"))
 
 from alone import machine_share
+from busy import busy_machine
 from specs import make_spec
 
 from accelopt.backends.status import Status
@@ -57,6 +58,15 @@ def accelopt_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("ACCELOPT_CACHE_DIR", str(path))
         yield path
+
+
+@pytest.fixture
+def busy() -> Iterator[str]:
+    """Two CPU spinners on every CPU and a memory-bandwidth hog while the test runs (each gone
+    after 300 s whatever happens): the tests of the search's decisions run beside them, as on a
+    user's busy machine, not alone."""
+    with busy_machine(spinners_per_cpu=2, memory=True, limit_s=300) as load:
+        yield load
 
 
 @pytest.fixture(scope="session")

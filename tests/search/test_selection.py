@@ -93,7 +93,11 @@ def test_a_disturbed_figure_never_decides():
     loaded_parent = interval(3.0, 2.9, 3.1, disturbed=True)
     assert compare(interval(1.0, 0.99, 1.01), loaded_parent) is Comparison.UNSURE
     assert compare(interval(4.0, 3.9, 4.1), loaded_parent) is Comparison.NOT_FASTER
-    assert not slower(interval(3.0, 2.9, 3.1, disturbed=True), parent)
+    # a disturbed child is as slow as its floor at least (its batches less its threads' wait)
+    waited = interval(3.0, 2.9, 3.1, disturbed=True)
+    assert not slower(waited.model_copy(update={"floor_s": 0.9}), parent)
+    assert slower(waited.model_copy(update={"floor_s": 2.0}), parent)
+    assert not slower(waited, parent)  # no floor: no evidence
 
 
 def test_a_child_a_session_found_faster_ranks_ahead_of_its_parent_whatever_its_own_figure():

@@ -33,6 +33,11 @@ class KernelMeasurement(BaseModel):
     disturbed_batches: int | None = None
     clean_batches: int | None = None
     disturbed: bool = False
+    # The median over batches of each batch's time less the longest wait of one of the
+    # kernel's threads for a CPU: an estimate of the latency undisturbed (exact where its threads
+    # waited at the same moments, high where they waited in turn), which a disturbed kernel is
+    # judged slower by (``selection.slower``: a lesson's hint, never a verdict on the best)
+    floor_s: float | None = None
     max_rel_err: float | None = None  # worst relative L2 error over seeds and outputs
     rotation_sets: int | None = None
     batch_calls: int | None = None  # timed calls per round trip (cpu: the kernel's own process)

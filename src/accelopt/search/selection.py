@@ -113,10 +113,16 @@ def slower(child: Evaluation, parent: Evaluation) -> bool:
     ``noise_of``, in log space): what a negative lesson needs besides its own 1/1.15
     (``search.memory``). A slowdown is never re-timed, and a lesson is a hint to the planner,
     not a verdict on the best, so the drift between evaluations that a win must clear is not
-    asked of it; a disturbed figure is no evidence of a slowdown."""
+    asked of it. A disturbed child is judged by its estimate undisturbed (``floor_s``: its
+    batches less the longest wait of one of its threads) against its parent's figure, which a
+    disturbance only raises."""
     gain = log_gain(child, parent)
-    if gain is None or child.disturbed or parent.disturbed:
+    if gain is None:
         return False
+    if child.disturbed:
+        if not child.floor_s or not parent.latency_s:
+            return False
+        gain = math.log(parent.latency_s / child.floor_s)
     return -gain > 2 * log_width(noise_of(child, parent))
 
 

@@ -66,6 +66,7 @@ class Reading:
     kernel_delay: int
     own_delay: int
     main_cpu: int
+    threads: tuple[int, ...] = ()  # each kernel thread's run delay, in the files' order
 
 
 def _fields(fd: int) -> tuple[int, int]:
@@ -123,11 +124,21 @@ class RunDelay:
         """The figures now (threads gone since the last scan count 0), once the kernel's main
         threads went back to waiting for their next call (``settle``)."""
         self.settle()
+        threads = tuple(_fields(fd)[1] for fd in self._files.values())
         return Reading(
-            sum(_fields(fd)[1] for fd in self._files.values()),
+            sum(threads),
             _fields(self._own)[1],
             sum(_fields(fd)[0] for fd in self._main_sched if fd != self._own),
+            threads,
         )
+
+    @staticmethod
+    def longest(before: Reading, after: Reading) -> int:
+        """The longest any one kernel thread waited between two readings: a batch less it
+        estimates what the batch would take undisturbed (exactly where the threads waited at
+        the same moments; more where they waited in turn, each stalling the others)."""
+        pairs = zip(before.threads, after.threads, strict=False)
+        return max((a - b for b, a in pairs), default=0)
 
     @staticmethod
     def waited(before: Reading, after: Reading) -> int:

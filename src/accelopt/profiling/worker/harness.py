@@ -217,6 +217,7 @@ class EvaluationRun:
             self.result.time_s = time.perf_counter() - start
             self.record_contention(before, contention.snapshot(pids))
             disturbance.pause(self.device)
+        self.note(batch_calls=loop.batch)  # as it ended (halved on a busy machine)
         self.summarize(loop)
         self.phase("lock")  # the other worker may be timing: waiting is not this kernel's time
         with devicelock.shared(self.lock_path):
@@ -230,6 +231,7 @@ class EvaluationRun:
             ci_low_s=stats.ci_low_s, ci_high_s=stats.ci_high_s, raced=loop.raced,
             slice_medians=loop.slice_medians, disturbed=loop.is_disturbed,
             disturbed_batches=len(loop.disturbed) if known else None,
+            floor_s=float(np.median(loop.floors)) if known and loop.floors else None,
             clean_batches=len(loop.samples) if known else None,
         )  # fmt: skip
         if loop.control is not None:

@@ -51,6 +51,8 @@ RACE_MIN_SAMPLES = 16  # a race is decided on this many samples at least: the in
 MIN_CLEAN = 16  # clean batches (``disturbance.py``) a latency is the median of, at least; with
 # fewer once the wait is over (``EvalConfig.disturbed_wait_s``) the measurement is disturbed
 SLICE_WAIT_S = 0.5  # a session's slice waits this long at most for a clean batch
+SHRINK_EVERY = 8  # batches: where more than half of the last ones were disturbed, the batch is
+# halved (down to one call): a shorter window is less often hit by another process's time slice
 
 
 class Ticker:
@@ -162,6 +164,10 @@ class TimedLoop:
         self.delay = disturbance.RunDelay(getattr(self.device, "kernel_pids", ()), setup.threads)
         self.delay.available = self.delay.available and self.config.detect_disturbance
         self._load_from: CpuSnapshot | None = None  # the machine when the waiting began
+        self._recent: list[bool] = []  # whether each of the last batches was disturbed
+        # each batch's seconds per call less the longest wait of one of its threads (an
+        # estimate of it undisturbed: ``RunDelay.longest``)
+        self.floors: list[float] = []
 
     def _every_batch_full(self, call_s: float | None = None) -> bool:
         """Whether every batch is full: as the policy says, or (auto) where a set's refresh costs
@@ -385,15 +391,19 @@ class TimedLoop:
         first_visit = not self._unseen.isdisjoint(batch)  # a set not called since the fill
         before = self.delay.read() if self.delay.available else None
         sample = self.device.time_calls([self.calls[i] for i in batch]) / k
-        delay = self.delay.waited(before, self.delay.read()) if before is not None else 0
+        after = self.delay.read() if before is not None else None
+        delay = self.delay.waited(before, after) if before and after else 0
+        longest = self.delay.longest(before, after) if before and after else 0
         self._unseen.difference_update(batch)
         self._ahead.difference_update(batch)
         kind = batch_kind(rewritten, self._after_full, first_visit)
+        self.floors.append(max(0.0, sample - longest * 1e-9 / k))
         if disturbance.disturbed(delay, sample * k):
             kind = "disturbed"
             self.disturbed.append(sample)
         else:
             self._kinds[kind].append(sample)
+        self._shrink_if_disturbed(kind == "disturbed")
         self._after_full = refresh
         self.count += k
         if not self.canaries.written():
@@ -413,6 +423,15 @@ class TimedLoop:
             )
         self.setup.tick()
         return kind, sample
+
+    def _shrink_if_disturbed(self, disturbed: bool) -> None:
+        """Halve the batch where more than half of the last SHRINK_EVERY were disturbed."""
+        self._recent.append(disturbed)
+        if len(self._recent) < SHRINK_EVERY:
+            return
+        if 2 * sum(self._recent) > len(self._recent) and self.batch > 1:
+            self.batch = max(1, self.batch // 2)
+        self._recent.clear()
 
     def _copies(self, buffers: Sequence[Buffer], slot: tuple[str, int]) -> list[np.ndarray]:
         """The buffers' contents, copied into the arrays of the audit's ``slot`` (a call kept
