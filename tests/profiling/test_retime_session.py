@@ -124,6 +124,28 @@ def failing(local) -> Retiming:
     return result
 
 
+SPINNING = (Path(__file__).parent / "kernels" / "leaves_a_thread_spinning.c").read_text()
+
+
+@pytest.mark.timeout(180)
+@pytest.mark.alone  # a figure: the copy's ratio within 3 %
+def test_a_kernel_that_leaves_a_thread_spinning_cannot_move_a_session(accelopt_cache, hw):
+    """The held-out attack: a kernel whose process keeps a thread burning between its calls (an
+    OpenMP team it starts and never ends) made an identical reference read 55-165x slower in a
+    session beside it. Its process is stopped while the others are timed, and REJECTED once it
+    is seen running after a call; an identical copy of the reference reads within 3 %. (The
+    harness before this passed the kernel: eval PASSED, control note only.) Two threads: the
+    team reuses the pool thread made before the sandbox (one thread: it cannot make one)."""
+    kernels = [kernel(GOOD, "reference"), kernel(SPINNING, "spins"), kernel(SAME, "copy")]
+    with make_profiler("local", hw, CONFIG.model_copy(update={"threads": 2})) as profiler:
+        result = profiler.retime(kernels, MATMUL, "small")
+    reference, spins, copy = result.evaluations
+    assert spins.status is Status.REJECTED, (spins.status, spins.error)
+    assert spins.error.startswith("the kernel's process kept running between its calls")
+    assert reference.passed and copy.passed
+    assert result.ratios[2] is not None and abs(result.ratios[2] - 1.0) <= 0.03, result.ratios
+
+
 @pytest.mark.timeout(120)
 def test_kernels_are_compared_with_the_first(passing):
     result, _, _ = passing
@@ -286,6 +308,7 @@ class _DriftingMachine:
 
 class _FakeRun:
     failed = False
+    device = None  # no kernel process to stop
 
     def recording(self) -> Any:
         from contextlib import nullcontext
@@ -304,6 +327,7 @@ def _identical_kernels_on_a_drifting_machine(count: int) -> list[tuple[float, fl
     run.runs = [_FakeRun() for _ in range(count)]
     run.loops = dict.fromkeys(range(count), machine)
     run.series, run.rounds, run.slice_s, run._carried = [[] for _ in range(count)], 0, 0.01, None
+    run.clean_rounds = 0
     for _ in range(12):
         run._round()
     found = [ratio_estimate(round_ratios(run.series[0], run.series[i])) for i in range(1, count)]
@@ -326,7 +350,7 @@ def test_a_session_ends_at_the_time_cap_of_all_its_kernels_together():
 
     run = object.__new__(RetimeRun)
     run.config = EvalConfig(min_calls=5, min_time_s=0.02, ci_time_cap_s=1.0)
-    run.min_rounds, run.rounds = 8, 20
+    run.min_rounds, run.rounds, run.clean_rounds = 8, 20, 20
     run.series = [[1e-3] * 20, [None] * 20, [None] * 20]  # no verdict: undecided
     # the reference flanks both others: twice their time, and the three together at the cap
     timed = {0: 1.5, 1: 0.75, 2: 0.75}
@@ -334,3 +358,22 @@ def test_a_session_ends_at_the_time_cap_of_all_its_kernels_together():
     assert run._done()
     run.loops[0].elapsed_s = 1.4  # under 3 s together: on
     assert not run._done()
+
+
+def test_a_session_of_disturbed_rounds_waits_past_its_cap_and_no_longer():
+    """Rounds with a disturbed slice give no figure (``_flanked_round``): short of min_rounds
+    that did, a session times on past its cap, by as long as each kernel's evaluation would wait
+    (``disturbed_wait_s``), then ends undecided."""
+    from types import SimpleNamespace
+
+    from accelopt.profiling.worker.retime import RetimeRun
+
+    run = object.__new__(RetimeRun)
+    run.config = EvalConfig(min_calls=5, min_time_s=0.02, ci_time_cap_s=1.0, disturbed_wait_s=2.0)
+    run.min_rounds, run.rounds, run.clean_rounds = 8, 20, 3
+    run.series = [[1e-3] * 20, [None] * 20]
+    run.loops = {0: SimpleNamespace(elapsed_s=2.0, count=100), 1: SimpleNamespace(elapsed_s=1.0,
+                 count=100)}  # fmt: skip
+    assert not run._done()  # at its cap (2 s), 3 clean rounds of 8: on
+    run.loops[0].elapsed_s = 5.0  # 6 s: the cap and 2 s more per kernel
+    assert run._done()

@@ -22,8 +22,8 @@ from accelopt.profiling.parent.evaluator import Evaluator
 from accelopt.profiling.parent.pool import WorkerProcess
 from accelopt.profiling.stats import ci_half_width, is_busy, median_ci, median_ci_ranks, summarize
 from accelopt.profiling.worker.contention import Contention, CpuSnapshot, contention, snapshot
+from accelopt.profiling.worker.pacing import Precision
 from accelopt.profiling.worker.protocol import EvaluationAnswer
-from accelopt.profiling.worker.timed_loop import Precision
 
 DEADLINES = Deadlines(compile_s=150.0, call_s=3.0, reference_s=120.0, timing_floor_s=10.0)
 

@@ -159,13 +159,10 @@ class Refreshes:
         self.drawn = 0  # full batches drawn so far
         self._rng = rng
 
-    def next_is_full(self, kept: int | None = None) -> bool:
-        """``kept``: full samples kept so far (a disturbed batch is left out of every kind, so
-        full ones are drawn at the higher rate until MIN_FULL were kept); default: drawn."""
+    def next_is_full(self) -> bool:
         if self.every:
             return True
-        have = self.drawn if kept is None else kept
-        share = FULL_SHARE if have < MIN_FULL else self.share
+        share = FULL_SHARE if self.drawn < MIN_FULL else self.share
         full = int(self._rng.integers(share)) == 0
         self.drawn += full
         return full

@@ -38,6 +38,7 @@ from accelopt.profiling.worker.checking import SeedCheck, verify_kept
 from accelopt.profiling.worker.control import Control
 from accelopt.profiling.worker.hostmemory import Lease
 from accelopt.profiling.worker.kernel_code import KernelCode
+from accelopt.profiling.worker.pacing import Ticker
 from accelopt.profiling.worker.protocol import (
     SEPARATE,
     Channel,
@@ -48,7 +49,7 @@ from accelopt.profiling.worker.protocol import (
 from accelopt.profiling.worker.references import Arrays, prepared_seeds
 from accelopt.profiling.worker.rotation import Rotation, RotationSets
 from accelopt.profiling.worker.steps import Failed
-from accelopt.profiling.worker.timed_loop import LoopSetup, Ticker, TimedLoop
+from accelopt.profiling.worker.timed_loop import LoopSetup, TimedLoop
 
 
 def _flush_c_stdio() -> None:

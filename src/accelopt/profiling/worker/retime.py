@@ -15,9 +15,10 @@ from accelopt.problems.shipping import resolve_ref
 from accelopt.profiling import stats
 from accelopt.profiling.worker import contention, disturbance, placement, sandbox
 from accelopt.profiling.worker.harness import EvaluationRun
+from accelopt.profiling.worker.pacing import Ticker
 from accelopt.profiling.worker.protocol import Channel, RetimeRequest, SessionAnswer
 from accelopt.profiling.worker.steps import Failed
-from accelopt.profiling.worker.timed_loop import Ticker, TimedLoop
+from accelopt.profiling.worker.timed_loop import TimedLoop
 
 VOID_NS = 2_000_000  # CPU time a stopped kernel process may show across a slice (the stop's own)
 

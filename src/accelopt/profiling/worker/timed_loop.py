@@ -1,5 +1,5 @@
-"""One kernel's timed calls in the worker (``TimedLoop``), and the messages that say they go on
-(``Ticker``).
+"""One kernel's timed calls in the worker (``TimedLoop``; the messages that say they go on and
+when they are precise enough: ``pacing.py``).
 
 The timed batches are *full* (every input of the batch's sets rewritten, a new roll, before the
 batch) or *sparse* (a few values changed before each call): all full where that is cheap beside a
@@ -10,7 +10,6 @@ latency). Either way every call gets inputs no call saw before.
 from __future__ import annotations
 
 import math
-import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -21,9 +20,8 @@ from accelopt.backends.base import LoadedKernel
 from accelopt.backends.device import Buffer, CanarySet, Device
 from accelopt.backends.status import Status
 from accelopt.profiling.config import EvalConfig
-from accelopt.profiling.stats import ci_half_width, median_ci
+from accelopt.profiling.stats import median_ci
 from accelopt.profiling.worker import disturbance
-from accelopt.profiling.worker.contention import CpuSnapshot, contention, snapshot
 from accelopt.profiling.worker.control import Control
 from accelopt.profiling.worker.freshness import (
     CONFIRM_ROUNDS,
@@ -37,14 +35,13 @@ from accelopt.profiling.worker.freshness import (
     sparse_faster,
 )
 from accelopt.profiling.worker.hostmemory import Lease
+from accelopt.profiling.worker.pacing import Precision, Ticker
 from accelopt.profiling.worker.rotation import Rotation
-from accelopt.profiling.worker.steps import Failed, Report
+from accelopt.profiling.worker.steps import Failed
 
-TICK_S = 0.25  # a timing loop tells the parent it is alive this often
 BATCH_S = 0.0005  # a batch of calls in another process lasts about this long...
 MAX_BATCH = 256  # ... and holds at most this many calls (executor.c)
 SLICE_S = 0.25  # a control runs before the timing, after it and every this many seconds of it
-DRIFT_SHARE = 1 / 3  # timing stops once its own interval is this share of the machine's drift
 RACE_MIN_SAMPLES = 16  # a race is decided on this many samples at least: the interval of
 # fewer spans their extremes (median_ci_ranks), and one outlier would leave the raced figure with
 # an interval too wide for the search to call it slower
@@ -53,25 +50,6 @@ MIN_CLEAN = 16  # clean batches (``disturbance.py``) a latency is the median of,
 SLICE_WAIT_S = 0.5  # a session's slice waits this long at most for a clean batch
 SHRINK_EVERY = 8  # batches: where more than half of the last ones were disturbed, the batch is
 # halved (down to one call): a shorter window is less often hit by another process's time slice
-
-
-class Ticker:
-    """Tells the parent, every TICK_S of timed calls, that they go on (the timing phase's deadline
-    restarts with each message). One per timing: a session's kernels share it."""
-
-    def __init__(self, report: Report) -> None:
-        self.report = report
-        self.last = time.perf_counter()
-        self.waiting = ""  # what the timing waits for (``TimedLoop``), or '': it goes on
-
-    def reset(self) -> None:
-        self.last = time.perf_counter()
-
-    def __call__(self) -> None:
-        now = time.perf_counter()
-        if now - self.last >= TICK_S:
-            self.report(*(("wait", self.waiting) if self.waiting else ("call", "timing")))
-            self.last = now
 
 
 @dataclass(frozen=True)
@@ -89,26 +67,6 @@ class LoopSetup:
     drift: float = 0.0  # the machine's drift between evaluations (``Precision``)
     race_s: float | None = None  # the latency raced: stop once clearly slower (``_lost_race``)
     threads: int = 1  # the kernel's OpenMP threads (what its pool may spin after a call)
-
-
-class Precision:
-    """Whether the median of the timed calls is known to within ``target`` (its 95 % interval's
-    relative half-width); checked every CHECK_EVERY_S of timing, as sorting costs time."""
-
-    CHECK_EVERY_S = 0.05
-
-    def __init__(self, target: float, drift: float = 0.0) -> None:
-        """``drift``: the machine's drift between evaluations, which the reported interval adds
-        to this timing's own; once the timing's is well below it (DRIFT_SHARE), timing longer
-        would not narrow the reported interval (sqrt(1 + 1/9) = 1.05 of the drift alone)."""
-        self.target = max(target, DRIFT_SHARE * drift)
-        self.next_check_s = 0.0
-
-    def __call__(self, samples: list[float], elapsed_s: float) -> bool:
-        if elapsed_s < self.next_check_s:
-            return False
-        self.next_check_s = elapsed_s + self.CHECK_EVERY_S
-        return ci_half_width(samples) <= self.target
 
 
 class TimedLoop:
@@ -148,6 +106,9 @@ class TimedLoop:
         self.skipped = ""  # why the kernel skips work (``confirm``), or ''
         self._ahead: set[int] = set()  # sets rewritten ahead of their batch (``confirm``)
         self._kinds = {"full": self.full, "sparse": self.sparse, "settling": self.settling}
+        # ... and of each kind the batches no other process disturbed (``disturbance.py``): the
+        # latency's; the comparison of the kinds takes them all, as a disturbance hits both
+        self._clean: dict[str, list[float]] = {"full": [], "sparse": [], "settling": []}
         self.count = 0
         self.elapsed_s = 0.0  # seconds of timed batches so far
         self.spent_s = 0.0  # ... and of the warm-up and untimed calls
@@ -163,7 +124,6 @@ class TimedLoop:
         self.disturbed: list[float] = []
         self.delay = disturbance.RunDelay(getattr(self.device, "kernel_pids", ()), setup.threads)
         self.delay.available = self.delay.available and self.config.detect_disturbance
-        self._load_from: CpuSnapshot | None = None  # the machine when the waiting began
         self._recent: list[bool] = []  # whether each of the last batches was disturbed
         # each batch's seconds per call less the longest wait of one of its threads (an
         # estimate of it undisturbed: ``RunDelay.longest``)
@@ -182,7 +142,7 @@ class TimedLoop:
     def samples(self) -> list[float]:
         """The samples the latency is the median of: every batch's where all are full, else the
         sparse batches' (``freshness.py``)."""
-        return self.full if self.refreshes.every else self.sparse
+        return self._clean["full"] if self.refreshes.every else self._clean["sparse"]
 
     @property
     def mixed(self) -> bool:
@@ -197,7 +157,9 @@ class TimedLoop:
     def reported(self) -> list[float]:
         """What the latency is the median of: the clean samples, or where there are too few
         (``is_disturbed``) every sample, disturbed ones too, as what was seen."""
-        return [*self.samples, *self.disturbed] if self.is_disturbed else self.samples
+        if not self.is_disturbed:
+            return self.samples
+        return self.full if self.refreshes.every else self.sparse
 
     def start(self) -> None:
         """Arm the canaries and warm up: with the device lock held exclusive (and the kernel's
@@ -328,18 +290,9 @@ class TimedLoop:
 
     def _wait_for_the_machine(self) -> None:
         """Say, with the timing's ticks, that it goes on for clean batches and why."""
-        now = snapshot()
-        if self._load_from is None or now is None:
-            self._load_from = now
-            return
-        cpus = os.cpu_count() or 1
-        others = contention(self._load_from, now).others * cpus
-        seen = len(self.disturbed) + len(self.samples)
         if isinstance(self.setup.tick, Ticker):
-            self.setup.tick.waiting = (
-                f"waiting for the machine: {len(self.disturbed)} of {seen} batches disturbed, "
-                f"other work is using {others:.1f} of {cpus} CPUs"
-            )
+            seen = len(self.disturbed) + len(self.samples)
+            self.setup.tick.wait_for_the_machine(len(self.disturbed), seen)
 
     def _lost_race(self, elapsed_s: float) -> bool:
         """Whether the kernel is already clearly slower than the latency it races (a search's
@@ -360,7 +313,7 @@ class TimedLoop:
         SPARSE_FASTER of the full one (``freshness.confirms``)."""
         if not self.mixed or not sparse_faster(self.sparse, self.full):
             return
-        kinds: dict[str, list[float]] = {"full": [], "sparse": [], "settling": [], "disturbed": []}
+        kinds: dict[str, list[float]] = {"full": [], "sparse": [], "settling": []}
         for _ in range(CONFIRM_ROUNDS):
             ahead = [(self.warm + self.count + self.batch + j) % len(self.calls)
                      for j in range(self.batch)]  # fmt: skip
@@ -380,7 +333,7 @@ class TimedLoop:
         k, n = self.batch, len(self.calls)
         assert self.canaries is not None
         batch = [(self.warm + self.count + j) % n for j in range(k)]
-        refresh = self.refreshes.next_is_full(len(self.full)) if rewrite is None else rewrite
+        refresh = self.refreshes.next_is_full() if rewrite is None else rewrite
         rewritten = refresh or self._ahead.issuperset(batch)  # now, or ahead (``confirm``)
         for index in batch:
             if refresh:
@@ -398,12 +351,10 @@ class TimedLoop:
         self._ahead.difference_update(batch)
         kind = batch_kind(rewritten, self._after_full, first_visit)
         self.floors.append(max(0.0, sample - longest * 1e-9 / k))
-        if disturbance.disturbed(delay, sample * k):
-            kind = "disturbed"
-            self.disturbed.append(sample)
-        else:
-            self._kinds[kind].append(sample)
-        self._shrink_if_disturbed(kind == "disturbed")
+        self._kinds[kind].append(sample)
+        disturbed = disturbance.disturbed(delay, sample * k)
+        (self.disturbed if disturbed else self._clean[kind]).append(sample)
+        self._shrink_if_disturbed(disturbed)
         self._after_full = refresh
         self.count += k
         if not self.canaries.written():
