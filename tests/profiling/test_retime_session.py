@@ -327,6 +327,7 @@ def _identical_kernels_on_a_drifting_machine(count: int) -> list[tuple[float, fl
     run.runs = [_FakeRun() for _ in range(count)]
     run.loops = dict.fromkeys(range(count), machine)
     run.series, run.rounds, run.slice_s, run._carried = [[] for _ in range(count)], 0, 0.01, None
+    run.floor_series = [[] for _ in range(count)]
     run.clean_rounds = 0
     for _ in range(12):
         run._round()

@@ -195,3 +195,14 @@ def test_a_gain_within_the_machines_drift_is_re_timed_before_it_is_believed():
     assert compare(drifting(0.95, 0.01), quiet) is Comparison.FASTER  # a quiet machine: as before
     # a slowdown (a negative lesson's) is judged on the timings' own noise, as before
     assert slower(drifting(1.25, 0.10), parent) and not slower(drifting(1.03, 0.10), parent)
+
+
+def test_a_session_of_disturbed_rounds_believes_only_a_large_gain():
+    """Its ratios are of the slices' floors (no slice was ever left alone): an estimate."""
+    from accelopt.search.selection import session_verdicts
+
+    data = {"ratios": [1.0, 0.85, 0.03], "ratio_ci": [0.0, 0.01, 0.02], "twin": False}
+    clean = [session_compare(*v) for v in session_verdicts(data)]
+    assert clean == [Comparison.FASTER, Comparison.FASTER]
+    disturbed = [session_compare(*v) for v in session_verdicts(data | {"disturbed": True})]
+    assert disturbed == [Comparison.NOT_FASTER, Comparison.FASTER]  # 15 % is not believed

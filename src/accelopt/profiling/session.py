@@ -52,6 +52,7 @@ class Retiming:
     rounds: int
     worker_pid: int | None = None
     clean_rounds: int | None = None  # rounds that gave figures (others disturbed: dropped)
+    disturbed: bool = False  # too few: the ratios are of the slices' floors (``retime.py``)
 
 
 def retiming(
@@ -60,6 +61,7 @@ def retiming(
     rounds: int,
     worker_pid: int | None = None,
     clean_rounds: int | None = None,
+    disturbed: bool = False,
 ) -> Retiming:
     """The record of a session: ``series`` holds each kernel's round figures (empty for a kernel
     never timed); a kernel compares with the first only where both passed."""
@@ -77,4 +79,6 @@ def retiming(
             ratio, ci = ratio_estimate(round_ratios(series[0], series[i]))
             ratios.append(ratio)
             cis.append(ci)
-    return Retiming(tuple(evaluations), tuple(ratios), tuple(cis), rounds, worker_pid, clean_rounds)
+    return Retiming(
+        tuple(evaluations), tuple(ratios), tuple(cis), rounds, worker_pid, clean_rounds, disturbed
+    )

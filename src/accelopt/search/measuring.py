@@ -157,7 +157,9 @@ class Measurer:
             "ratio_ci": [c for _, c in combined],
             "twin": len(hashes) > 1 and hashes[1] == hashes[0],
             "rounds": min(s.rounds for s in sessions),
-            "clean_rounds": min(s.clean_rounds or s.rounds for s in sessions),
+            "clean_rounds": min(s.rounds if s.clean_rounds is None else s.clean_rounds
+                                for s in sessions),
+            "disturbed": any(s.disturbed for s in sessions),
             "evaluations": [e.model_dump() for s in sessions for e in s.evaluations],
         })  # fmt: skip
 

@@ -187,7 +187,10 @@ class Evaluator(AbstractContextManager["Evaluator"]):
             job: Job = (kernel, problem, workload)
             evaluations.append(self._scored(job, hardware, result, seeds, wall_s))
         timed = [[] if reason else next(series) for reason in reasons]
-        return retiming(evaluations, timed, answer.rounds, answer.worker_pid, answer.clean_rounds)
+        return retiming(
+            evaluations, timed, answer.rounds, answer.worker_pid, answer.clean_rounds,
+            answer.disturbed,
+        )  # fmt: skip
 
     def _retime_request(
         self, kernels: Sequence[Kernel], problem: Problem, workload: str, seeds: list[int]

@@ -182,6 +182,7 @@ class SessionAnswer(_Answer):
     rounds: int
     round_s: list[list[float | None]]  # each kernel's round medians (session.RoundSeries)
     clean_rounds: int | None = None  # rounds that gave figures (the others were disturbed)
+    disturbed: bool = False  # too few did: round_s holds the slices' floors instead
     worker_pid: int | None = None  # None: no worker answered (the session failed as a whole)
 
 

@@ -20,6 +20,7 @@ from accelopt.profiling.worker.protocol import Channel, RetimeRequest, SessionAn
 from accelopt.profiling.worker.steps import Failed
 from accelopt.profiling.worker.timed_loop import TimedLoop
 
+Figure = tuple[float | None, float | None]  # a slice's: fastest clean batch, fastest floor
 VOID_NS = 2_000_000  # CPU time a stopped kernel process may show across a slice (the stop's own)
 
 
@@ -50,10 +51,11 @@ class RetimeRun:
         for run in self.runs:
             run.tick = self.tick  # the parent hears of the timing as one phase
         self.loops: dict[int, TimedLoop] = {}  # the kernels still in the session, by position
-        self.series: list[list[float | None]] = [[] for _ in self.runs]  # round medians
+        self.series: list[list[float | None]] = [[] for _ in self.runs]  # round figures
+        self.floor_series: list[list[float | None]] = [[] for _ in self.runs]  # ... of floors
         self.rounds = 0
         self.clean_rounds = 0  # rounds with a figure for the reference (others: disturbed)
-        self._carried: float | None = None  # the reference's last slice, flanking the next one
+        self._carried: Figure | None = None  # the reference's last slice, flanking the next one
 
     def execute(self) -> SessionAnswer:
         with ExitStack() as closing:
@@ -159,27 +161,30 @@ class RetimeRun:
 
     def _round(self) -> None:
         flanked = 0 in self.loops and len(self.loops) > 1
-        figures = self._flanked_round() if flanked else self._plain_round()
-        for i, series in enumerate(self.series):
-            series.append(figures.get(i))
+        figures, floors = self._flanked_round() if flanked else self._plain_round()
+        for i in range(len(self.runs)):
+            self.series[i].append(figures.get(i))
+            self.floor_series[i].append(floors.get(i))
         self.rounds += 1
 
-    def _slice_figure(self, i: int) -> float | None:
-        """Kernel ``i``'s fastest batch in one slice (``session.py``); None where it is out of
-        the session, or failed in this slice (it then leaves it)."""
+    def _slice_figure(self, i: int) -> Figure:
+        """Kernel ``i``'s fastest clean batch in one slice (``session.py``; None: the slice was
+        disturbed) and its fastest batch less its threads' longest wait (``TimedLoop.floors``);
+        (None, None) where it is out of the session, or failed in this slice (it then leaves)."""
         loop, run = self.loops.get(i), self.runs[i]
         if loop is None:
-            return None
-        figure = None
+            return None, None
+        figure: Figure = (None, None)
         self._run_only(i)
         stopped_ns = self._stopped_ns(i)
         with run.recording():
             samples = loop.run_slice(self.slice_s)
-            figure = float(np.min(samples)) if samples else None  # none: a disturbed slice
+            floor = getattr(loop, "slice_floor", None)
+            figure = (float(np.min(samples)) if samples else None, floor)
         self._void_if_others_ran(i, stopped_ns)
         if run.failed:
             self.loops.pop(i, None)
-            return None
+            return None, None
         return figure
 
     def _void_if_others_ran(self, i: int, before_ns: int) -> None:
@@ -194,36 +199,45 @@ class RetimeRun:
                              f"{ran_ns / 1e6:.1f} ms while kernel {i} was timed")  # fmt: skip
             del self.loops[j]
 
-    def _plain_round(self) -> dict[int, float]:
+    def _plain_round(self) -> tuple[dict[int, float], dict[int, float]]:
         """Every kernel's slice in ``stats.round_order`` (no reference left to flank with)."""
         order = stats.round_order(self.rounds, len(self.runs))
         figures = {i: self._slice_figure(i) for i in order}
-        return {i: f for i, f in figures.items() if f is not None}
+        return tuple({i: f[k] for i, f in figures.items() if f[k] is not None} for k in (0, 1))  # type: ignore[return-value]
 
-    def _flanked_round(self) -> dict[int, float]:
+    def _flanked_round(self) -> tuple[dict[int, float], dict[int, float]]:
         """A B A C A: the reference (kernel 0) timed before and after every other kernel's slice,
         its last slice carried into the next round; each kernel's figure is ``stats.flanked``
         by the reference's slices either side of it, on the scale of the reference's median
         slice (the round's figure for kernel 0). A slice with no clean batch (``run_slice``)
-        has no figure, nor has a kernel it flanks, in this round: a disturbed round is dropped."""
+        has no figure, nor has a kernel it flanks, in this round: a disturbed round is dropped
+        (the floors' round, the second, has figures whenever the kernels ran)."""
         before = self._carried if self._carried is not None else self._slice_figure(0)
-        references, ratios = [before], {}
+        references, ratios = [before], ({}, {})
         children = [i for i in range(1, len(self.runs)) if i in self.loops]
         for i in children[:: -1 if self.rounds % 2 else 1]:
             if 0 not in self.loops:
                 break
-            child = self._slice_figure(i)
-            after = self._slice_figure(0)
-            if before is not None and child is not None and after is not None:
-                ratios[i] = stats.flanked(child, before, after)
+            child, after = self._slice_figure(i), self._slice_figure(0)
+            for k, found in enumerate(ratios):
+                if before[k] is not None and child[k] is not None and after[k] is not None:
+                    found[i] = stats.flanked(child[k], before[k], after[k])  # type: ignore[arg-type]
             references.append(after)
             before = after
         self._carried = before
-        known = [r for r in references if r is not None]
-        if 0 not in self.loops or not known:  # the reference failed, or the round was disturbed
+        if 0 not in self.loops:  # the reference failed: no figure is relative to it
+            return {}, {}
+        self.clean_rounds += bool(ratios[0])
+        return self._scaled(references, ratios[0], 0), self._scaled(references, ratios[1], 1)
+
+    @staticmethod
+    def _scaled(references: list[Figure], ratios: dict[int, float], k: int) -> dict[int, float]:
+        """The round's figures of kind ``k``: the reference's median slice, each other kernel's
+        ratio to it on its scale ({} where the reference has none: a disturbed round)."""
+        known = [r[k] for r in references if r[k] is not None]
+        if not known:
             return {}
-        self.clean_rounds += bool(ratios)
-        reference = float(np.median(known))
+        reference = float(np.median(known))  # type: ignore[arg-type]
         return {0: reference} | {i: ratio * reference for i, ratio in ratios.items()}
 
     def _confirm(self) -> None:
@@ -289,10 +303,12 @@ class RetimeRun:
     def _result(self) -> SessionAnswer:
         """Each kernel's result and the round medians (the pool decides from the results whether
         kernel code failed in this process: the worker is then replaced)."""
+        disturbed = self._rounds_kept() < self.min_rounds and self.rounds > 0
         return SessionAnswer(
             results=[run.result for run in self.runs],
             rounds=self.rounds,
             clean_rounds=self._rounds_kept(),
-            round_s=self.series,
+            disturbed=disturbed,
+            round_s=self.floor_series if disturbed else self.series,
             worker_pid=os.getpid(),
         )

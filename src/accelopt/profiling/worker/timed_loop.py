@@ -128,6 +128,7 @@ class TimedLoop:
         # each batch's seconds per call less the longest wait of one of its threads (an
         # estimate of it undisturbed: ``RunDelay.longest``)
         self.floors: list[float] = []
+        self.slice_floor: float | None = None  # the last slice's fastest floor (``run_slice``)
 
     def _every_batch_full(self, call_s: float | None = None) -> bool:
         """Whether every batch is full: as the policy says, or (auto) where a set's refresh costs
@@ -246,7 +247,7 @@ class TimedLoop:
         clock = time.perf_counter
         began = clock()
         self._call_untimed((self.warm + self.count) % len(self.calls))
-        first = len(self.samples)
+        first, floors_from = len(self.samples), len(self.floors)
         self.delay.rescan()
         begin = clock()
         give_up = max(seconds, SLICE_WAIT_S)
@@ -260,6 +261,7 @@ class TimedLoop:
         end = clock()
         self.elapsed_s += end - begin
         self.spent_s += end - began
+        self.slice_floor = min(self.floors[floors_from:], default=None)
         return self.samples[first:]
 
     def _call_untimed(self, index: int) -> None:
