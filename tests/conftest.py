@@ -3,6 +3,7 @@ line run in a subprocess with both, a fresh store and factories of the records i
 
 from __future__ import annotations
 
+import fcntl
 import os
 import subprocess
 import sys
@@ -61,12 +62,16 @@ def accelopt_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 
 
 @pytest.fixture
-def busy() -> Iterator[str]:
+def busy(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """Two CPU spinners on every CPU and a memory-bandwidth hog while the test runs (each gone
     after 300 s whatever happens): the tests of the search's decisions run beside them, as on a
-    user's busy machine, not alone."""
-    with busy_machine(spinners_per_cpu=2, memory=True, limit_s=300) as load:
-        yield load
+    user's busy machine, not alone. One such load at a time (a lock shared by the xdist workers:
+    two at once would be twice the load the tests are meant to meet); other tests run beside it."""
+    shared = tmp_path_factory.getbasetemp().parent  # the run's tmp tree, above popen-gwN
+    with open(shared / "busy-machine.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        with busy_machine(spinners_per_cpu=2, memory=True, limit_s=300) as load:
+            yield load
 
 
 @pytest.fixture(scope="session")

@@ -3,13 +3,12 @@ that keeps running cannot slow it down unnoticed (which would inflate its calibr
 
 from __future__ import annotations
 
-import os
-import signal
 import subprocess
 import sys
 import time
 
 import pytest
+from stoppable import Stoppable
 
 from accelopt.profiling.parent.controls import mix, spec_for
 from accelopt.profiling.worker import control
@@ -49,19 +48,6 @@ def test_a_kernel_process_left_running_gets_no_control_figure():
     finally:
         spinner.kill()
         spinner.wait()
-
-
-class Stoppable:
-    """The kernel's device as the harness stops it around a control (RemoteDevice.pause)."""
-
-    def __init__(self, pid: int) -> None:
-        self.pid = pid
-
-    def pause(self) -> None:
-        os.kill(self.pid, signal.SIGSTOP)
-
-    def resume(self) -> None:
-        os.kill(self.pid, signal.SIGCONT)
 
 
 def test_a_kernel_process_left_running_is_stopped_while_the_control_runs():

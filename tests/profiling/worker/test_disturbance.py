@@ -5,7 +5,6 @@ stopped process cannot run, and one that keeps running between its calls is caug
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -13,6 +12,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 import pytest
+from stoppable import Stoppable
 
 from accelopt.profiling.worker import disturbance
 from accelopt.profiling.worker.disturbance import Reading, RunDelay, between_calls, task_ns
@@ -98,19 +98,6 @@ def test_a_process_that_falls_idle_after_its_call_as_a_pool_does_is_not():
     )
     with process(pool) as kernel:
         assert between_calls([kernel.pid], threads=1) == ""
-
-
-class Stoppable:
-    """A device whose kernel process is ``pid`` (as RemoteDevice.pause/resume)."""
-
-    def __init__(self, pid: int) -> None:
-        self.pid = pid
-
-    def pause(self) -> None:
-        os.kill(self.pid, signal.SIGSTOP)
-
-    def resume(self) -> None:
-        os.kill(self.pid, signal.SIGCONT)
 
 
 def test_a_paused_kernel_process_cannot_run():
