@@ -378,3 +378,21 @@ def test_a_session_of_disturbed_rounds_waits_past_its_cap_and_no_longer():
     assert not run._done()  # at its cap (2 s), 3 clean rounds of 8: on
     run.loops[0].elapsed_s = 5.0  # 6 s: the cap and 2 s more per kernel
     assert run._done()
+
+
+def test_a_slice_whose_floor_is_zero_gives_no_ratio_and_no_error():
+    """A thread that waited longer than its batch took leaves a floor of nothing: that round
+    has no floor ratio (it divided by zero, failing every kernel of the session, beside a test
+    worker and two spinners per CPU)."""
+    from accelopt.profiling.worker.retime import RetimeRun
+
+    machine = _DriftingMachine()
+    machine.slice_floor = 0.0  # type: ignore[attr-defined]
+    run = object.__new__(RetimeRun)
+    run.runs = [_FakeRun() for _ in range(2)]
+    run.loops = dict.fromkeys(range(2), machine)
+    run.series, run.rounds, run.slice_s, run._carried = [[], []], 0, 0.01, None
+    run.floor_series, run.clean_rounds = [[], []], 0
+    for _ in range(3):
+        run._round()
+    assert run.floor_series[1] == [None, None, None] and run.clean_rounds == 3

@@ -220,7 +220,7 @@ class RetimeRun:
                 break
             child, after = self._slice_figure(i), self._slice_figure(0)
             for k, found in enumerate(ratios):
-                if before[k] is not None and child[k] is not None and after[k] is not None:
+                if before[k] and child[k] and after[k]:  # known (and not zero)
                     found[i] = stats.flanked(child[k], before[k], after[k])  # type: ignore[arg-type]
             references.append(after)
             before = after

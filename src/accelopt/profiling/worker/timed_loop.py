@@ -352,7 +352,9 @@ class TimedLoop:
         self._unseen.difference_update(batch)
         self._ahead.difference_update(batch)
         kind = batch_kind(rewritten, self._after_full, first_visit)
-        self.floors.append(max(0.0, sample - longest * 1e-9 / k))
+        floor = sample - longest * 1e-9 / k
+        if floor > 0:  # a thread that waited longer than the batch took tells nothing of it
+            self.floors.append(floor)
         self._kinds[kind].append(sample)
         disturbed = disturbance.disturbed(delay, sample * k)
         (self.disturbed if disturbed else self._clean[kind]).append(sample)
