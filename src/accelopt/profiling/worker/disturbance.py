@@ -93,11 +93,12 @@ class RunDelay:
         self._main_sched: list[int] = []  # ... and schedstat
         self._own = -1
         self.available = bool(self.pids) and os.path.exists("/proc/thread-self/schedstat")
-        weakref.finalize(self, _close, self._files, self._mains, self._main_sched)
+        self._owned: list[int] = []  # the timing thread's schedstat
+        weakref.finalize(self, _close, self._files, self._mains, self._main_sched, self._owned)
         if not self.available:
             return
         self._own = os.open("/proc/thread-self/schedstat", os.O_RDONLY)
-        self._main_sched.append(self._own)  # closed with them; read as its own
+        self._owned.append(self._own)
         for pid in self.pids:
             with contextlib.suppress(OSError):
                 self._mains.append(os.open(f"/proc/{pid}/task/{pid}/stat", os.O_RDONLY))
@@ -128,7 +129,7 @@ class RunDelay:
         return Reading(
             sum(threads),
             _fields(self._own)[1],
-            sum(_fields(fd)[0] for fd in self._main_sched if fd != self._own),
+            sum(_fields(fd)[0] for fd in self._main_sched),
             threads,
         )
 
