@@ -50,6 +50,14 @@ def sandbox_required() -> bool:
     return os.environ.get("ACCELOPT_UNSANDBOXED", "").strip().lower() not in {"1", "yes", "true"}
 
 
+def serve_triton() -> bool:
+    """Whether ``accelopt serve`` and ``accelopt mcp`` evaluate Triton kernels sent to them:
+    ``ACCELOPT_SERVE_TRITON`` set to 1, true, on or yes (the operator's explicit opt-in). Off by
+    default: a Triton kernel is Python, and until its containment has been proven on a GPU host,
+    serving it would let whoever sends one run code as the server's user."""
+    return os.environ.get("ACCELOPT_SERVE_TRITON", "").strip().lower() in {"1", "true", "on", "yes"}
+
+
 def triton_interpreter() -> bool:
     """Whether Triton runs kernels in its CPU interpreter, where they are checked and never
     timed: ``TRITON_INTERPRET`` set to 1, true, on or yes. Off by default (kernels run on a CUDA

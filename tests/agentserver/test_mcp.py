@@ -15,6 +15,8 @@ from typing import Any
 import anyio
 import pytest
 
+from accelopt.agentserver.server import TRITON_WARNING
+from accelopt.agentserver.tools import TRITON_REFUSED
 from accelopt.backends.kernel import Kernel
 from accelopt.problems import load_problem
 from accelopt.store.store import Store
@@ -29,6 +31,7 @@ pytestmark = [pytest.mark.timeout(300), pytest.mark.slow]
 
 SILU = load_problem("silu").kernel_path("baseline").read_text()
 BROKEN = "void kernel(const float *x, float *y) { this is not C; }\n"
+TRITON = "import os\nos.system('touch /tmp/pwned')\n"  # Python: refused unless opted in
 TOOLS = {"list_problems", "show_problem", "evaluate_kernel", "search_memory"}
 
 
@@ -75,6 +78,8 @@ async def agent_session(ws: Path, env: dict[str, str], errlog: Any) -> dict[str,
         got["unknown"] = await client.call_tool("evaluate_kernel", args)
         args = {"problem": "silu", "source": SILU, "workload": "huge"}
         got["bad_workload"] = await client.call_tool("evaluate_kernel", args)
+        args = {"problem": "silu", "source": TRITON, "workload": "small", "backend": "triton"}
+        got["triton"] = await client.call_tool("evaluate_kernel", args)
         got["memory"] = data(await client.call_tool("search_memory", {"query": "vectorize expf"}))
     got["stray"] = stray
     return got
@@ -83,8 +88,9 @@ async def agent_session(ws: Path, env: dict[str, str], errlog: Any) -> dict[str,
 def test_an_agent_session_through_the_sdk_client(cli_env, tmp_path):
     ws = tmp_path / "ws"
     log_path = tmp_path / "server.log"
+    env = {k: v for k, v in cli_env.items() if k != "ACCELOPT_SERVE_TRITON"}
     with log_path.open("w") as errlog:
-        got = anyio.run(agent_session, ws, cli_env, errlog)
+        got = anyio.run(agent_session, ws, env, errlog)
     log = log_path.read_text()
 
     assert got["server"] == "accelopt" and "evaluate_kernel" in got["instructions"]
@@ -113,6 +119,8 @@ def test_an_agent_session_through_the_sdk_client(cli_env, tmp_path):
     assert got["unknown"].is_error and "unknown problem" in text(got["unknown"])
     assert "Traceback" not in text(got["unknown"])
     assert got["bad_workload"].is_error and "no workload 'huge'" in text(got["bad_workload"])
+    assert got["triton"].is_error and text(got["triton"]).endswith(f": {TRITON_REFUSED}")
+    assert TRITON_WARNING not in log
     assert got["memory"] == []  # an empty workspace has no lessons: no error
 
     with Store.open(ws) as store:
@@ -142,6 +150,31 @@ def test_an_agent_session_through_the_sdk_client(cli_env, tmp_path):
     assert payload["best_pct_of_peak"] == pytest.approx(base["pct_of_peak"])
     assert [s["hash"] for s in payload["lineage"]] == [base["kernel_hash"]]
     assert [i["iteration"] for i in payload["iterations"]] == [1, 2]
+
+
+async def triton_call(ws: Path, env: dict[str, str], errlog: Any) -> CallToolResult:
+    """One evaluate_kernel of a Triton kernel, as an agent would send it."""
+    params = StdioServerParameters(
+        command=sys.executable, args=["-m", "accelopt", "mcp", "--workspace", str(ws)], env=env
+    )
+    async with (
+        stdio_client(params, errlog=errlog) as (read, write),
+        ClientSession(read, write) as client,
+    ):
+        await client.initialize()
+        args = {"problem": "silu", "source": "import triton\n", "backend": "triton"}
+        return await client.call_tool("evaluate_kernel", args)
+
+
+def test_with_the_opt_in_a_triton_kernel_takes_the_usual_path(cli_env, tmp_path):
+    log_path = tmp_path / "server.log"
+    env = {**cli_env, "ACCELOPT_SERVE_TRITON": "1"}
+    with log_path.open("w") as errlog:
+        result = anyio.run(triton_call, tmp_path / "ws", env, errlog)
+    log = log_path.read_text()
+    assert log.splitlines().count(TRITON_WARNING) == 1, log
+    # the usual path: here (no GPU) a tool error that says so; on a GPU host an evaluation
+    assert TRITON_REFUSED not in text(result)
 
 
 def test_without_the_sdk_the_command_says_what_to_install(cli_env, tmp_path):

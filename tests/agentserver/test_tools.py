@@ -13,7 +13,13 @@ from pathlib import Path
 import pytest
 from specs import make_spec
 
-from accelopt.agentserver.tools import MAX_SOURCE_BYTES, STRATEGY, Session, json_safe
+from accelopt.agentserver.tools import (
+    MAX_SOURCE_BYTES,
+    STRATEGY,
+    TRITON_REFUSED,
+    Session,
+    json_safe,
+)
 from accelopt.backends.kernel import Kernel
 from accelopt.backends.status import Status
 from accelopt.errors import UserError
@@ -237,6 +243,50 @@ def test_user_mistakes_are_user_errors_and_record_nothing(session, store):
     with pytest.raises(UserError, match="at least 1"):
         s.search_memory("tiling", k=0)
     assert store.list_runs() == [] and made == {}
+
+
+TRITON = "import os\nos.system('touch /tmp/pwned')\n"  # Python: what a hostile client might send
+
+
+@pytest.fixture
+def triton_session(tmp_path: Path, store: Store) -> Iterator[tuple[Session, list[str], dict]]:
+    """A session whose every backend has fake ceilings and a fake profiler: what it was asked
+    for (the backends whose ceilings were looked up) and what it made."""
+    asked: list[str] = []
+    made: dict[str, FakeProfiler] = {}
+
+    def hardware_for(backend: str) -> HardwareSpec:
+        asked.append(backend)
+        return make_spec(name=f"{backend}:fake", backend=backend)
+
+    def factory(hardware: HardwareSpec, st: Store) -> FakeProfiler:
+        made[hardware.backend] = FakeProfiler(hardware, st)
+        return made[hardware.backend]
+
+    s = Session(tmp_path, store, hardware_for=hardware_for, profiler_factory=factory,
+                remarks=False)  # fmt: skip
+    yield s, asked, made
+    s.close()
+
+
+def test_a_triton_kernel_is_refused_before_anything_is_made(triton_session, store, monkeypatch):
+    monkeypatch.delenv("ACCELOPT_SERVE_TRITON", raising=False)
+    s, asked, made = triton_session
+    for problem, backend in (("silu", "triton"), ("nope", "triton"), ("silu", "Triton ")):
+        with pytest.raises(UserError) as refused:
+            s.evaluate_kernel(problem, TRITON, workload="small", backend=backend)
+        assert str(refused.value) == TRITON_REFUSED
+    assert asked == [] and made == {} and store.list_runs() == []
+
+
+def test_with_the_opt_in_a_triton_kernel_is_evaluated(triton_session, store, monkeypatch):
+    monkeypatch.setenv("ACCELOPT_SERVE_TRITON", "1")
+    s, asked, made = triton_session
+    s.profiler("triton")
+    made["triton"].outcomes[TRITON] = (Status.PASSED, 2e-6)
+    result = s.evaluate_kernel("silu", TRITON, workload="small", backend="triton")
+    assert result["status"] == "PASSED" and made["triton"].calls == 1
+    assert asked == ["triton"] and [r.backend for r in store.list_runs()] == ["triton"]
 
 
 def test_problems_and_show_problem(session):

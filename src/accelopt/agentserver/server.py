@@ -30,7 +30,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import Field
 
-from accelopt import __version__
+from accelopt import __version__, settings
 from accelopt.agentserver.tools import Session
 from accelopt.errors import UserError
 from accelopt.problems.loader import UnknownProblemError
@@ -52,7 +52,14 @@ Every evaluation is recorded in the workspace as a run (strategy "agent"): `acce
 """
 
 ProblemName = Annotated[str, Field(description="problem name, as list_problems gives it")]
-Backend = Annotated[str, Field(description="kernel language/device: cpu (C) or triton")]
+Backend = Annotated[
+    str,
+    Field(description="kernel language/device: cpu (C), or triton where the operator allows it"),
+]
+TRITON_WARNING = (
+    "accelopt mcp: warning: ACCELOPT_SERVE_TRITON is set, so the client may send a Triton kernel "
+    "(Python) that runs as this server's user, not contained"
+)
 
 
 def build_server(session: Session) -> MCPServer:
@@ -130,6 +137,8 @@ def serve(session: Session, store: Store) -> None:
         file=sys.stderr,
         flush=True,
     )
+    if settings.serve_triton():
+        print(TRITON_WARNING, file=sys.stderr, flush=True)
     status = RunStatus.FAILED
     try:
         anyio.run(_serve, build_server(session), session, store)

@@ -6,7 +6,8 @@ evaluation against the reference and the hardware's ceilings, and the lessons of
 
 Kernels are hostile code: they only ever run in the profiler's isolated workers, never in this
 process. This process compiles a passing kernel once more, without running it, for the compiler's
-vectorization remarks in its profile, as the search loop does for its planner.
+vectorization remarks in its profile, as the search loop does for its planner. A Triton kernel is
+Python: it is refused (``TRITON_REFUSED``) unless the operator set ``ACCELOPT_SERVE_TRITON=1``.
 
 Each evaluation is recorded like a step of a run, so that ``accelopt runs list/show`` and
 ``accelopt report RUN`` cover agent sessions. Per session and per (problem, its fingerprint,
@@ -32,6 +33,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from accelopt import settings
 from accelopt.backends.base import get_backend
 from accelopt.backends.kernel import Kernel
 from accelopt.errors import UserError
@@ -62,6 +64,11 @@ log = logging.getLogger(__name__)
 MAX_SOURCE_BYTES = 1 << 20  # a kernel source longer than this is refused (1 MiB)
 MAX_LESSONS = 50  # search_memory's k, at most
 STRATEGY = "agent"  # the strategy of the runs an agent session records
+TRITON_REFUSED = (
+    "this server does not run Triton kernels: a Triton kernel is Python, and until its "
+    "containment has been proven on a GPU host serving it would let any client run code as the "
+    "server's user; the operator can opt in with ACCELOPT_SERVE_TRITON=1"
+)
 
 HardwareFor = Callable[[str], HardwareSpec]
 ProfilerFactory = Callable[[HardwareSpec, Store], Profiler]
@@ -203,6 +210,8 @@ class Session:
         ``accelopt eval --json -`` prints it), its ``profile`` as text, and where it was
         recorded (``run``). A failing kernel is a result (its status and error), not an
         error."""
+        if backend.strip().lower() == "triton" and not settings.serve_triton():
+            raise UserError(TRITON_REFUSED)  # before anything is made or run
         check_source(source)
         prob = problem_and_workload(problem, workload, self.workspace)
         profiler = self.profiler(backend)

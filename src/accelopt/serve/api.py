@@ -4,7 +4,9 @@ Every ``/v1`` route needs ``Authorization: Bearer TOKEN`` unless the server was
 started without a token (``--no-auth``, loopback only). A request body over ``MAX_BODY_BYTES``
 is refused with 413 and never kept (read and discarded up to ``DRAIN_BYTES``, so that a client
 still sending reads the 413, not a reset connection); a full queue answers 429 with ``Retry-After``.
-Errors are JSON ``{"detail": "one sentence"}``.
+Errors are JSON ``{"detail": "one sentence"}``. A Triton kernel is refused with 403 unless the
+operator set ``ACCELOPT_SERVE_TRITON=1`` (``jobs.TRITON_REFUSED``); with it set, the app warns on
+standard error when it is made.
 
 The live dashboard (``accelopt.serve.dashboard``): ``/runs`` and ``/runs/ID`` are pages that hold
 no data and are served without the token; their script takes the token from the URL's fragment
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import hmac
 import secrets
+import sys
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any, Literal
 
@@ -23,6 +26,7 @@ from fastapi import Depends, FastAPI, HTTPException, Request
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse
 from pydantic import BaseModel, ConfigDict, Field
 
+from accelopt import settings
 from accelopt.errors import UserError
 from accelopt.serve.dashboard import page_headers, render_page
 from accelopt.serve.jobs import MAX_SOURCE_BYTES, EvaluationJobs, QueueFull, Rejected
@@ -45,7 +49,10 @@ class EvaluationRequest(BaseModel):
 
     problem: str = Field(min_length=1, max_length=200, description="a problem name")
     workload: str = Field("cpu", min_length=1, max_length=200)
-    backend: str = Field("cpu", min_length=1, max_length=50)
+    backend: str = Field(
+        "cpu", min_length=1, max_length=50,
+        description="cpu; triton only where the operator set ACCELOPT_SERVE_TRITON=1 (else 403)",
+    )  # fmt: skip
     source: str = Field(description="the kernel's source (C for cpu, Python for triton)")
 
 
@@ -83,7 +90,17 @@ class Views:
         self.live: Callable[[str], dict[str, Any] | None] = live or (lambda run_id: None)
 
 
+TRITON_WARNING = (
+    "accelopt serve: warning: ACCELOPT_SERVE_TRITON is set, so any token holder may send a "
+    "Triton kernel (Python) that runs as this server's user, not contained"
+)
+
+
 def create_app(jobs: EvaluationJobs, views: Views, token: str | None) -> FastAPI:
+    """The API over ``jobs`` and ``views``; one warning line on standard error when the
+    operator opted in to Triton kernels (``settings.serve_triton``)."""
+    if settings.serve_triton():
+        print(TRITON_WARNING, file=sys.stderr, flush=True)
     app = FastAPI(
         title="accelopt",
         summary="Evaluate kernels against a problem's reference and the hardware's roofline.",

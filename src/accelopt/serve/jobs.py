@@ -6,6 +6,10 @@ profiler like any other evaluation: the workspace's evaluation cache answers a k
 measured, and a new result is written to it. When ``max_queued`` submissions already wait, a
 new one is refused with ``QueueFull`` and an estimate of when to try again. Finished jobs are
 kept (the newest ``keep``) so that a client can fetch its result.
+
+A Triton kernel is refused (403, ``TRITON_REFUSED``) before anything else is looked at, unless
+the operator opted in (``settings.serve_triton``): it is Python, and until its containment has
+been proven on a GPU host, running it would run any token holder's code as the server's user.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from accelopt import settings
 from accelopt.backends.kernel import Kernel
 from accelopt.errors import UserError
 from accelopt.problems.records import Problem
@@ -31,6 +36,16 @@ from accelopt.views import evaluation_json
 
 State = Literal["queued", "running", "done"]
 MAX_SOURCE_BYTES = 1 << 20  # a kernel is a few KiB; the backends refuse more than this anyway
+TRITON_REFUSED = (
+    "this server does not run Triton kernels: a Triton kernel is Python, and until its "
+    "containment has been proven on a GPU host serving it would let any token holder run code "
+    "as the server's user; the operator can opt in with ACCELOPT_SERVE_TRITON=1"
+)
+
+
+def is_triton(backend: str) -> bool:
+    """Whether ``backend`` names Triton, however it is spelt (a Triton kernel is Python)."""
+    return backend.strip().lower() == "triton"
 
 
 class QueueFull(Exception):
@@ -94,6 +109,8 @@ class EvaluationJobs:
         self._seq = itertools.count(1)
 
     def submit(self, problem: str, workload: str, backend: str, source: str) -> Job:
+        if is_triton(backend) and not settings.serve_triton():  # before anything is made
+            raise Rejected(403, TRITON_REFUSED)
         if len(source.encode()) > MAX_SOURCE_BYTES:
             raise Rejected(413, f"the kernel is larger than {MAX_SOURCE_BYTES >> 10} KiB")
         if not source.strip():
