@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from accelopt.agents.attempts import TriedPlan
 from accelopt.agents.context import ProblemView
+from accelopt.agents.lessons import lessons_context
 from accelopt.agents.prompting import chat, problem_context
 from accelopt.backends.facts import BackendFacts
 from accelopt.llm.chat import ChatModel
@@ -25,7 +26,8 @@ class PlannerInput:
     kernel_source: str
     profile: Profile
     facts: BackendFacts
-    # the retrieved memory, best first: each lesson with its kind, measured speedup and problem
+    # the retrieved memory, best first: each lesson with its kind, speedup (measured here or an
+    # imported claim) and problem; the prompt quotes them bounded, inside a fence, as data
     lessons: Sequence[Experience] = ()
     # plans already tried on this kernel's lineage, with what came of each
     tried: Sequence[TriedPlan] = ()
@@ -191,7 +193,7 @@ def planner_messages(given: PlannerInput) -> list[Message]:
         **problem_context(given.problem, given.facts),
         kernel_source=given.kernel_source.strip(),
         profile_text=render_profile(given.profile).strip(),
-        lessons=list(given.lessons),
+        **lessons_context(given.lessons),
         tried=list(given.tried),
         drafted=[title.strip() for title in given.drafted],
         variants=list(given.variants),

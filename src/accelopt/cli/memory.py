@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
 from typing import Annotated
@@ -13,7 +14,7 @@ from accelopt.cli.optimize import WorkspaceOption, open_store
 from accelopt.cli.output import JsonOption, check_writable, console, shows_table, write_json
 from accelopt.errors import UserError, check_user_file
 from accelopt.formatting import speedup_x
-from accelopt.memory.transfer import export_jsonl, import_jsonl
+from accelopt.memory.transfer import ImportReport, LineNote, export_jsonl, import_jsonl
 
 app = typer.Typer(help="The optimization memory: list, show, export, import.", no_args_is_help=True)
 
@@ -83,8 +84,31 @@ def import_command(
     path: Annotated[Path, typer.Argument(help="JSONL file from `memory export`")],
     workspace: WorkspaceOption = None,
 ) -> None:
-    """Add the lessons of a JSONL file (exact duplicates are skipped)."""
+    """Add the lessons of a JSONL file: their text bounded, their speedups marked as claims;
+    exact duplicates are skipped, malformed lines refused and named."""
     check_user_file(path, "file", "give the JSONL file `accelopt memory export` wrote")
     with open_store(workspace) as store:
-        count = import_jsonl(store, path)
-    console.print(f"imported {count} lessons from {path}", highlight=False)
+        report = import_jsonl(store, path)
+    for line in import_lines(report, str(path)):
+        console.print(line, markup=False, highlight=False)
+
+
+MAX_NOTES_SHOWN = 20  # per kind (bounded, refused): a garbage file must not flood the terminal
+
+
+def import_lines(report: ImportReport, path: str) -> list[str]:
+    """What ``memory import`` prints: the counts, then each bounded and each refused line."""
+    skipped = f", {report.duplicates} already there" if report.duplicates else ""
+    lines = [
+        f"imported {report.added} lessons from {path}{skipped}; their speedups are claims,"
+        " not measured here, and never rank them"
+    ]
+    lines += _notes("line {}: imported, {}", report.bounded)
+    lines += _notes("refused line {}: {}", report.refused)
+    return lines
+
+
+def _notes(form: str, notes: Sequence[LineNote]) -> list[str]:
+    shown = [form.format(n.line, n.text) for n in notes[:MAX_NOTES_SHOWN]]
+    more = len(notes) - MAX_NOTES_SHOWN
+    return shown + ([f"... and {more} more such lines"] if more > 0 else [])

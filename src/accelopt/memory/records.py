@@ -28,7 +28,9 @@ class Experience:
 
     ``positive``: the ``fast`` kernel is a child that beat its parent (do this). ``negative``: a
     child that was much slower, stored reversed so that ``fast`` is the parent (undo this).
-    ``speedup`` is always slow latency / fast latency, measured, > 1.
+    ``speedup`` is always slow latency / fast latency, > 1: measured by this workspace's own run
+    when ``measured_here``, else (an imported lesson) only claimed by whoever exported it, which
+    retrieval never ranks by and the planner is told is a claim.
     """
 
     lesson: Lesson
@@ -49,3 +51,5 @@ class Experience:
     iteration: int | None = None
     parent_hash: str = ""
     plan_title: str = ""
+    # False: imported (``memory import``), its speedup a claim not measured in this workspace
+    measured_here: bool = True

@@ -14,17 +14,22 @@ memory persists in the workspace and is ranked (issue 5, point 4):
   ``backend=``, and every candidate is checked again here (``exp.backend == backend``), so that
   an older store that ignores the filter still never shows a Triton lesson to a C planner.
 - **Score** = relevance × log2(1 + speedup) × preference. See ``score`` and ``preference``.
+  Only a speedup measured in this workspace counts: an imported lesson's is the exporter's claim
+  (``Experience.measured_here`` False), so it is ranked as if it had none (``evidence``: 1),
+  whatever it claims, and a measured lesson as relevant comes before it.
 - **Preference** for lessons measured where they will be used: ×``SAME_PROBLEM_FACTOR`` (1.5)
   for a lesson of the same problem, ×``SAME_HARDWARE_FACTOR`` (1.25) for one measured on the same
-  hardware (a ``HardwareSpec.key``); both multiply (1.875). A lesson from elsewhere still ranks
+  hardware (a ``HardwareSpec.key``; not for an imported lesson, whose hardware is claimed too);
+  both multiply (1.875). A lesson from elsewhere still ranks
   first when it is clearly more relevant or faster: the factors only tip near-ties.
 - **Near-duplicates** (similar titles, or the same ``after`` snippet) are merged, keeping the
   higher-scored one. See ``near_duplicate`` and ``dedupe``.
 - **Filling**: when fewer than k lessons match, the rest of the scope fills the list, by
-  preference (same problem and hardware first), then speedup, as the published system showed
-  lessons regardless of relevance.
+  preference (same problem and hardware first), then measured speedup, as the published system
+  showed lessons regardless of relevance.
 
-Ties are broken by score, then preference, then speedup, then id, then title: deterministic.
+Ties are broken by score, then preference, then measured speedup, then id, then title:
+deterministic.
 """
 
 from __future__ import annotations
@@ -128,6 +133,11 @@ def weight(speedup: float) -> float:
     return math.log2(1.0 + max(speedup, 1.0))
 
 
+def evidence(exp: Experience) -> float:
+    """The speedup ranking may use: the measured one, or 1 (none) for an imported claim."""
+    return exp.speedup if exp.measured_here else 1.0
+
+
 def score(relevance: float, speedup: float, prefer: float = 1.0) -> float:
     """relevance × weight(speedup) × prefer; relevance is -bm25 (higher is better, > 0 for a
     match), floored at 0 so that a larger speedup never lowers a score."""
@@ -138,7 +148,7 @@ def preference(exp: Experience, *, problem: str | None, hardware: str | None) ->
     """``SAME_PROBLEM_FACTOR`` if the lesson comes from ``problem``, times
     ``SAME_HARDWARE_FACTOR`` if it was measured on ``hardware``; 1 otherwise (or when None)."""
     same_problem = problem is not None and exp.problem == problem
-    same_hardware = hardware is not None and exp.hardware == hardware
+    same_hardware = hardware is not None and exp.measured_here and exp.hardware == hardware
     return (SAME_PROBLEM_FACTOR if same_problem else 1.0) * (
         SAME_HARDWARE_FACTOR if same_hardware else 1.0
     )
@@ -199,14 +209,14 @@ def _rank_key(
 ) -> tuple[float, float, float, int, str]:
     exp, s = item
     ident = exp.id if exp.id is not None else 1 << 62
-    return (-s, -prefer(exp), -exp.speedup, ident, exp.lesson.title)
+    return (-s, -prefer(exp), -evidence(exp), ident, exp.lesson.title)
 
 
 def dedupe(
     scored: Iterable[tuple[Experience, float]], prefer: Prefer = _no_preference
 ) -> list[tuple[Experience, float]]:
-    """Best first (score, then ``prefer``, then speedup, then id), each kept only if it is no
-    near-duplicate of one kept before it."""
+    """Best first (score, then ``prefer``, then measured speedup, then id), each kept only if it
+    is no near-duplicate of one kept before it."""
     kept: list[tuple[Experience, float]] = []
     for item in sorted(scored, key=lambda item: _rank_key(item, prefer)):
         if not any(near_duplicate(item[0], k[0]) for k in kept):
@@ -252,7 +262,7 @@ def rank(store: ExperienceSource, lookup: Lookup) -> list[tuple[Experience, floa
         return preference(exp, problem=lookup.problem, hardware=lookup.hardware)
 
     hits = _search(store, query_terms(lookup.problem_text, lookup.kernel_text), k, run, backend)
-    kept = dedupe(((exp, score(rel, exp.speedup, prefer(exp))) for exp, rel in hits), prefer)
+    kept = dedupe(((exp, score(rel, evidence(exp), prefer(exp))) for exp, rel in hits), prefer)
     if len(kept) < k:
         pool = [e for e in store.experiences(run_id=run, backend=backend) if _of(e, backend)]
         kept = _fill(kept, pool, {exp.id for exp, _ in hits}, prefer)
@@ -282,7 +292,7 @@ def _fill(
     prefer: Prefer,
 ) -> list[tuple[Experience, float]]:
     """``kept`` followed by the unmatched experiences of the pool (score 0: by preference, then
-    speedup)."""
+    measured speedup)."""
     rest = [(exp, 0.0) for exp in pool if exp.id not in matched]
     return dedupe([*kept, *rest], prefer)
 

@@ -37,8 +37,8 @@ class ExperienceTables(Database):
             cur = conn.execute(
                 "INSERT OR IGNORE INTO experiences (run_id, kind, speedup, problem, backend,"
                 " hardware, model, slow_hash, fast_hash, title, description, before_src,"
-                " after_src, created_at, iteration, parent_hash, plan_title, committed)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                " after_src, created_at, iteration, parent_hash, plan_title, committed,"
+                " measured_here) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     experience.run_id,
                     experience.kind,
@@ -58,6 +58,7 @@ class ExperienceTables(Database):
                     experience.parent_hash,
                     experience.plan_title,
                     int(experience.iteration is None),
+                    int(experience.measured_here),
                 ),
             )
             if cur.rowcount == 1:
@@ -191,5 +192,6 @@ def _experience(row: sqlite3.Row) -> Experience:
             after=row["after_src"],
         ),
         kind=ExperienceKind(row["kind"]),
+        measured_here=bool(row["measured_here"]),
         **{name: row[name] for name in _PROVENANCE},
     )

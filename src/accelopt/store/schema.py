@@ -9,7 +9,9 @@ another kernel's tunables, ``search/tuning.py``), which an accelopt of version 2
 and every paid call is *held* (``llm_holds``: its reservation) from before its request is sent
 until its record is written, so that a call a kill cut off counts against the budget, and every
 time a run's kernel is written is kept (``run_kernel_writes``: a plan tried again that wrote the
-same kernel is one the planner is told of). A later
+same kernel is one the planner is told of); 4, an experience says whether its speedup was
+``measured_here`` (by a run of this workspace) or is an imported claim; an older store's lessons
+of no run it holds (imported, or added by hand) become claims. A later
 version adds a function to ``MIGRATIONS`` that upgrades the previous one in place; opening a
 database whose version is newer than this code knows raises ``SchemaVersionError`` rather than
 guessing.
@@ -23,7 +25,7 @@ from pathlib import Path
 
 from accelopt.store.errors import SchemaVersionError, StoreError
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 BUSY_TIMEOUT_MS = 10_000
 
 # What the triggers below write into the external-content FTS5 index: a row's words, or the
@@ -227,8 +229,25 @@ def _to_v3(conn: sqlite3.Connection) -> None:
         _run_script(conn, _WRITES_FROM_KERNELS)
 
 
+_SCHEMA_V4 = """
+ALTER TABLE experiences ADD COLUMN measured_here INTEGER NOT NULL DEFAULT 1;  -- 0: a claim
+"""
+# Before version 4 an imported lesson was stored like a measured one: those of no run here
+_CLAIMS_FROM_OLDER = """
+UPDATE experiences SET measured_here = 0
+    WHERE iteration IS NULL AND run_id NOT IN (SELECT id FROM runs);
+"""
+
+
+def _to_v4(conn: sqlite3.Connection) -> None:
+    columns = {row[1] for row in conn.execute("PRAGMA table_info(experiences)")}
+    if "measured_here" not in columns:  # a copy of a newer store relabelled older has it
+        _run_script(conn, _SCHEMA_V4)
+    _run_script(conn, _CLAIMS_FROM_OLDER)
+
+
 # MIGRATIONS[v] upgrades a database at version v - 1 to version v, inside the open transaction.
-MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {2: _to_v2, 3: _to_v3}
+MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {2: _to_v2, 3: _to_v3, 4: _to_v4}
 
 
 def connect(path: Path) -> sqlite3.Connection:
@@ -263,6 +282,7 @@ def _ensure_schema(conn: sqlite3.Connection, path: Path) -> None:
             _run_script(conn, _SCHEMA_V1)
             _run_script(conn, _SCHEMA_V2)
             _run_script(conn, _SCHEMA_V3)
+            _run_script(conn, _SCHEMA_V4)
             conn.execute("INSERT INTO schema_version (version) VALUES (?)", (SCHEMA_VERSION,))
         elif version > SCHEMA_VERSION:
             raise SchemaVersionError(
