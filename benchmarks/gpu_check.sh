@@ -32,7 +32,16 @@ nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=c
 
 echo "== tests of the triton backend (GPU tests included)"
 "$PY" -m pytest -q -p no:cacheprovider -o addopts="--import-mode=importlib" \
-    tests/backends/test_triton_gpu.py tests/backends/test_triton_checks.py || status=$?
+    tests/backends/test_triton_gpu.py tests/backends/test_triton_checks.py \
+    tests/backends/test_triton_hosted.py tests/backends/test_triton_containment.py || status=$?
+
+echo "== the silu baseline in its own contained process on the GPU: the layers it had"
+"$PY" -m accelopt eval silu src/accelopt/problems/suite/silu/baseline_triton.py --backend triton \
+    --workload paper --seeds 2 --workspace "$ACCELOPT_CACHE_DIR/ws" \
+    --json "$ACCELOPT_CACHE_DIR/contained.json" || status=$?
+"$PY" -c "import json, sys; e = json.load(open(sys.argv[1])); e = e[0] if isinstance(e, list) else e
+print(e.get('status'), e.get('latency_s'), e.get('isolation'))" "$ACCELOPT_CACHE_DIR/contained.json" \
+    || status=$?
 
 echo "== ceilings: datasheet and measured"
 "$PY" -m accelopt hardware --backend triton --measure

@@ -204,7 +204,7 @@ def _why(outcome: attacks.Outcome) -> str:
 def _mode() -> str:
     if os.geteuid() != 0:
         return "user"
-    from accelopt.backends.cpu.containment import DROP_TO_NOBODY, drop_mode
+    from accelopt.backends.containment import DROP_TO_NOBODY, drop_mode
 
     return "nobody" if drop_mode() == DROP_TO_NOBODY else "root-without-capabilities"
 

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from accelopt import settings
@@ -19,14 +17,6 @@ def test_the_triton_interpreter_is_on_for_a_true_value(monkeypatch, value, on) -
     else:
         monkeypatch.setenv("TRITON_INTERPRET", value)
     assert settings.triton_interpreter() is on
-
-
-def test_tritons_cache_is_the_users_else_under_accelopts(monkeypatch, tmp_path: Path) -> None:
-    monkeypatch.setenv("ACCELOPT_CACHE_DIR", str(tmp_path))
-    monkeypatch.delenv("TRITON_CACHE_DIR", raising=False)
-    assert settings.triton_cache_dir() == str(tmp_path / "triton")
-    monkeypatch.setenv("TRITON_CACHE_DIR", "/elsewhere")
-    assert settings.triton_cache_dir() == "/elsewhere"
 
 
 def test_cuda_visible_devices_keeps_empty_apart_from_unset(monkeypatch) -> None:

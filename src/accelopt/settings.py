@@ -65,13 +65,6 @@ def triton_interpreter() -> bool:
     return os.environ.get("TRITON_INTERPRET", "").strip().lower() in {"1", "true", "on", "yes"}
 
 
-def triton_cache_dir() -> str:
-    """Where Triton keeps the kernels it compiles in a worker: ``TRITON_CACHE_DIR`` as given when
-    set, else ``cache_dir()/triton``."""
-    explicit = os.environ.get("TRITON_CACHE_DIR")
-    return explicit if explicit is not None else str(cache_dir() / "triton")
-
-
 def cuda_visible_devices() -> str | None:
     """``CUDA_VISIBLE_DEVICES`` as given: the GPUs CUDA may use, the first being the one kernels
     run on. None when unset (every GPU); set but empty means none, so ``""`` is kept."""

@@ -24,8 +24,8 @@ import attacks
 import pytest
 
 from accelopt.backends.base import KernelError
+from accelopt.backends.containment import DROP_TO_NOBODY, check_tasks, task_status
 from accelopt.backends.cpu import openmp
-from accelopt.backends.cpu.containment import DROP_TO_NOBODY, check_tasks, task_status
 from accelopt.backends.status import Status
 
 ROOT = os.geteuid() == 0

@@ -57,6 +57,7 @@ def test_the_shipped_baseline_passes(evaluator: Evaluator) -> None:
         ("caught_guard", Status.REJECTED, "outside its Triton kernels"),
         ("writes_nothing", Status.INCORRECT, "was not written"),
         ("skips_tail", Status.INCORRECT, "5 of 2400 values NaN"),
+        ("writes_past_the_end", Status.INCORRECT, "16 floats past the end of output 'y'"),
         ("modifies_input", Status.INCORRECT, "modified input 'x'"),
         ("remembers", Status.INCORRECT, "not written"),
         ("raises_first", Status.COMPILE_ERROR, "ValueError: boom"),
@@ -175,34 +176,30 @@ def test_the_guard_refuses_torch_work_in_a_heuristic_that_triton_calls(tmp_path:
 KNOBS_SCRIPT = """
 import os
 from triton import knobs
-from accelopt.backends.triton.backend import _configure_triton
+from accelopt.backends.triton.warmup import configure
 
-_configure_triton()
+configure(os.environ["SCRATCH"])
 set_here = sorted(k for k in ("TRITON_CACHE_DIR", "TRITON_F32_DEFAULT") if k in os.environ)
 print(knobs.cache.dir, knobs.language.fp32_default, knobs.propagate_env, set_here)
 """
 
 
-@pytest.mark.parametrize("triton_cache", [None, "/tmp/their-triton-cache"])
-def test_the_worker_sets_tritons_knobs_and_leaves_the_environment_alone(
-    tmp_path: Path, triton_cache: str | None
+def test_the_kernels_process_sets_tritons_knobs_and_leaves_the_environment_alone(
+    tmp_path: Path,
 ) -> None:
-    """The compile cache (the user's TRITON_CACHE_DIR, else accelopt's cache) and the fp32
-    default of a tl.dot are Triton's knobs in the worker; its environment stays as it was."""
+    """The compile cache (the evaluation's own scratch folder: no kernel leaves a compiled file
+    for another) and the fp32 default of a tl.dot are Triton's knobs, set in the kernel's
+    process; its environment stays as it was."""
     import os
     import subprocess
     import sys
 
     env = {k: v for k, v in os.environ.items() if not k.startswith("TRITON_")}
-    env |= {"TRITON_INTERPRET": "1", "ACCELOPT_CACHE_DIR": str(tmp_path)}
-    if triton_cache is not None:
-        env["TRITON_CACHE_DIR"] = triton_cache
+    env |= {"TRITON_INTERPRET": "1", "SCRATCH": str(tmp_path)}
     script = tmp_path / "knobs.py"
     script.write_text(KNOBS_SCRIPT)
     done = subprocess.run(
         [sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=120,
         check=True,
     )  # fmt: skip
-    cache = triton_cache or str(tmp_path / "triton")
-    expected_env = ["TRITON_CACHE_DIR"] if triton_cache else []
-    assert done.stdout.strip().split(maxsplit=3) == [cache, "ieee", "True", str(expected_env)]
+    assert done.stdout.strip().split(maxsplit=3) == [str(tmp_path), "ieee", "True", "[]"]

@@ -1,5 +1,6 @@
-"""The triton backend on a real NVIDIA GPU: CUDA buffers, event timing with the L2 cache cleared,
-canaries, the guard. Skipped where torch sees no CUDA device (run by benchmarks/gpu_check.sh)."""
+"""The triton backend on a real NVIDIA GPU: the kernel's own contained process, CUDA buffers
+shared by IPC, batches timed by the worker's clock with the L2 cache cleared, canaries, the
+guard. Skipped where torch sees no CUDA device (run by benchmarks/gpu_check.sh)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import numpy as np
 import pytest
 
 from accelopt.backends import Kernel, Status
+from accelopt.backends.base import KernelError
 from accelopt.problems.loader import load_problem
 from accelopt.profiling.config import EvalConfig
 from accelopt.profiling.parent.evaluator import Evaluator
@@ -38,18 +40,53 @@ def evaluator(accelopt_cache: Path) -> Iterator[Evaluator]:
         yield ev
 
 
-def test_cuda_device_round_trip_canaries_and_timing() -> None:
-    from accelopt.backends.triton.torch_device import TorchDevice
+def test_cuda_buffers_are_shared_by_ipc_and_the_process_is_contained() -> None:
+    """The kernel's own process made the CUDA buffers; the worker reads, writes and arms canaries
+    in them through their IPC handles, and times a batch by its own clock."""
+    from accelopt.backends.triton.hosted import HostedDevice
 
-    device = TorchDevice("cuda")
-    host = np.arange(12, dtype=np.float32).reshape(3, 4)
-    buffer = device.upload(host)
-    assert buffer.is_cuda and np.array_equal(device.to_host(buffer), host)
-    canaries = device.canaries([[buffer]], seed=0)
-    canaries.arm(0)
-    assert not canaries.written()
-    seconds = device.time_call(lambda: buffer.fill_(1.0))
-    assert canaries.written() and 0 < seconds < 1
+    device = HostedDevice(gpu=True, seed=0)
+    try:
+        host = np.linspace(-3, 3, 4096, dtype=np.float32)
+        x, y = device.upload(host), device.empty((4096,), np.nan)
+        assert x.array.is_cuda and np.array_equal(device.to_host(x), host)
+        silu = load_problem("silu").kernel_path("baseline", "triton").read_text()
+        kernel = device.load(silu, 1 << 30)
+        facts = device.isolation
+        assert facts["seccomp"] == "1" and facts["tasks_nonewprivs"] == "1", facts
+        canaries = device.canaries([[y]], seed=0)
+        canaries.arm(0)
+        assert not canaries.written()
+        seconds = device.time_calls([kernel.bind([x, y])])
+        assert canaries.written() and 0 < seconds < 1
+        assert np.allclose(device.to_host(y), host / (1 + np.exp(-host)), rtol=1e-5)
+    finally:
+        device.close()
+
+
+SOCKET_AT_CALL = """
+import socket
+import triton
+
+
+def kernel(x, y):
+    socket.socket().connect(("127.0.0.1", 9))
+"""
+
+
+def test_a_kernel_that_opens_a_socket_on_the_gpu_is_rejected() -> None:
+    """The same system call filter holds on a GPU, where CUDA's ioctls are allowed."""
+    from accelopt.backends.triton.hosted import HostedDevice
+
+    device = HostedDevice(gpu=True, seed=0)
+    try:
+        x, y = device.upload(np.ones(16, dtype=np.float32)), device.empty((16,), np.nan)
+        kernel = device.load(SOCKET_AT_CALL, 1 << 30)
+        with pytest.raises(KernelError) as raised:
+            kernel([x, y])
+        assert raised.value.status is Status.REJECTED
+    finally:
+        device.close()
 
 
 def test_a_baseline_is_timed_on_the_gpu(evaluator: Evaluator) -> None:

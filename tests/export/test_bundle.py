@@ -101,3 +101,16 @@ def test_a_target_that_cannot_be_written_is_one_sentence(export_with, tmp_path) 
     (tmp_path / "file").write_text("a file, not a folder")
     with pytest.raises(UserError, match=r"cannot write beside .* give --to a folder you can write"):
         export_with(load_problem("silu"), SILU, ["tiny"], name="file/inside")
+
+
+def test_a_triton_kernel_todays_checks_refuse_is_not_exported_though_it_passed(tmp_path) -> None:
+    """It passed under older checks (an evaluation in a cache, an imported run): what is
+    exported runs in the caller's process, so today's checks decide."""
+    pytest.importorskip("triton")
+    problem = load_problem("silu")
+    held_out = Path(__file__).parents[1] / "backends" / "triton_attacks" / "held_out.py"
+    kernel = Kernel(held_out.read_text(), "triton", "held_out")
+    found = {"tiny": evaluation(problem, "tiny", kernel)}
+    with pytest.raises(UserError, match="its source is refused"):
+        export_kernel(problem, Source(kernel), found, tmp_path / "out")
+    assert not (tmp_path / "out").exists()

@@ -17,8 +17,8 @@ Array = Any  # a NumPy array or a torch tensor: indexed, flattened and compared 
 
 
 class Canaries:
-    """Canaries in arrays the worker indexes directly: NumPy arrays (``HostDevice``) or torch
-    tensors (``TorchDevice``, on a GPU or the CPU)."""
+    """Canaries in arrays the worker indexes directly: NumPy arrays (``HostDevice``, a Triton
+    kernel's shared memory) or torch tensors (a Triton kernel's CUDA buffers, opened by IPC)."""
 
     def __init__(self, outputs_per_set: Sequence[Sequence[Array]], seed: int) -> None:
         self._flat = [[out.reshape(-1) for out in outs] for outs in outputs_per_set]

@@ -1,5 +1,6 @@
-"""Where a kernel's buffers live and how one call is timed: the host (C kernels, NumPy) or torch
-tensors on a CUDA GPU, or on the CPU for Triton's interpreter (``backends.triton.torch_device``).
+"""Where a kernel's buffers live and how one call is timed: the host (NumPy), a C kernel's own
+process (``backends.cpu.remote``), or a Triton kernel's own process (``backends.triton.hosted``:
+shared memory for Triton's interpreter, CUDA tensors on a GPU).
 
 The harness (``profiling.run``) is written once against this protocol: it makes buffers, copies
 inputs in and results out, sets canaries and times calls through the device of the kernel's

@@ -133,6 +133,9 @@ def _write(
     backend = kernel.backend
     if backend not in ("cpu", "triton"):
         raise UserError(f"the {backend} backend's kernels are not exported: use cpu or triton")
+    refused = get_backend(backend).check(kernel.source)  # today's checks, not its evaluation's
+    if refused:
+        raise UserError(f"the kernel is not exported: its source is refused ({refused})")
     source_name = "kernel.c" if backend == "cpu" else "kernel_triton.py"
     (folder / source_name).write_text(kernel.source, encoding="utf-8")
     variants = [_variant(problem, kernel, w, folder) for w in evaluations]

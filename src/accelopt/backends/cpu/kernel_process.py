@@ -29,7 +29,7 @@ import numpy as np
 
 from accelopt import settings
 from accelopt.backends.base import MEMORY_FAULTS, KernelError, KernelLoadError
-from accelopt.backends.cpu.containment import drop_mode, every_thread
+from accelopt.backends.containment import drop_mode, every_thread, log_tail
 from accelopt.backends.cpu.hashed_files import publish, recorded_hash, sha256_of
 from accelopt.backends.cpu.openmp import openmp_environment
 from accelopt.backends.cpu.process_memory import transfer
@@ -332,7 +332,7 @@ class Executor:
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.proc.wait(timeout=5)
         code = self.proc.returncode  # None: it has not ended
-        message = describe_executor_exit(code, when, _log_tail())
+        message = describe_executor_exit(code, when, log_tail())
         if code == EXIT_FORBIDDEN:
             return KernelError(message, Status.REJECTED)
         fault = code is not None and -code in MEMORY_FAULTS
@@ -350,16 +350,6 @@ class Executor:
             self._setup_file.close()
             self._setup.close()
             self._setup = None
-
-
-def _log_tail(limit: int = 400) -> str:
-    """The end of what the executor wrote to its stderr: the evaluation's log (in a worker, its
-    stdout and stderr are that file)."""
-    try:
-        size = os.fstat(2).st_size
-        return os.pread(2, limit, max(0, size - limit)).decode(errors="replace")
-    except OSError:
-        return ""
 
 
 def describe_executor_exit(code: int | None, when: str, log_tail: str = "") -> str:

@@ -2,28 +2,23 @@
 ``kernel(*inputs, *outputs)`` on torch tensors (destination-passing, the C contract's order).
 
 Building is importing the module and making its first launch (Triton compiles then), both in the
-isolated worker. Every call runs under the torch operator guard (``guard.py``). On a GPU, buffers
-are CUDA tensors and calls are timed with CUDA events; in Triton's CPU interpreter the buffers are
-CPU tensors, and nothing is timed (both: ``torch_device.py``).
+kernel's own contained process (``host.py``: Landlock, an unprivileged user, a system call filter
+on every thread, no environment, no network), never in the worker, which keeps the buffers, the
+checks and the clock (``hosted.py``). Every call runs under the torch operator guard
+(``guard.py``) there. On a GPU, buffers are CUDA tensors shared by IPC handle and batches of calls
+are timed by the worker's clock; in Triton's CPU interpreter the buffers are shared memory, and
+nothing is timed.
 """
 
 from __future__ import annotations
 
-import importlib.util
-import os
-import sys
-import traceback
-from collections.abc import Callable, Sequence
-from itertools import count
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from accelopt import settings
-from accelopt.backends.base import BuildResult, CheckedBuild, KernelError, KernelLoadError
+from accelopt.backends.base import BuildResult, CheckedBuild, LoadedKernel
 from accelopt.backends.device import Device
 from accelopt.backends.facts import BackendFacts, describe_ceilings
 from accelopt.backends.kernel import Kernel
-from accelopt.backends.status import Status
 from accelopt.backends.triton import checks
 from accelopt.backends.triton.environment import interpreting, require_packages
 from accelopt.errors import UserError
@@ -33,67 +28,10 @@ if TYPE_CHECKING:  # annotations only: keeps pydantic out of worker processes
     from accelopt.hardware.spec import HardwareSpec
 
 SOURCE_NAME = "kernel.py"
-ERROR_CHARS = 2000  # of a Python or Triton error message kept in the evaluation
-_modules = count()
 GUARD_RULE = (
     "at run time, any torch operator the launcher runs other than allocation and views (seen by "
     "a torch dispatch guard, whatever the spelling)"
 )
-
-
-def _kernel_error(exc: BaseException, source_file: str) -> str:
-    """The exception in one message: its type and text, and the kernel's own lines where the
-    traceback passes through them (Triton's compile errors carry the source line already)."""
-    frames = [
-        f"{SOURCE_NAME} line {f.lineno}: {(f.line or '').strip()}"
-        for f in traceback.extract_tb(exc.__traceback__)
-        if f.filename == source_file
-    ]
-    text = f"{type(exc).__name__}: {exc}".strip()
-    if len(text) > ERROR_CHARS:
-        text = text[:ERROR_CHARS] + " [...]"
-    return text + (f" (at {frames[-1]})" if frames else "")
-
-
-class TritonKernel:
-    """A loaded launcher, called on the torch tensors of a ``TorchDevice``."""
-
-    def __init__(self, launcher: Callable[..., Any], source_file: str, on_gpu: bool) -> None:
-        import torch
-
-        from accelopt.backends.triton import guard  # imports torch: worker side only
-
-        self._torch = torch
-        self._guard = guard
-        self._launcher = launcher
-        self._source_file = source_file
-        self._on_gpu = on_gpu
-
-    def _run(self, tensors: Sequence[Any]) -> None:
-        guard = self._guard.TorchOpGuard()
-        try:
-            with guard:
-                self._launcher(*tensors)
-        except Exception as exc:
-            if not guard.refused:
-                raise KernelError(_kernel_error(exc, self._source_file)) from None
-        if guard.refused:  # also when the launcher caught the guard's exception and went on
-            raise KernelError(self._guard.refused_message(guard.refused), Status.REJECTED)
-
-    def __call__(self, arrays: Sequence[Any]) -> None:
-        self._run(arrays)
-        if self._on_gpu:
-            try:
-                self._torch.cuda.synchronize()  # a device fault surfaces here
-            except Exception as exc:
-                raise KernelError(f"the kernel faulted on the GPU: {exc}", fault=True) from None
-
-    def bind(self, arrays: Sequence[Any]) -> Callable[[], None]:
-        tensors = list(arrays)
-        return lambda: self._run(tensors)
-
-    def close(self) -> None:
-        sys.modules.pop(getattr(self._launcher, "__module__", ""), None)
 
 
 class TritonBackend(CheckedBuild):
@@ -118,13 +56,11 @@ class TritonBackend(CheckedBuild):
             )
 
     def device(self) -> Device:
-        """Worker side: imports torch and triton (before any memory cap applies), and starts
-        CUDA when kernels run on a GPU."""
-        _configure_triton()
+        """Worker side: the kernel's own process, started and set up (it imports torch and
+        Triton; on a GPU it starts CUDA and hands its buffers over by IPC handle)."""
+        from accelopt.backends.triton.hosted import HostedDevice
 
-        from accelopt.backends.triton.torch_device import TorchDevice
-
-        return TorchDevice("cpu" if interpreting() else "cuda")
+        return HostedDevice(gpu=not interpreting())
 
     def runs_on_gpu(self) -> bool:
         return not interpreting()  # the interpreter runs kernels on the CPU
@@ -152,27 +88,14 @@ class TritonBackend(CheckedBuild):
 
     def load(
         self, artifact: Path, problem: Problem, device: object = None, memory_cap_bytes: int = 0
-    ) -> TritonKernel:
-        """Import the module (its top level runs here) and find its launcher."""
-        name = f"accelopt_triton_kernel_{os.getpid()}_{next(_modules)}"
-        spec = importlib.util.spec_from_file_location(name, artifact)
-        if spec is None or spec.loader is None:
-            raise KernelLoadError(f"cannot import {SOURCE_NAME}")
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module  # Triton finds a kernel's globals through its module
-        try:
-            spec.loader.exec_module(module)
-        except Exception as exc:
-            sys.modules.pop(name, None)
-            raise KernelLoadError(_kernel_error(exc, str(artifact))) from None
-        launcher = getattr(module, "kernel", None)
-        if not callable(launcher):
-            sys.modules.pop(name, None)
-            raise KernelLoadError(
-                "the module defines no function named `kernel` (the launcher "
-                "kernel(*inputs, *outputs))"
-            )
-        return TritonKernel(launcher, str(artifact), on_gpu=not interpreting())
+    ) -> LoadedKernel:
+        """Contain the kernel's process, then import the module there (its top level runs
+        there, never in the worker)."""
+        from accelopt.backends.triton.hosted import HostedDevice
+
+        if not isinstance(device, HostedDevice):
+            raise TypeError("a triton kernel loads into the HostedDevice of TritonBackend.device()")
+        return device.load(artifact.read_text(), memory_cap_bytes)
 
     def set_threads(self, threads: int) -> None:
         pass  # a GPU kernel's parallelism is its grid
@@ -212,26 +135,6 @@ class TritonBackend(CheckedBuild):
 
     def remarks(self, source: str, problem: Problem, sizes: Sizes) -> list[str]:
         return []  # Triton compiles in the worker, at the first launch
-
-
-def _configure_triton() -> None:
-    """Worker side: Triton's knobs for this process, set in Triton (``triton.knobs``), not in the
-    environment: its compile cache (``settings.triton_cache_dir()``), and fp32 as the precision of
-    a ``tl.dot`` that names none (the static checks refuse one anyway; this keeps fp32 if one slips
-    through). A knob's setter also writes its variable into ``os.environ`` unless
-    ``knobs.propagate_env`` is off: it is, while they are set."""
-    try:
-        from triton import knobs
-    except ImportError:  # Triton before 3.4: no knobs, and only the environment sets these
-        raise UserError("the triton backend needs Triton 3.4 or later (triton.knobs)") from None
-
-    propagate = knobs.propagate_env
-    knobs.propagate_env = False
-    try:
-        knobs.cache.dir = settings.triton_cache_dir()
-        knobs.language.fp32_default = "ieee"
-    finally:
-        knobs.propagate_env = propagate
 
 
 def _toolchain() -> str:

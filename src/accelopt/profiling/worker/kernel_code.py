@@ -68,6 +68,9 @@ class KernelCode:
     def load(self, artifact: Path, threads: int) -> None:
         self.report("load")
         self.backend.set_threads(threads)
+        # made before the load, as every buffer is: a kernel's own process is trusted until then
+        jit = self.backend.compiles_on_first_call
+        first = self.args.inputs(0.0) + self.args.outputs() if jit else []
         try:
             with self.memory_cap():  # constructors run here
                 self._loaded = self.backend.load(
@@ -75,14 +78,13 @@ class KernelCode:
                 )
         except (KernelLoadError, OSError) as exc:
             raise Failed(Status.COMPILE_ERROR, str(exc)) from None
-        if self.backend.compiles_on_first_call:
-            self._first_call()
+        if jit:
+            self._first_call(first)
 
-    def _first_call(self) -> None:
+    def _first_call(self, arrays: list[Buffer]) -> None:
         """JIT backends compile at the first launch: made here, on zeros of the workload's
         sizes, under the compile deadline; what fails is the build's fault."""
         self.report("compile", "first launch")
-        arrays = self.args.inputs(0.0) + self.args.outputs()
         self.result.kernel_ran = True
         start = time.perf_counter()
         try:

@@ -1,6 +1,7 @@
-"""How contained a kernel's process is: how it gives up root, and what every one of its threads
-must show in /proc before any kernel call (``executor.c`` applies the layers; this process, which
-the kernel cannot forge, reads them back)."""
+"""How contained a kernel's own process is (a C kernel's ``executor.c``, a Triton kernel's
+``triton/host.py``): how it gives up root, and what every one of its threads must show in /proc
+before any kernel call (the process applies the layers; the worker, which the kernel cannot
+forge, reads them back)."""
 
 from __future__ import annotations
 
@@ -54,12 +55,13 @@ def task_status(pid: int) -> dict[int, dict[str, str]]:
 
 
 def expected_task(facts: Mapping[str, str], mode: int) -> dict[str, str]:
-    """What every thread must show: both filters (where the loader's and the compute one were
-    installed), no_new_privs, and for a root worker no capability at all and nobody's ids (or
-    root's, capability-less)."""
+    """What every thread must show: its filters (``filters`` in the facts, else both of a C
+    kernel's where the loader's and the compute one were installed), no_new_privs, and for a
+    root worker no capability at all and nobody's ids (or root's, capability-less)."""
     want = {"NoNewPrivs": "1"}
-    if facts.get("seccomp") == "1" and facts.get("seccomp_load") == "1":
-        want |= {"Seccomp": "2", "Seccomp_filters": str(FILTERS)}
+    filters = facts.get("filters") or (str(FILTERS) if facts.get("seccomp_load") == "1" else "")
+    if facts.get("seccomp") == "1" and filters:
+        want |= {"Seccomp": "2", "Seccomp_filters": filters}
     if mode != DROP_NONE:
         want |= {cap: "0" * 16 for cap in ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb")}
         ids = NOBODY if mode == DROP_TO_NOBODY else 0
@@ -93,3 +95,20 @@ def check_tasks(
             )
     shared = {f"tasks_{k.lower()}": v.replace(" ", ",") for k, v in want.items()}
     return {"tasks": str(len(tasks)), **shared}
+
+
+def log_tail(limit: int = 400) -> str:
+    """The end of what a kernel's process wrote to its stderr: the evaluation's log (in a
+    worker, its stdout and stderr are that file, opened write-only: read through a new
+    descriptor of it)."""
+    try:
+        fd = os.open("/proc/self/fd/2", os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return ""
+    try:
+        size = os.fstat(fd).st_size
+        return os.pread(fd, limit, max(0, size - limit)).decode(errors="replace")
+    except OSError:
+        return ""
+    finally:
+        os.close(fd)
