@@ -52,6 +52,7 @@ class BuildResult:
     artifact: Path | None = None
     seconds: float = 0.0
     cached: bool = False
+    service: str = ""  # the build failed for want of disk or permission, not for the kernel
 
     @property
     def ok(self) -> bool:

@@ -14,7 +14,7 @@ from accelopt.errors import UserError
 from accelopt.formatting import milliseconds, percent
 from accelopt.problems.loader import load_problem, suite_names
 from accelopt.problems.records import Problem
-from accelopt.search.tuning import VariantTable, declared
+from accelopt.search.tuning import UNMEASURED, VariantTable, declared
 
 SHIPPED = ("baseline", "expert")
 
@@ -99,11 +99,19 @@ def require_tunables(problem: Problem, source: str | None, backend: str) -> None
 
 def verdict(tables: Sequence[VariantTable], start: str, best: str, speedup: float | None) -> str:
     """What an autotune run found, in one sentence."""
-    measured = sum(len(t.rows) - 1 for t in tables)
+    rows = [r for t in tables for r in t.rows[1:]]
+    unmeasured = sum(r.status in UNMEASURED for r in rows)
+    measured = len(rows) - unmeasured
+    if best == start and rows and not measured:
+        return (
+            f"no variant could be evaluated ({unmeasured} of {len(rows)}): the machine failed, "
+            "not the variants (the warnings above say why); fix that and run again"
+        )
     if best == start:
+        missing = f"; {unmeasured} could not be evaluated" if unmeasured else ""
         return (
             f"the kernel as written is already the fastest: none of the {measured} variants "
-            "measured beat it beyond the noise on this machine"
+            f"measured beat it beyond the noise on this machine{missing}"
         )
     faster = f", {speedup:.2f}x as fast" if speedup else ""
     return f"a variant beat the kernel as written beyond the noise{faster} ({measured} measured)"

@@ -38,6 +38,10 @@ class KernelMeasurement(BaseModel):
     # waited at the same moments, high where they waited in turn), which a disturbed kernel is
     # judged slower by (``selection.slower``: a lesson's hint, never a verdict on the best)
     floor_s: float | None = None
+    # Not the kernel's verdict: why the service could not do the evaluation (a disk full or
+    # read-only while building, a worker killed from outside, a lost node, a harness fault);
+    # "" when the kernel earned its status. Never cached, never used to rank (``faults.py``)
+    service: str = ""
     max_rel_err: float | None = None  # worst relative L2 error over seeds and outputs
     rotation_sets: int | None = None
     batch_calls: int | None = None  # timed calls per round trip (cpu: the kernel's own process)

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from accelopt.hardware.spec import HardwareSpec
+from accelopt.profiling import faults
 from accelopt.profiling.composite import combine
 from accelopt.profiling.config import harness_key
 from accelopt.profiling.evaluation import Evaluation
@@ -56,13 +57,19 @@ def _final_or_disturbed(
 ) -> dict[str, Evaluation]:
     """The run's final evaluations on ``workload``, and for a kernel that has none, the disturbed
     one the run measured (kept apart: ``parent.cache.disturbed_apart``; marked ``disturbed``)."""
-    final = store.evaluations_of(record, workload, version)
-    apart = store.evaluations_of(record, workload, f"{version}+disturbed")
+    final = _earned(store.evaluations_of(record, workload, version))
+    apart = _earned(store.evaluations_of(record, workload, f"{version}+disturbed"))
     missing = {h: e for h, e in apart.items() if h not in final}
     if not missing:
         return final
     order = {h: i for i, h in enumerate([*final, *apart])}
     return dict(sorted({**final, **missing}.items(), key=lambda item: order[item[0]]))
+
+
+def _earned(found: dict[str, Evaluation]) -> dict[str, Evaluation]:
+    """Without the service's failures an older cache kept as verdicts (``profiling.faults``):
+    those kernels are measured again."""
+    return {h: e for h, e in found.items() if not faults.not_earned(e)}
 
 
 def run_raced(store: Store, run: RunRecord | str) -> set[str]:

@@ -147,6 +147,10 @@ def variant_lines(
     return lines
 
 
+COULD_NOT = "could not be evaluated"  # the service failed it, not the variant (profiling/faults)
+UNMEASURED = frozenset({COULD_NOT, "not evaluated"})
+
+
 @dataclass(frozen=True)
 class VariantRow:
     """One row of a kernel's variant table: the values, and how the variant fared."""
@@ -243,6 +247,8 @@ def _row(
     if e is None:
         status = "raced: slower" if k.hash in raced else "not evaluated"
         return VariantRow(k.hash, shown, status, None, None, k.hash in raced, k.hash in kept)
+    if e.service:
+        return VariantRow(k.hash, shown, COULD_NOT, None, None, False, k.hash in kept)
     latency = e.latency_s if e.status is Status.PASSED else None
     return VariantRow(
         k.hash, shown, e.status.value, latency, e.pct_of_peak if latency else None, False,

@@ -36,6 +36,7 @@ from accelopt.backends.cpu.compiler_process import (
 )
 from accelopt.backends.cpu.hashed_files import hash_path, publish, recorded_hash, sha256_of
 from accelopt.backends.cpu.objects import check_object
+from accelopt.backends.faults import os_fault, unwritable
 from accelopt.backends.status import Status
 from accelopt.hardware.cpuinfo import cpu_model_name
 from accelopt.hardware.toolchain import Compiler, target_flags
@@ -318,12 +319,24 @@ def compile_kernel(
     still the one built. REJECTED when the preprocessed kernel or the object is refused,
     COMPILE_ERROR when the compiler fails, hits a limit or runs past ``timeout_s`` (for the
     preprocessing and the compile together). The compiler works in a fresh directory under
-    ``work_dir``: a quoted ``#include`` finds nothing there but the kernel."""
+    ``work_dir``: a quoted ``#include`` finds nothing there but the kernel. A build that failed
+    for want of disk or permission says so in ``service`` (``backends/faults.py``)."""
     start = time.perf_counter()
     target = cache_dir / f"{cache_key(inputs)}.so"
     if _reusable(target):
         return BuildResult(None, artifact=target, seconds=time.perf_counter() - start, cached=True)
-    cache_dir.mkdir(parents=True, exist_ok=True)
-    with build_directory(inputs, timeout_s, memory_bytes=memory_bytes, parent=work_dir) as build:
-        result = _compile_checked(build, target)
+    try:
+        cache_dir.mkdir(parents=True, exist_ok=True)
+        with build_directory(inputs, timeout_s, memory_bytes=memory_bytes, parent=work_dir) as b:
+            result = _compile_checked(b, target)
+    except OSError as exc:
+        fault = os_fault(exc, "building the kernel")
+        if not fault:
+            raise
+        return BuildResult(Status.COMPILE_ERROR, fault, seconds=time.perf_counter() - start,
+                           service=fault)  # fmt: skip
+    if result.status is Status.COMPILE_ERROR:  # the machine's, when it cannot write now
+        fault = unwritable([work_dir, cache_dir])
+        if fault:
+            result = replace(result, error=f"{fault} ({result.error})", service=fault)
     return replace(result, seconds=time.perf_counter() - start)

@@ -35,6 +35,7 @@ from accelopt.backends.status import Status
 from accelopt.hardware.spec import HardwareSpec
 from accelopt.problems.records import Problem
 from accelopt.profiling.evaluation import Evaluation
+from accelopt.profiling.faults import could_not
 from accelopt.profiling.parent.scoring import build_evaluation
 from accelopt.profiling.profiler import ClusterLostError, Job
 from accelopt.profiling.session import Retiming
@@ -323,7 +324,8 @@ class Dispatcher:
 
 def service_failure(job: Job, reason: str, hardware: HardwareSpec, threads: int) -> Evaluation:
     """The evaluation of a job the service could not run: a CRASH that says why."""
-    failure = KernelResult(status=Status.CRASH, error=f"profiling service: {reason}")
+    error = could_not(f"profiling service: {reason}")
+    failure = KernelResult(status=Status.CRASH, error=error, service=error)
     return build_evaluation(job, hardware, threads, failure)
 
 

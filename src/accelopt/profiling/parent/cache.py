@@ -16,6 +16,7 @@ from accelopt.backends.kernel import Kernel
 from accelopt.errors import UserError
 from accelopt.hardware.spec import HardwareSpec
 from accelopt.problems.records import Problem
+from accelopt.profiling import faults
 from accelopt.profiling.config import EvalConfig, harness_key
 from accelopt.profiling.evaluation import Evaluation
 from accelopt.profiling.profiler import ClusterLostError, EvaluationCache, Job, Measured, Runner
@@ -105,9 +106,10 @@ class CachedProfiler(AbstractContextManager["CachedProfiler"]):
         with self._lock:
             hardware = self.hardware.key()
         raced = {"harness_version": harness_version} if harness_version else {}
-        return self.store.get_evaluation(
+        found = self.store.get_evaluation(
             kernel_hash, problem, workload, hardware, problem_version=version, **raced
         )
+        return None if found is None or faults.not_earned(found) else found
 
     def _count(self, measured: int = 0, cache_hits: int = 0, shared: int = 0) -> None:
         with self._lock:
@@ -194,8 +196,8 @@ class CachedProfiler(AbstractContextManager["CachedProfiler"]):
             self._count(cache_hits=1)
             return _labelled(cached, kernel)
         evaluation: Evaluation = racing(job, race_s)
-        if not evaluation.raced:
-            return self._keep(Measured(0, evaluation))
+        if not evaluation.raced or evaluation.service:
+            return self._keep(Measured(0, evaluation, measured=not evaluation.service))
         self._count(measured=1)
         if self._caching:
             assert self.store is not None

@@ -14,6 +14,7 @@ the higher figure (docs/architecture.md, Contracts: Hardware).
 from __future__ import annotations
 
 import contextlib
+import logging
 import subprocess
 import threading
 import time
@@ -33,10 +34,12 @@ from accelopt.hardware.spec import HardwareSpec
 from accelopt.llm.config import load_config
 from accelopt.problems.records import Problem
 from accelopt.problems.shipping import problem_ref
+from accelopt.profiling import faults
 from accelopt.profiling.config import EvalConfig
 from accelopt.profiling.evaluation import Evaluation
 from accelopt.profiling.parent import deadlines
 from accelopt.profiling.parent.controls import spec_for
+from accelopt.profiling.parent.deadlines import Deadlines
 from accelopt.profiling.parent.environment import protect_parent, worker_env
 from accelopt.profiling.parent.pool import WorkerPool
 from accelopt.profiling.parent.scoring import (
@@ -60,6 +63,8 @@ from accelopt.profiling.worker.protocol import (
     SessionAnswer,
 )
 from accelopt.redaction import secrets_to_redact
+
+log = logging.getLogger(__name__)
 
 
 class Evaluator(AbstractContextManager["Evaluator"]):
@@ -153,11 +158,22 @@ class Evaluator(AbstractContextManager["Evaluator"]):
             result = KernelResult(status=Status.REJECTED, error=reason)
         else:
             request = self._request(kernel, problem, workload, seeds, race_s)
-            limits = deadlines.for_evaluation(self.config, peak_s)
+            result = self._asked(request, deadlines.for_evaluation(self.config, peak_s))
+        return self._scored(job, hardware, result, seeds, time.perf_counter() - start)
+
+    def _asked(self, request: EvaluateRequest, limits: Deadlines) -> KernelResult:
+        """The worker's result; one the service failed (``faults.py``) is asked again, up to
+        ``faults.ATTEMPTS`` in all, then says the evaluation could not be done."""
+        for attempt in range(1, faults.ATTEMPTS + 1):
             answer = self.pool.ask(request, limits, self.config.output_cap_bytes)
             assert isinstance(answer, EvaluationAnswer)
             result = answer.result
-        return self._scored(job, hardware, result, seeds, time.perf_counter() - start)
+            if not result.service:
+                return result
+            log.warning("evaluation attempt %d of %d failed: %s", attempt, faults.ATTEMPTS,
+                        result.service)  # fmt: skip
+        error = faults.could_not(f"{result.service} ({faults.ATTEMPTS} attempts)")
+        return result.model_copy(update={"error": error, "service": error})
 
     def retime(self, kernels: Sequence[Kernel], problem: Problem, workload: str) -> Retiming:
         """``kernels`` (the first is the reference) checked as evaluations are, then timed

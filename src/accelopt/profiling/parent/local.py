@@ -32,7 +32,8 @@ class LocalRunner:
                 executor.submit(self.evaluator.evaluate, *job): i for i, job in enumerate(jobs)
             }
             for future in as_completed(futures):
-                yield Measured(futures[future], future.result())
+                evaluation = future.result()  # a service failure: retried already, not kept
+                yield Measured(futures[future], evaluation, measured=not evaluation.service)
         finally:
             # A caller that stops early waits for the running evaluations (each is bounded by its
             # phase deadlines), so that no worker is left busy behind a closed pool.

@@ -62,9 +62,16 @@ class WorkerStartError(RuntimeError):
 
 
 class WorkerFailed(Exception):
-    def __init__(self, status: Status, error: str) -> None:
+    def __init__(self, status: Status, error: str, service: str = "") -> None:
         super().__init__(error)
-        self.status, self.error = status, error
+        self.status, self.error, self.service = status, error, service
+
+
+# Signals that end a worker only from outside it: no kernel can send one (kernels run in their
+# own processes, which may signal nothing else), and the pool kills only on a deadline (TIMEOUT).
+# SIGKILL is also the kernel OOM killer's.
+OUTSIDE_SIGNALS = frozenset({signal.SIGKILL, signal.SIGTERM, signal.SIGINT, signal.SIGHUP,
+                             signal.SIGQUIT})  # fmt: skip
 
 
 def describe_exit(returncode: int | None) -> str:
@@ -166,7 +173,9 @@ class WorkerProcess:
         returncode = self._wait_exit()
         where = _PHASES.get(phase, phase) + (f" ({detail})" if detail else "")
         who = f"the worker {exc}" if returncode is None else describe_death(returncode, phase)
-        return WorkerFailed(Status.CRASH, f"{who} during {where}")
+        error = f"{who} during {where}"
+        outside = returncode is not None and -returncode in OUTSIDE_SIGNALS
+        return WorkerFailed(Status.CRASH, error, service=error if outside else "")
 
     def _timeout_error(self, phase: str, detail: str, limit: float | None) -> str:
         where = _PHASES.get(phase, phase) + (f" ({detail})" if detail else "")
@@ -248,7 +257,8 @@ class WorkerPool:
             try:
                 worker = self._checkout()
             except WorkerStartError as exc:
-                return failed_answer(request, KernelResult(status=Status.CRASH, error=str(exc)))
+                failure = KernelResult(status=Status.CRASH, error=str(exc), service=str(exc))
+                return failed_answer(request, failure)
             try:
                 answer = worker.ask(request, deadlines)
             except WorkerFailed as failure:
@@ -256,7 +266,9 @@ class WorkerPool:
                 worker.kill()
                 with self._lock:
                     self.replaced += 1
-                result = KernelResult(status=failure.status, error=failure.error, log=log)
+                result = KernelResult(
+                    status=failure.status, error=failure.error, log=log, service=failure.service
+                )
                 answer = failed_answer(request, result)
             else:
                 results = answer_results(answer)

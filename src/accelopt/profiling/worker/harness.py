@@ -115,12 +115,13 @@ class EvaluationRun:
         try:
             yield
         except Failed as failure:
-            self.note(status=failure.status, error=failure.error)
+            self.note(status=failure.status, error=failure.error, service=failure.service)
         except KernelError as exc:  # the kernel's own code raised (or broke a run-time rule)
             self.note(status=exc.status, error=str(exc))
         except Exception as exc:  # a harness fault is reported as data, never lost
             tail = traceback.format_exc(limit=3).strip().splitlines()[-1]
-            self.note(status=Status.CRASH, error=f"harness error: {tail or exc}")
+            error = f"harness error: {tail or exc}"  # the service's failure, not the kernel's
+            self.note(status=Status.CRASH, error=error, service=error)
 
     def prepare(self) -> Rotation | None:
         """Build, load and check the kernel; the rotation sets to time it on (None: check only).

@@ -61,7 +61,7 @@ class KernelCode:
         built = self.backend.build(kernel, problem, sizes, self.config.compile_timeout_s)
         self.result.compile_s, self.result.compile_cached = built.seconds, built.cached
         if not built.ok:
-            raise Failed(built.status or Status.COMPILE_ERROR, built.error)
+            raise Failed(built.status or Status.COMPILE_ERROR, built.error, built.service)
         assert built.artifact is not None
         return built.artifact
 

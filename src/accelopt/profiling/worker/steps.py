@@ -10,12 +10,14 @@ from accelopt.backends.status import Status
 
 
 class Failed(Exception):
-    """A kernel failed a step: carries the status and a short reason."""
+    """A kernel failed a step: carries the status and a short reason (``service``: why the
+    service, not the kernel, failed it)."""
 
-    def __init__(self, status: Status, error: str) -> None:
+    def __init__(self, status: Status, error: str, service: str = "") -> None:
         super().__init__(error)
         self.status = status
         self.error = error
+        self.service = service  # not the kernel's failure: the service's (KernelMeasurement)
 
 
 class Report(Protocol):

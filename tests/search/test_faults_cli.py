@@ -1,0 +1,66 @@
+"""A full disk is not a kernel's verdict, end to end: an autotune run whose compile cache sits on
+a full disk says that no variant could be evaluated (not "already the fastest"), and caches
+nothing of it; the same command with a healthy cache dir, in the same workspace, measures them
+all. The disk is a 2 MiB tmpfs (root only: skipped elsewhere)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from cli_timing import QUICK_TIMING
+
+from accelopt.problems import load_problem
+
+pytestmark = pytest.mark.slow
+AUTOTUNE = ("optimize", "silu", "--strategy", "autotune", "--kernel", "expert", "--iterations",
+            "1", "--workload", "small", *QUICK_TIMING)  # fmt: skip
+UNMEASURED = ("not evaluated", "could not be evaluated", "COMPILE_ERROR", "CRASH")
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(disk)],
+                             capture_output=True)  # fmt: skip
+    if mounted.returncode != 0:
+        pytest.skip("a small disk needs mount (root): " + mounted.stderr.decode().strip())
+    try:
+        yield disk
+    finally:
+        subprocess.run(["umount", "-l", str(disk)], check=False)
+
+
+def _fill(folder: Path, leave: int = 8 << 10) -> None:
+    stat = os.statvfs(folder)
+    with open(folder / "filler", "wb") as f:
+        f.write(b"\0" * max(0, stat.f_bavail * stat.f_frsize - leave))
+
+
+def test_a_full_compile_cache_is_no_verdict_and_a_healthy_one_measures_every_variant(
+    run_cli, cli_env: dict[str, str], small_disk: Path, tmp_path: Path
+) -> None:
+    shutil.copytree(Path(cli_env["ACCELOPT_CACHE_DIR"]) / "hardware", small_disk / "hardware")
+    full = {"ACCELOPT_CACHE_DIR": str(small_disk)}
+    expert = load_problem("silu").kernel_path("expert")
+    ws = tmp_path / "ws"
+    warm = run_cli("eval", "silu", expert, "--workload", "small", *QUICK_TIMING,
+                   "--workspace", tmp_path / "other", env=full)  # fmt: skip
+    assert warm.returncode == 0, warm.stderr  # the kernel as written is built; its variants not
+    _fill(small_disk)
+    starved = run_cli(*AUTOTUNE, "--workspace", ws, env=full)
+    assert "Traceback" not in starved.stderr
+    assert "no variant could be evaluated" in starved.stdout, starved.stdout
+    assert "already the fastest" not in starved.stdout
+    assert "No space left on device" in starved.stderr
+    healthy = run_cli(*AUTOTUNE, "--workspace", ws)
+    assert healthy.returncode == 0, healthy.stderr
+    table = healthy.stdout.split("variants of kernel", 1)[1]
+    rows = [line for line in table.splitlines() if "NT_MIN_MIB=" in line]
+    assert len(rows) == 8
+    assert not [row for row in rows if any(word in row for word in UNMEASURED)], table
