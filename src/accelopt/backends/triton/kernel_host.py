@@ -36,6 +36,7 @@ SYSTEM_LIBRARIES = ("/usr/lib", "/usr/lib64", "/lib", "/lib64", "/usr/local/lib"
 GPU_READ = ("/proc/driver/nvidia", "/sys/bus/pci", "/sys/devices", "/usr/local/cuda",
             "/etc/nvidia")  # fmt: skip
 CALIBRATION_ROUNDS = 32
+STOP_WAIT_S = 2.0  # a stopped process shows it within this (it must be scheduled to stop)
 
 
 class HostStartError(RuntimeError):
@@ -207,11 +208,15 @@ class KernelHost:
 
     # -- between calls ------------------------------------------------------------------------
     def pause(self) -> None:
-        """Stop the process (every thread, SIGSTOP) until its next call or ``resume``."""
+        """Stop the process (every thread, SIGSTOP) until its next call or ``resume``; stopped
+        when this returns (a signal takes effect when its target next runs)."""
         if self.loaded and not self.paused and self.proc.poll() is None:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(self.pid, signal.SIGSTOP)
             self.paused = True
+            deadline = time.monotonic() + STOP_WAIT_S
+            while _state(self.pid) not in ("T", "t", "", "Z") and time.monotonic() < deadline:
+                time.sleep(0.0005)
 
     def resume(self) -> None:
         if self.paused:
@@ -236,6 +241,15 @@ class KernelHost:
         if self._setup is not None:
             self._setup.close()
             self._setup = None
+
+
+def _state(pid: int) -> str:
+    """The process's state letter in /proc ("" once it is gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return ""
 
 
 def settings_for_gpu() -> dict[str, str]:
