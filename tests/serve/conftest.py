@@ -1,4 +1,5 @@
-"""The API under test in this process: a real uvicorn in a thread, on a free loopback port."""
+"""The API under test in this process: a real uvicorn in a thread, on a free loopback port, with
+the configuration of ``accelopt serve`` (``serve.server.server_config``)."""
 
 from __future__ import annotations
 
@@ -13,13 +14,15 @@ import pytest
 
 
 @contextmanager
-def _in_thread(app: Any) -> Iterator[str]:
+def _in_thread(app: Any, limits: Any = None) -> Iterator[str]:
     import uvicorn
+
+    from accelopt.serve.server import Limits, server_config
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(app, port=port, log_level="warning"))
+    server = uvicorn.Server(server_config(app, "127.0.0.1", port, limits or Limits()))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     deadline = time.monotonic() + 20
@@ -34,5 +37,6 @@ def _in_thread(app: Any) -> Iterator[str]:
 
 @pytest.fixture(scope="session")
 def serve_in_thread() -> Callable[[Any], AbstractContextManager[str]]:
-    """``with serve_in_thread(app) as base_url: ...``"""
+    """``with serve_in_thread(app) as base_url: ...``; ``serve_in_thread(app, Limits(...))`` for
+    other limits than the defaults."""
     return _in_thread

@@ -25,6 +25,12 @@ from accelopt.profiling.profiler import Profiler
 from accelopt.store.store import Store
 
 TOKEN_NAME = "serve-token"
+_MaxConnections = Annotated[
+    int, typer.Option(help="open connections at most; one more is answered 503 at once")
+]
+_HeaderTimeout = Annotated[
+    float, typer.Option(help="seconds a connection has to send a request's header (then 408)")
+]
 
 
 def serve_command(
@@ -42,6 +48,8 @@ def serve_command(
     ] = False,
     workers: Annotated[int, typer.Option(help="evaluations that run at once")] = 2,
     queue: Annotated[int, typer.Option(help="evaluations that may wait; more get 429")] = 64,
+    max_connections: _MaxConnections = 2048,
+    header_timeout: _HeaderTimeout = 10.0,
     profiler: common.ProfilerOption = "local",
     ray_address: common.RayAddressOption = None,
     workspace: common.WorkspaceOption = None,
@@ -49,10 +57,9 @@ def serve_command(
     """Serve evaluations, problems and runs over HTTP (OpenAPI schema at /openapi.json), and a
     live dashboard of the runs at /runs."""
     try:
-        import uvicorn
-
         from accelopt.serve.api import create_app
         from accelopt.serve.jobs import EvaluationJobs, new_token_file, token_from_file
+        from accelopt.serve.server import Limits, run
     except ImportError:
         raise UserError(
             "accelopt serve needs FastAPI and uvicorn: pip install 'accelopt[serve]'"
@@ -61,6 +68,9 @@ def serve_command(
         raise UserError(f"--no-auth only on loopback (127.0.0.1, ::1), not on {host}")
     if workers < 1 or queue < 0:
         raise UserError("--workers must be at least 1 and --queue at least 0")
+    if max_connections < 1 or header_timeout <= 0:
+        raise UserError("--max-connections must be at least 1 and --header-timeout above 0")
+    limits = Limits(header_timeout_s=header_timeout, max_connections=max_connections)
     _check_port_free(host, port)
     folder = common.workspace_dir(workspace)
     token, token_path, where = None, None, "no token (--no-auth)"
@@ -77,7 +87,7 @@ def serve_command(
             app = create_app(jobs, _views(store, folder), token)
             console.print(f"accelopt serving on http://{host}:{port} ({where})", highlight=False)
             console.print(dashboard_hint(host, port, token_path), highlight=False, soft_wrap=True)
-            uvicorn.run(app, host=host, port=port, log_level="warning")
+            run(app, host, port, limits)
         finally:
             jobs.close()
             profilers.close()

@@ -12,11 +12,12 @@ use every core), so declare ``cpu:1``. For the triton backend a device is one GP
 ``triton:N`` for N GPUs; each actor also asks Ray for one GPU, so Ray gives it its own
 ``CUDA_VISIBLE_DEVICES``.
 
-By default the command stays in the foreground until interrupted, which stops the node
-(``--no-block`` returns at once; stop the node later with ``ray stop``). The node's Ray processes,
-and so the device actors, inherit this command's environment: ``ACCELOPT_CACHE_DIR`` set here is
-where that machine keeps its compiled kernels and its device lock. Ray's usage statistics stay off
-unless ``RAY_USAGE_STATS_ENABLED=1`` is set.
+By default the command stays in the foreground until SIGTERM, SIGINT (Ctrl-C) or SIGHUP, which
+stops the node and every process it started (``ray_node``; ``--no-block`` returns at once: stop
+the node later with ``ray stop``). A head given a loopback ``--node-ip-address`` listens on
+loopback only. The node's Ray processes, and so the device actors, inherit this command's
+environment: ``ACCELOPT_CACHE_DIR`` set here is where that machine keeps its compiled kernels and
+its device lock. Ray's usage statistics stay off unless ``RAY_USAGE_STATS_ENABLED=1`` is set.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from typing import Annotated
 import typer
 
 from accelopt import settings
+from accelopt.cli.ray_node import LOOPBACK_SWITCH, is_loopback, node_environment, run_node
 from accelopt.errors import UserError
 
 DEVICE_KINDS = ("cpu", "triton")  # hardware backends a node can declare (triton: one per GPU)
@@ -75,7 +77,9 @@ def ray_start_command(
     resources = {device_resource(kind): count for kind, count in devices.items()}
     command += [f"--resources={json.dumps(resources)}", "--disable-usage-stats"]
     if node_ip_address:
-        command += [f"--node-ip-address={node_ip_address}"]
+        # Ray's servers bind loopback only for exactly 127.0.0.1 (see ray_node)
+        node_ip = "127.0.0.1" if head and is_loopback(node_ip_address) else node_ip_address
+        command += [f"--node-ip-address={node_ip}"]
     if temp_dir is not None:
         command += [f"--temp-dir={temp_dir}"]
     if block:
@@ -96,10 +100,13 @@ def _preflight(devices: dict[str, int]) -> None:
 def _next_steps(head: bool, address: str | None, port: int, node_ip: str | None) -> str:
     cluster = address or f"{node_ip or '<this machine>'}:{port}"
     lines = [f"Ray node for accelopt, cluster {cluster}."]
-    if head:
+    if head and not is_loopback(node_ip):
         lines.append(f"  other machines join with: accelopt worker --address {cluster}")
     lines.append(f"  run a search on it with:  accelopt optimize PROBLEM --profiler ray "
                  f"--ray-address {cluster}")  # fmt: skip
+    if head and is_loopback(node_ip):
+        lines.append(f"  it listens on loopback only (no other machine can join): set "
+                     f"{LOOPBACK_SWITCH}=0 for the commands that use it")  # fmt: skip
     return "\n".join(lines)
 
 
@@ -118,7 +125,7 @@ _Block = Annotated[
     bool, typer.Option("--block/--no-block", help="stay in the foreground until interrupted")
 ]
 _DryRun = Annotated[
-    bool, typer.Option("--dry-run", help="print the `ray start` command, run nothing")
+    bool, typer.Option("--dry-run", help="print the `ray start` command line, run nothing")
 ]
 
 
@@ -138,18 +145,18 @@ def worker_command(
         head=head, address=address, port=port, devices=declared,
         node_ip_address=node_ip_address, temp_dir=temp_dir, block=block,
     )  # fmt: skip
-    if dry_run:
-        typer.echo(shlex.join(command))
+    base = settings.environment()
+    env = node_environment(base, head, node_ip_address)
+    if dry_run:  # with the variables this command sets
+        typer.echo(shlex.join([f"{k}={v}" for k, v in env.items() if base.get(k) != v] + command))
         return
     _preflight(declared)
     typer.echo(_next_steps(head, address, port, node_ip_address))
-    env = settings.environment()
-    env.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-    try:
+    if block:
+        code = run_node(command, env)  # None: stopped by a signal, the node with it
+    else:
         code = subprocess.run(command, env=env, check=False).returncode
-    except KeyboardInterrupt:  # the node got the interrupt too, and stops
-        return
-    if code != 0:
+    if code:
         raise UserError(f"`ray start` failed (exit status {code}); its output above says why")
 
 

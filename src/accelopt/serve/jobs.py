@@ -4,8 +4,9 @@ A submission is checked (problem, workload, backend, kernel size) before it is q
 waits for a slot (as many run at once as the profiler has workers) and runs through the
 profiler like any other evaluation: the workspace's evaluation cache answers a kernel already
 measured, and a new result is written to it. When ``max_queued`` submissions already wait, a
-new one is refused with ``QueueFull`` and an estimate of when to try again. Finished jobs are
-kept (the newest ``keep``) so that a client can fetch its result.
+new one is refused with ``QueueFull`` and an estimate of when to try again (``DrainRate``: from
+how long evaluations took of late, not a fixed guess). Finished jobs are kept (the newest
+``keep``) so that a client can fetch its result.
 
 A Triton kernel is refused (403, ``TRITON_REFUSED``) before anything else is looked at, unless
 the operator opted in (``settings.serve_triton``): it is Python, and until its containment has
@@ -48,6 +49,31 @@ def is_triton(backend: str) -> bool:
     return backend.strip().lower() == "triton"
 
 
+class DrainRate:
+    """How fast the queue drains, for ``Retry-After``: an exponentially weighted mean of how long
+    the last evaluations took (a cached answer counts: it drains the queue too). The estimate for
+    a client refused at ``position`` (the jobs ahead of it, itself included) is that mean times
+    ``position / workers``, in whole seconds from 1 to 300. Before any evaluation has finished the
+    mean is unknown, and the longest one running so far stands in for it (a lower bound)."""
+
+    WEIGHT = 0.3  # of the newest duration: about the last five count
+    MIN_S, MAX_S = 1, 300
+
+    def __init__(self) -> None:
+        self.mean_s: float | None = None
+
+    def observe(self, seconds: float) -> None:
+        if self.mean_s is None:
+            self.mean_s = seconds
+        else:
+            self.mean_s += self.WEIGHT * (seconds - self.mean_s)
+
+    def retry_after_s(self, position: int, workers: int, running_for_s: float = 0.0) -> int:
+        typical = self.mean_s if self.mean_s is not None else running_for_s
+        estimate = math.ceil(typical * position / max(1, workers))
+        return max(self.MIN_S, min(self.MAX_S, estimate))
+
+
 class QueueFull(Exception):
     def __init__(self, retry_after_s: int) -> None:
         super().__init__(f"the evaluation queue is full: try again in {retry_after_s} s")
@@ -74,6 +100,7 @@ class Job:
     error: str = ""  # why the service could not evaluate it (the kernel's own errors: result)
     submitted_at: float = field(default_factory=time.time)
     finished_at: float | None = None
+    started: float | None = None  # time.monotonic() when it began to run
 
     def as_json(self) -> dict[str, Any]:
         return {"id": self.id, "state": self.state, "problem": self.problem,
@@ -105,7 +132,7 @@ class EvaluationJobs:
         self._executor = ThreadPoolExecutor(max_workers=capacity, thread_name_prefix="evaluate")
         self._jobs: OrderedDict[str, Job] = OrderedDict()
         self._lock = threading.Lock()
-        self._durations: list[float] = []  # seconds of the last evaluations, for Retry-After
+        self.drain = DrainRate()  # how long evaluations take of late, for Retry-After
         self._seq = itertools.count(1)
 
     def submit(self, problem: str, workload: str, backend: str, source: str) -> Job:
@@ -157,7 +184,7 @@ class EvaluationJobs:
     def _run(self, job: Job, profiler: Profiler, kernel: Kernel, problem: Problem) -> None:
         start = time.monotonic()
         with self._lock:
-            job.state = "running"
+            job.state, job.started = "running", start
         result, error = None, ""
         try:
             evaluation = profiler.evaluate(kernel, problem, job.workload)
@@ -170,13 +197,15 @@ class EvaluationJobs:
         with self._lock:
             job.result, job.error = result, error
             job.state, job.finished_at = "done", time.time()
-            self._durations = [*self._durations[-49:], time.monotonic() - start]
+            self.drain.observe(time.monotonic() - start)
 
     def _retry_after(self, waiting: int) -> int:
-        """Seconds until a slot is likely free: the mean evaluation time of late, times the
-        jobs ahead per worker (1 to 300)."""
-        mean = sum(self._durations) / len(self._durations) if self._durations else 5.0
-        return max(1, min(300, math.ceil(mean * (waiting + 1) / self.capacity)))
+        """Seconds until the queue ahead of a refused client has likely drained (the lock
+        held)."""
+        now = time.monotonic()
+        running = [now - j.started for j in self._jobs.values()
+                   if j.state == "running" and j.started is not None]  # fmt: skip
+        return self.drain.retry_after_s(waiting + 1, self.capacity, max(running, default=0.0))
 
     def _forget_old(self) -> None:
         done = [k for k, j in self._jobs.items() if j.state == "done"]

@@ -64,8 +64,13 @@ def gpus_per_actor(backend: str) -> int:
     return 1 if get_backend(backend).runs_on_gpu() else 0
 
 
-def import_ray() -> Any:
-    """The ``ray`` module, or a UserError saying how to install it."""
+def import_ray(address: str | None = None) -> Any:
+    """The ``ray`` module, or a UserError saying how to install it. For a local instance or a
+    head on loopback, Ray is told (before its import: it reads this then) to keep its node on
+    127.0.0.1: else its servers listen on every address (docs/scaling.md)."""
+    host = (address or "").rpartition(":")[0] or address or ""
+    if address is None or host in ("127.0.0.1", "localhost"):
+        os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
     try:
         import ray
     except ImportError:

@@ -54,7 +54,7 @@ class RayRunner:
     """The ``Runner`` behind ``make_profiler("ray", ...)``."""
 
     def __init__(self, hardware: HardwareSpec, config: EvalConfig, options: RayOptions) -> None:
-        ray = import_ray()
+        ray = import_ray(options.address)
         self.options = options
         self.threads = config.threads or hardware.cores
         resource = device_resource(hardware.backend)
