@@ -11,9 +11,13 @@ Two kinds of kernel:
   plain process (``attacks/driver.c``), so a contained row is a real attack stopped.
 - ``tests/profiling/kernels/*.c``: kernels that pass the source checks (or are refused by them),
   evaluated by the full harness on their problem (silu, or matmul for the matmul cheats).
+- ``tests/backends/triton_attacks``: Triton kernels (Python) that read files and environments,
+  connect, start processes, write files, signal, forge the verdict, at import and at call,
+  evaluated with the static checks off in their own process (Triton's interpreter), each also run
+  beside its judge as the worker once ran it ("harm unsandboxed"). Skipped without torch/triton.
 
-Usage: ``python benchmarks/red_team.py [--no-evaluator]``; it prints the table and exits 1 if any
-attack was not contained.
+Usage: ``python benchmarks/red_team.py [--no-evaluator] [--no-triton]``; it prints the table and
+exits 1 if any attack was not contained.
 """
 
 from __future__ import annotations
@@ -296,6 +300,48 @@ def _next_is_clean(evaluator: Evaluator) -> bool:
     return after.status.value == "PASSED" and clean and "levels=0 " not in after.log
 
 
+def _triton_rows() -> list[Row]:
+    try:
+        import torch  # noqa: F401
+        import triton  # noqa: F401
+    except ImportError:
+        return []
+    from triton_plant import Plant, run_driver  # tests/support
+
+    work = Path(tempfile.mkdtemp(prefix="accelopt-red-team-triton-"))
+    work.chmod(0o755)
+    old, new = Plant(work / "old"), Plant(work / "new")
+    try:
+        before = run_driver("run_in_process.py", [str(p) for p in old.attacks()], work / "old",
+                            SECRET)  # fmt: skip
+        kernels = [str(work / "lock"), *(str(p) for p in new.attacks())]
+        after = run_driver("run_contained.py", kernels, work / "new", SECRET)
+        rows = [_triton_row(name, before[name], row) for name, row in after.items()]
+        log = (work / "new.log").read_text()
+        leaked = [s for s in ("PUBLIC-CANARY", "PRIVATE-CANARY", SECRET) if s in log]
+        alive = all(v.poll() is None for v in new.victims.values())
+        clean = not (new.received or new.markers() or leaked) and alive
+        harm = f"{len(old.received)} connections, {len(old.markers())} files made, canaries read"
+        note = f"received {len(new.received)}, files {new.markers()}, leaked {leaked}"
+        rows.append(Row("triton: anything outside read or changed?", "triton, own process",
+                        "none" if clean else "SOME", clean, harm, note))  # fmt: skip
+        return rows
+    finally:
+        old.close()
+        new.close()
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _triton_row(name: str, before: dict[str, object], after: dict[str, object]) -> Row:
+    status = str(after["status"] or "PASSED")
+    if name == "forges_verdict":
+        harm = "a NaN output passed the check" if before["nan_output_passes"] else "none seen"
+    else:
+        harm = f"raised: {str(before['raised'])[:50]}" if before["raised"] else "ran to the end"
+    note = str(after["error"] or "").split("\n")[0][:70]
+    return Row(f"{name} (triton)", "triton, own process", status, status != "PASSED", harm, note)
+
+
 def _table(rows: list[Row], out: TextIO) -> None:
     from rich.console import Console
     from rich.table import Table
@@ -319,6 +365,7 @@ def _markdown(rows: list[Row], out: TextIO) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--no-evaluator", action="store_true", help="only the process attacks")
+    parser.add_argument("--no-triton", action="store_true", help="leave out the Triton attacks")
     parser.add_argument("--markdown", action="store_true", help="a Markdown table, no colours")
     parser.add_argument("--attacks-json", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -345,6 +392,8 @@ def run(args: argparse.Namespace, out: TextIO) -> None:
     rows = run_attacks(_mode(), with_harm=True) + without_ptrace()
     if not args.no_evaluator:
         rows += _evaluator_rows()
+    if not args.no_triton:
+        rows += _triton_rows()
     (_markdown if args.markdown else _table)(rows, out)
     out.flush()
     sys.exit(0 if all(r.contained for r in rows) else 1)
