@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 from pathlib import Path
 
@@ -95,6 +96,24 @@ def llm_overrides() -> dict[str, str]:
     names = {"base_url": "ACCELOPT_LLM_BASE_URL", "model": "ACCELOPT_LLM_MODEL"}
     names["api_key"] = "ACCELOPT_LLM_API_KEY"
     return {field: value for field, var in names.items() if (value := env(var))}
+
+
+def llm_timeout_s() -> float | None:
+    """``ACCELOPT_LLM_TIMEOUT_S``: the seconds one try of an LLM call may take (the default
+    endpoint's ``timeout_s``; a call gives up after that times its tries), or None when unset."""
+    raw = env("ACCELOPT_LLM_TIMEOUT_S")
+    if raw is None:
+        return None
+    try:
+        seconds = float(raw)
+    except ValueError:
+        seconds = math.nan
+    if not (math.isfinite(seconds) and seconds > 0):
+        raise UserError(
+            f"ACCELOPT_LLM_TIMEOUT_S={raw!r} is not a number of seconds above 0: set it to one "
+            "(e.g. 120), or unset it"
+        )
+    return seconds
 
 
 def workspace_dir(explicit: Path | None = None) -> Path:

@@ -88,7 +88,7 @@ def test_retries_run_out_into_a_recorded_failure(server):
     recorder = MemoryRecorder()
     call = run(complete(LLMClient(config(server), recorder=recorder)))
     assert not call.ok and "InternalServerError" in call.error and call.attempts == 4
-    assert recorder.calls == [call] and call.cost_usd is None
+    assert recorder.calls == [call] and call.cost_usd == 0.0  # no completion: $0, known
 
 
 @pytest.mark.parametrize(
@@ -125,7 +125,7 @@ def test_an_unreachable_endpoint_is_a_failure_not_an_exception():
 
 
 @pytest.mark.parametrize(
-    "reply", [Reply.empty(), Reply.truncated("```c\nvoid kernel("), Reply.huge(3_000_000)]
+    "reply", [Reply.empty(), Reply.truncated("```c\nvoid kernel("), Reply.huge(2_000_000)]
 )
 def test_odd_replies_are_returned_for_the_agent_to_judge(server, reply):
     server.script("planner", reply)

@@ -1,4 +1,9 @@
-"""``accelopt optimize``: run the search on one problem, several, or the whole suite."""
+"""``accelopt optimize``: run the search on one problem, several, or the whole suite.
+
+Exit codes: those of every command (0, 2 for a usage error), and ENDPOINT_FAILED_EXIT when a run
+stopped because its LLM endpoint failed every call of a step (``search.failing``): the sentence
+says which agent, endpoint and error; the run is recorded failed, and resumable.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +11,10 @@ import sqlite3
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, replace
 from pathlib import Path
+from typing import NoReturn
 
+import typer
+from rich.markup import escape
 from rich.table import Table
 
 from accelopt import views
@@ -33,6 +41,7 @@ from accelopt.problems.records import Problem
 from accelopt.profiling.config import EvalConfig
 from accelopt.profiling.parent.scoring import geometric_mean_pct
 from accelopt.search.config import SearchConfig
+from accelopt.search.failing import EndpointFailedError
 from accelopt.search.run import (
     OptimizeResult,
     RunInputs,
@@ -54,6 +63,7 @@ from accelopt.store.records import RunRecord
 from accelopt.store.store import Store
 
 WorkspaceOption = common.WorkspaceOption
+ENDPOINT_FAILED_EXIT = 3  # a run stopped because its LLM endpoint failed every call of a step
 
 
 def open_store(workspace: Path | None) -> Store:
@@ -87,11 +97,14 @@ def optimize_command(
     eval_config = timing.config(measuring.workers)
     show = shows_table(outputs.json_path)
     with open_store(workspace) as store:
-        if targets.resume:
-            results = [_resume(store, targets, spending, measuring, llm, eval_config, show)]
-        else:
-            results = _start(store, targets, search.config(), spending, measuring, llm,
-                             eval_config, workspace, show)  # fmt: skip
+        try:
+            if targets.resume:
+                results = [_resume(store, targets, spending, measuring, llm, eval_config, show)]
+            else:
+                results = _start(store, targets, search.config(), spending, measuring, llm,
+                                 eval_config, workspace, show)  # fmt: skip
+        except EndpointFailedError as exc:
+            _endpoint_failed(str(exc))
         several = len(results) > 1
         summaries = [_finish(store, r, None if several else outputs.out, show) for r in results]
         if show and several:
@@ -100,6 +113,14 @@ def optimize_command(
         _export(results, outputs.export, workspace, show)
     payload = [s.as_json() for s in summaries]
     write_json(outputs.json_path, payload if len(payload) > 1 else payload[0])
+    for stopped in [r.stopped for r in results if r.stopped]:
+        _endpoint_failed(stopped)
+
+
+def _endpoint_failed(sentence: str) -> NoReturn:
+    """Say why the run stopped (its endpoint failed), and exit with ENDPOINT_FAILED_EXIT."""
+    err_console.print(f"[red]error:[/red] {escape(sentence)}", highlight=False)
+    raise typer.Exit(ENDPOINT_FAILED_EXIT)
 
 
 def _resume(
@@ -135,6 +156,8 @@ def _start(
                       start, spending.replay_from or (), problem_version=problem.fingerprint,
                       workloads=on, sizes=sizes)  # fmt: skip
         results.append(execute_run(store, run, inputs, resume=False))
+        if results[-1].stopped:  # the endpoint failed: the next problems would fail alike
+            break
     return results
 
 

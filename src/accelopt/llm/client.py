@@ -6,6 +6,13 @@ Retry-After) and, when retries run out, returned as an ``LLMCall`` with ``error`
 failed or not, goes to the recorder as soon as it returns. With replay on, a call recorded before
 with the same (model, messages, parameters, sample index) is answered from the record.
 
+Bounded and visible: each try may take the endpoint's ``timeout_s``, and the call that times its
+tries and a few seconds' slack (``llm.tries``); a reply body is read up to
+``replies.MAX_REPLY_BYTES`` and its text kept up to ``replies.MAX_REPLY_CHARS``; a call that
+waits says so on stderr every ``waiting.WAIT_NOTICE_S``. What a call costs: its completion at the
+endpoint's price; $0 (known) when it got none; and each try answered 200 with a body that could
+not be read at the call's reservation (what it may cost), so that the budget stays an upper bound.
+
 The agents depend on ``llm.chat.ChatModel``, which this client satisfies. The request body, the
 record's fields and the retry loop are module functions, shared with the in-process scripted
 model of the tests (``testing.scripted_chat``) so that it records calls as this client does.
@@ -14,11 +21,12 @@ model of the tests (``testing.scripted_chat``) so that it records calls as this 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime
 import time
 import uuid
-from collections.abc import Awaitable, Callable
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
 from accelopt.llm.budget import Budget
@@ -26,16 +34,17 @@ from accelopt.llm.config import AGENTS, Config, Endpoint
 from accelopt.llm.pricing import price_for
 from accelopt.llm.recorder import HoldingRecorder, MemoryRecorder, Recorder
 from accelopt.llm.records import LLMCall, Message, replay_key
+from accelopt.llm.replies import Completion, cut, parse_completion, read_capped
+from accelopt.llm.tries import Tries, with_retries
+from accelopt.llm.waiting import tell_while_waiting, to_stderr
 
 if TYPE_CHECKING:  # openai is imported when the first client is made, not at start-up
     import openai
-from accelopt.llm.retry import (
-    MalformedReplyError,
-    backoff_s,
-    error_text,
-    is_retryable,
-    retry_after_s,
-)
+
+__all__ = [
+    "Completion", "LLMClient", "Tries", "Usage", "call_fields", "estimate", "finished_call",
+    "request_body", "with_retries",
+]  # fmt: skip
 
 
 @dataclass
@@ -65,11 +74,15 @@ class Usage:
 CHARS_PER_TOKEN = 3  # fewer than most tokenizers average on code and prose: a safe estimate
 
 
+def prompt_tokens(messages: list[Message]) -> int:
+    """The most tokens a prompt may be: about one per CHARS_PER_TOKEN characters."""
+    return sum(len(m.get("content", "")) for m in messages) // CHARS_PER_TOKEN + 1
+
+
 def estimate(endpoint: Endpoint, messages: list[Message]) -> tuple[float, int]:
-    """The most a call may cost, as the budget reserves it: its prompt (about one token per
-    CHARS_PER_TOKEN characters) and a reply of ``max_tokens``, at the endpoint's price ($0 when
-    the price is unknown)."""
-    tokens_in = sum(len(m.get("content", "")) for m in messages) // CHARS_PER_TOKEN + 1
+    """The most a call may cost, as the budget reserves it: its prompt (``prompt_tokens``) and
+    a reply of ``max_tokens``, at the endpoint's price ($0 when the price is unknown)."""
+    tokens_in = prompt_tokens(messages)
     price = price_for(endpoint)
     usd = price.cost(tokens_in, endpoint.max_tokens) if price else 0.0
     return usd, tokens_in + endpoint.max_tokens
@@ -86,18 +99,6 @@ def request_body(endpoint: Endpoint, messages: list[Message]) -> dict[str, Any]:
     if endpoint.reasoning_effort:
         body["reasoning_effort"] = endpoint.reasoning_effort
     return body
-
-
-@dataclass
-class Completion:
-    """What a call keeps of an endpoint's chat completion: each field goes into the call's
-    ``LLMCall`` under its own name (``text`` as ``reply``)."""
-
-    text: str
-    reasoning: str | None
-    finish_reason: str | None
-    tokens_in: int
-    tokens_out: int
 
 
 def call_fields(
@@ -118,29 +119,6 @@ def call_fields(
     }
 
 
-async def with_retries(
-    request: Callable[[], Awaitable[Completion]],
-    retries: int,
-    retry_base_s: float,
-    sleep: Callable[[float], Any],
-) -> tuple[Completion | None, int, str]:
-    """``request`` tried until it answers, at most ``retries`` more times after the first, and
-    only after a retryable failure (by type), waiting Retry-After or a jittered backoff between
-    tries: (the completion or None, attempts, the last error)."""
-    attempts, last_error = 0, ""
-    while attempts <= retries:
-        attempts += 1
-        try:
-            return await request(), attempts, ""
-        except Exception as exc:  # decided by type below; never raised to the caller
-            last_error = error_text(exc)
-            if not is_retryable(exc) or attempts > retries:
-                break
-            told = retry_after_s(exc)
-            await sleep(told if told is not None else backoff_s(attempts - 1, retry_base_s))
-    return None, attempts, last_error
-
-
 def finished_call(
     endpoint: Endpoint,
     fields: dict[str, Any],
@@ -148,27 +126,28 @@ def finished_call(
     attempts: int,
     error: str,
     start: float,
+    unread: int = 0,
 ) -> LLMCall:
     """The record of a request that got ``reply`` (priced at the endpoint's price, None when
-    unknown) or failed with ``error``."""
+    unknown; its text and reasoning cut to MAX_REPLY_CHARS) or failed with ``error`` ($0: no
+    completion came). Each of the ``unread`` tries the endpoint answered 200 with a body that
+    could not be read counts at the call's reservation: its prompt and ``max_tokens``."""
     done = {"attempts": attempts, "latency_s": time.perf_counter() - start}
-    if reply is None:
-        return LLMCall(**fields, **done, error=error)
     price = price_for(endpoint)
-    cost = price.cost(reply.tokens_in, reply.tokens_out) if price else None
-    answered = asdict(reply)
-    answered["reply"] = answered.pop("text")
-    return LLMCall(**fields, **done, **answered, cost_usd=cost)
-
-
-def _reasoning(message: Any) -> str | None:
-    """Reasoning text, where the endpoint returns it (vLLM/DeepSeek, OpenRouter/Ollama names)."""
-    extra = getattr(message, "model_extra", None) or {}
-    for name in ("reasoning_content", "reasoning"):
-        value = extra.get(name) or getattr(message, name, None)
-        if isinstance(value, str) and value:
-            return value
-    return None
+    held_in, held_out = unread * prompt_tokens(fields["messages"]), unread * endpoint.max_tokens
+    held = price.cost(held_in, held_out) if price else None
+    if reply is None:
+        cost = 0.0 if not unread else held
+        tokens = {"tokens_in": held_in, "tokens_out": held_out}
+        return LLMCall(**fields, **done, **tokens, error=error, cost_usd=cost)
+    tokens_in, tokens_out = reply.tokens_in + held_in, reply.tokens_out + held_out
+    cost = price.cost(tokens_in, tokens_out) if price else None
+    reasoning = cut(reply.reasoning) if reply.reasoning is not None else None
+    return LLMCall(
+        **fields, **done, reply=cut(reply.text), reasoning=reasoning,
+        finish_reason=reply.finish_reason, tokens_in=tokens_in, tokens_out=tokens_out,
+        cost_usd=cost,
+    )  # fmt: skip
 
 
 @dataclass
@@ -179,6 +158,7 @@ class LLMClient:
     budget: Budget | None = None
     sleep: Callable[[float], Any] = asyncio.sleep  # tests make backoff instant
     max_retries: int | None = None  # overrides every endpoint's (e.g. 0 for a quick check)
+    say: Callable[[str], None] = to_stderr  # where a call that waits long says so
     usage: dict[str, Usage] = field(default_factory=dict)
     _clients: dict[tuple[str, str], openai.AsyncOpenAI] = field(default_factory=dict)
     _limits: dict[str, asyncio.Semaphore] = field(default_factory=dict)
@@ -235,29 +215,33 @@ class LLMClient:
     async def _call(self, endpoint: Endpoint, messages: list[Message], base: dict) -> LLMCall:
         start = time.perf_counter()
         retries = endpoint.max_retries if self.max_retries is None else self.max_retries
+        tries = Tries()
         async with self._limit(endpoint):
-            reply, attempts, error = await with_retries(
-                lambda: self._request(endpoint, messages),
-                retries,
-                endpoint.retry_base_s,
-                self.sleep,
+            telling = asyncio.ensure_future(
+                tell_while_waiting(self.say, endpoint, tries, retries + 1)
             )
-        return finished_call(endpoint, base, reply, attempts, error, start)
+            try:
+                reply, attempts, error = await with_retries(
+                    lambda: self._request(endpoint, messages),
+                    retries,
+                    endpoint.retry_base_s,
+                    self.sleep,
+                    tries,
+                    endpoint.timeout_s,
+                )
+            finally:
+                telling.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await telling
+        return finished_call(endpoint, base, reply, attempts, error, start, tries.unread)
 
     async def _request(self, endpoint: Endpoint, messages: list[Message]) -> Completion:
-        kwargs = request_body(endpoint, messages)
-        response = await self._client(endpoint).chat.completions.create(**kwargs)
-        if response is None or not getattr(response, "choices", None):
-            raise MalformedReplyError("the reply is not a chat completion (no choices)")
-        choice = response.choices[0]
-        usage = response.usage
-        return Completion(
-            text=choice.message.content or "",
-            reasoning=_reasoning(choice.message),
-            finish_reason=choice.finish_reason,
-            tokens_in=usage.prompt_tokens if usage else 0,
-            tokens_out=usage.completion_tokens if usage else 0,
-        )
+        """One try: the body read as it arrives, up to MAX_REPLY_BYTES."""
+        chat = self._client(endpoint).chat.completions.with_streaming_response
+        body = request_body(endpoint, messages)
+        async with chat.create(**body, timeout=endpoint.timeout_s) as response:
+            raw = await read_capped(response.iter_bytes())
+        return parse_completion(raw)
 
     def _client(self, endpoint: Endpoint) -> openai.AsyncOpenAI:
         import openai

@@ -7,8 +7,9 @@ llm:
 budget: {max_usd: 5.0, max_tokens: 20000000}
 ```
 Agents left out inherit ``llm.default``; fields left out inherit from the default, then from the
-built-in defaults below. ``ACCELOPT_LLM_BASE_URL``, ``ACCELOPT_LLM_MODEL`` and
-``ACCELOPT_LLM_API_KEY`` override the default endpoint.
+built-in defaults below. ``ACCELOPT_LLM_BASE_URL``, ``ACCELOPT_LLM_MODEL``,
+``ACCELOPT_LLM_API_KEY`` and ``ACCELOPT_LLM_TIMEOUT_S`` (``timeout_s``) override the default
+endpoint.
 """
 
 from __future__ import annotations
@@ -104,6 +105,9 @@ class Config(BaseModel):
         overrides = settings.llm_overrides()
         own: AgentLLM = getattr(self.llm, agent) or AgentLLM()
         default = {**_set(self.llm.default), **overrides}
+        timeout_s = settings.llm_timeout_s()
+        if timeout_s is not None:
+            default["timeout_s"] = timeout_s
         merged = {**default, **_set(own)}
         merged.pop("api_key", None)
         for field in ("base_url", "model"):

@@ -11,6 +11,11 @@ class MalformedReplyError(Exception):
     """The endpoint answered 200 with something that is not a chat completion."""
 
 
+class ReplyTooLargeError(MalformedReplyError):
+    """The endpoint answered 200 with a body longer than accelopt reads (``replies``): refused,
+    and not asked again (the same question would bring the same answer, paid again)."""
+
+
 MAX_DELAY_S = 60.0
 
 
@@ -35,6 +40,8 @@ def retryable() -> tuple[type[BaseException], ...]:
 def is_retryable(exc: BaseException) -> bool:
     import openai
 
+    if isinstance(exc, ReplyTooLargeError):
+        return False
     if isinstance(exc, retryable()):
         return True
     # Other 5xx answers (502, 503, 504 from proxies) have no class of their own.
@@ -65,7 +72,25 @@ def backoff_s(attempt: int, base_s: float, rng: random.Random | None = None) -> 
     return min(MAX_DELAY_S, base_s * (2**attempt)) * draw
 
 
+def is_unread(exc: BaseException) -> bool:
+    """Whether a try failed after the endpoint answered 200: a body that could not be read (not
+    JSON, not a chat completion, too long). The endpoint may have charged for it, so the call
+    counts it at its reservation (``client.finished_call``)."""
+    import openai
+
+    unread = (MalformedReplyError, json.JSONDecodeError, openai.APIResponseValidationError)
+    return isinstance(exc, unread)
+
+
+ERROR_CHARS = 500  # the most of an error's text a call records
+
+
 def error_text(exc: BaseException) -> str:
-    """One line for the record: the exception's kind and its message, trimmed."""
+    """One line for the record: the exception's kind and its message, and the body an error
+    status came with when it is plain text (a proxy's page: the message has only its code),
+    whitespace collapsed, trimmed to ERROR_CHARS."""
     message = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-    return f"{type(exc).__name__}: {message}"[:500]
+    body = getattr(exc, "body", None)
+    if isinstance(body, str) and body.strip() and " - " not in message:
+        message += " - " + " ".join(body.split())
+    return f"{type(exc).__name__}: {message}"[:ERROR_CHARS]

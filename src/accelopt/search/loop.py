@@ -34,6 +34,7 @@ from accelopt.search import settling, tuning
 from accelopt.search.children import ChildMaker, ParentBrief
 from accelopt.search.config import SearchConfig
 from accelopt.search.evaluations import run_evaluations, run_raced
+from accelopt.search.failing import CallTally
 from accelopt.search.history import plans_tried
 from accelopt.search.lessons import Lessons
 from accelopt.search.measuring import Measurer
@@ -69,6 +70,8 @@ class Optimizer:
         self.tuned = self.tuned or (self.workload,)
         self.phase: PhaseHook = Phases(self.on_phase, self.progress)
         self.waste: Counter[str] = Counter()  # this iteration's calls that gave nothing usable
+        self.calls = CallTally(self.client)  # this step's calls: did every one fail?
+        self.stopped = ""  # why the run stopped early: its endpoint failed (``failing``)
         self.measurer = Measurer(
             self.store, self.run, self.profiler, self.backend, self.hardware, self.problem,
             self.workload, self.tuned, self.held_out, self.phase, self.progress,
@@ -76,11 +79,11 @@ class Optimizer:
         view = problem_view(self.problem, self.workload, self.tuned[1:])
         facts = self.backend.facts(self.hardware)
         self.maker = ChildMaker(
-            self.client, self.measurer, view, facts, self.config, partial(tuning.tune, self),
+            self.calls, self.measurer, view, facts, self.config, partial(tuning.tune, self),
             self.phase, self.waste,
         )  # fmt: skip
         self.lessons = Lessons(
-            self.store, self.client, self.config, view, facts.language, self.run.id,
+            self.store, self.calls, self.config, view, facts.language, self.run.id,
             self.backend.name, self.hardware.key(), self.measurer.profile, self.phase, self.waste,
         )  # fmt: skip
         # what ``run`` and ``tuning`` ask of the loop: a kernel recorded in the run and evaluated;
@@ -94,6 +97,7 @@ class Optimizer:
         self, t: int, beam: list[Candidate], baseline: Candidate, overall: Candidate
     ) -> tuple[list[Candidate], Candidate]:
         """One iteration from ``beam``: the next beam and the run's best after it."""
+        self.calls.reset()
         if self.config.strategy == "autotune":  # the best so far, tuned further: no LLM call
             top = await tuning.tune(self, t, overall, overall, tuning.AUTOTUNE_PLAN)
             return [top], top
@@ -179,12 +183,16 @@ class Optimizer:
     ) -> RunStatus:
         """Iterations ``start..T`` from ``beam``, then the baseline and the best measured on the
         held-out workloads (no LLM call: also when the budget ran out); returns the run's final
-        status."""
+        status. An iteration whose every LLM call failed is not committed: the run stops there,
+        failed, and says why in ``stopped`` (a resume runs that iteration again)."""
         try:
             for t in range(start, self.config.iterations + 1):
                 if self.exhausted():
                     break
                 beam, overall = await self.iteration(t, beam, baseline, overall)
+                if self.calls.all_failed():
+                    self.stopped = self.calls.sentence(f"iteration {t}", self.run.id)
+                    return RunStatus.FAILED
                 self.commit(t, beam, overall)
             await self.measurer.hold_out([baseline, overall])
         finally:

@@ -24,6 +24,7 @@ from accelopt.profiling.factory import make_profiler
 from accelopt.search.children import DRAFT_SAMPLES
 from accelopt.search.config import SearchConfig
 from accelopt.search.evaluations import run_evaluations
+from accelopt.search.failing import EndpointFailedError
 from accelopt.search.loop import Optimizer
 from accelopt.search.phases import PhaseHook
 from accelopt.search.progress import Progress
@@ -42,6 +43,7 @@ class OptimizeResult:
     baseline: Candidate
     best: Candidate
     usage: Mapping[str, Usage]  # this session's calls, per agent
+    stopped: str = ""  # why the run stopped early, failed: its LLM endpoint failed every call
 
 
 @dataclass(frozen=True)
@@ -166,6 +168,8 @@ async def _baseline(optimizer: Optimizer) -> Candidate:
     if source is not None:
         return await optimizer.admit(source, None, None, 0, KernelOrigin.BASELINE)
     drafted = await optimizer.draft()
+    if drafted is None and optimizer.calls.all_failed():
+        raise EndpointFailedError(optimizer.calls.sentence("drafting a first kernel", run.id))
     if drafted is None:
         raise UserError(
             f"the executor wrote no passing first kernel for {run.problem} from its reference "
@@ -257,7 +261,7 @@ def execute_run(store: Store, run: RunRecord, inputs: RunInputs, resume: bool) -
     if final.hardware != hardware.key():
         baseline, top = rescored(store, final, baseline), rescored(store, final, top)
     usage = {agent: dataclasses.replace(u) for agent, u in client.usage.items()}  # a snapshot
-    return OptimizeResult(final, status, baseline, top, usage)
+    return OptimizeResult(final, status, baseline, top, usage, optimizer.stopped)
 
 
 def _client(

@@ -41,10 +41,11 @@ class RunSummary:
     usage: Mapping[str, Usage]  # per agent
     best_kernel_path: str = ""  # where the best kernel was written ("": nowhere)
     generalization: Generalization | None = None  # figures per workload, for a run on several
+    stopped: str = ""  # why the run stopped early (its LLM endpoint failed), or ""
 
     def as_json(self) -> dict[str, Any]:
-        """The JSON object: every field, the usage as its counts; the kernel path and the
-        generalization only when there are."""
+        """The JSON object: every field, the usage as its counts; the kernel path, the
+        generalization and why the run stopped only when there are."""
         data: dict[str, Any] = {
             "run": self.run,
             "problem": self.problem,
@@ -62,6 +63,8 @@ class RunSummary:
             data["best_kernel_path"] = self.best_kernel_path
         if self.generalization is not None:
             data["generalization"] = self.generalization.as_json()
+        if self.stopped:
+            data["stopped"] = self.stopped
         return data
 
 
@@ -82,4 +85,5 @@ def run_summary(result: OptimizeResult) -> RunSummary:
         speedup=speedup,
         bound=t.bound,
         usage=result.usage,
+        stopped=result.stopped,
     )

@@ -33,6 +33,7 @@ import openai
 
 from accelopt.llm.client import (
     Completion,
+    Tries,
     call_fields,
     finished_call,
     request_body,
@@ -167,13 +168,15 @@ class ScriptedChat(Script):
         endpoint = self.endpoints[agent]
         fields = call_fields(agent, endpoint, messages, sample_index)
         start = time.perf_counter()
+        tries = Tries()
         reply, attempts, error = await with_retries(
             lambda: self._request(endpoint, messages),
             endpoint.max_retries,
             endpoint.retry_base_s,
             self.sleep,
+            tries,
         )
-        call = finished_call(endpoint, fields, reply, attempts, error, start)
+        call = finished_call(endpoint, fields, reply, attempts, error, start, tries.unread)
         self.calls.append(call)
         return call
 
