@@ -54,10 +54,12 @@ def test_a_full_compile_cache_is_no_verdict_and_a_healthy_one_measures_every_var
     assert warm.returncode == 0, warm.stderr  # the kernel as written is built; its variants not
     _fill(small_disk)
     starved = run_cli(*AUTOTUNE, "--workspace", ws, env=full)
-    assert "Traceback" not in starved.stderr
-    assert "no variant could be evaluated" in starved.stdout, starved.stdout
-    assert "already the fastest" not in starved.stdout
-    assert "No space left on device" in starved.stderr
+    assert "Traceback" not in starved.stderr and "already the fastest" not in starved.stdout
+    if starved.returncode == 2:  # refused before any work: the cache folder has no room
+        assert str(small_disk) in starved.stderr and "free" in starved.stderr, starved.stderr
+    else:  # measured: the variants could not be built, and it says so
+        assert "no variant could be evaluated" in starved.stdout, starved.stdout
+        assert "No space left on device" in starved.stderr
     healthy = run_cli(*AUTOTUNE, "--workspace", ws)
     assert healthy.returncode == 0, healthy.stderr
     table = healthy.stdout.split("variants of kernel", 1)[1]

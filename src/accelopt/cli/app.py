@@ -30,6 +30,8 @@ from accelopt.cli import (
     worker,
 )
 from accelopt.cli import problem as problem_cli
+from accelopt.cli import store as store_cli
+from accelopt.cli.errors import disk_sentence
 from accelopt.cli.groups import with_groups
 from accelopt.cli.output import (
     JsonOption,
@@ -57,6 +59,7 @@ app.add_typer(llm.app, name="llm")
 app.add_typer(runs.app, name="runs")
 app.add_typer(memory.app, name="memory")
 app.add_typer(problem_cli.app, name="problem")
+app.add_typer(store_cli.app, name="store")
 app.command("optimize")(optimize.optimize_command)
 app.command("export")(export.export_command)
 app.command("report")(report.report_command)
@@ -85,6 +88,7 @@ def eval_command(
 ) -> None:
     """Check and time one kernel file against a problem's reference and roofline."""
     prob = views.problem_and_workload(problem, workload, workspace)
+    common.check_cache_space()  # its kernels are compiled there
     kernel = Kernel(common.read_kernel_file(kernel_file), backend, kernel_file.name)
     config = timing.config(workers=1, check_only=check_only)
     hardware = common.hardware_for(backend)
@@ -124,6 +128,12 @@ def main() -> None:
         app()
     except (UserError, UnknownProblemError) as exc:
         err_console.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False)
+        sys.exit(2)
+    except OSError as exc:
+        sentence = disk_sentence(exc)
+        if sentence is None:
+            raise
+        err_console.print(f"[red]error:[/red] {escape(sentence)}", highlight=False)
         sys.exit(2)
     except KeyboardInterrupt:
         err_console.print("[red]interrupted[/red]")

@@ -127,6 +127,7 @@ def run_command(
         selected = [p for p in selected if workload in p.workloads]
     problems = [views.problem_and_workload(p.name, workload, workspace) for p in selected]
     config = timing.config(workers, check_only=check_only)
+    common.check_cache_space()  # the kernels are compiled there: told before any work
     start = common.hardware_for(backend)
     jobs, kinds = _suite_jobs(problems, kinds, backend, workload)
     if not jobs:

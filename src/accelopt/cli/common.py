@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated
@@ -15,7 +16,9 @@ from accelopt.cli.groups import option_group
 from accelopt.errors import UserError, read_user_text
 from accelopt.hardware.spec import HardwareSpec
 from accelopt.profiling.config import EvalConfig
+from accelopt.store.errors import StoreError
 from accelopt.store.records import RunRecord
+from accelopt.store.space import EVAL_FREE_BYTES, cache_places, check_run_space, check_writable
 from accelopt.store.store import Store
 
 ProfilerOption = Annotated[
@@ -72,6 +75,46 @@ def workspace_dir(explicit: Path | None) -> Path:
             f"{shown} is not writable: make it writable or give another directory with --workspace"
         )
     return path
+
+
+def run_workspace(explicit: Path | None, need_bytes: int | None = None) -> Path:
+    """``workspace_dir``, checked before a run starts: it and the cache's folders can be written
+    and hold ``need_bytes`` free (default ``store.space.MIN_FREE_BYTES``); else one sentence
+    naming the folder."""
+    path = workspace_dir(explicit)
+    check_run_space(path, need_bytes)
+    return path
+
+
+def check_cache_space(need_bytes: int = EVAL_FREE_BYTES) -> None:
+    """The cache's folders can be written and hold ``need_bytes`` free (``eval``, ``bench``)."""
+    check_writable(cache_places(), need_bytes)
+
+
+def open_store_readonly(explicit: Path | None) -> Store:
+    """The workspace's store for reading only (``runs``, ``report``): nothing is created or
+    written, so a read-only workspace (an archived run) is read as it is; a workspace without a
+    store is an empty one."""
+    path = settings.workspace_dir(explicit)
+    shown = f"{settings.workspace_origin(explicit)} {str(path)!r}"
+    if path.exists() and not path.is_dir():
+        raise UserError(
+            f"{shown} is a file, not a directory: give the directory of the run store with "
+            "--workspace"
+        )
+    above = next((p for p in path.parents if p.exists()), path)
+    if not path.exists() and not above.is_dir():
+        raise UserError(
+            f"{shown} cannot be made ({str(above)!r} is a file): give a directory with --workspace"
+        )
+    try:
+        return Store.open_readonly(path)
+    except UserError:  # a full, damaged or newer store: its sentence says what to do
+        raise
+    except (OSError, sqlite3.Error, StoreError) as exc:
+        raise UserError(
+            f"cannot read the run store in {shown} ({exc}): give another directory with --workspace"
+        ) from None
 
 
 KERNEL_HINT = "give the path to a kernel source (.c for cpu, .py for triton)"

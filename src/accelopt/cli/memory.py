@@ -10,7 +10,8 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from accelopt.cli.optimize import WorkspaceOption, open_store
+from accelopt.cli.common import WorkspaceOption, open_store_readonly
+from accelopt.cli.optimize import open_store
 from accelopt.cli.output import JsonOption, check_writable, console, shows_table, write_json
 from accelopt.errors import UserError, check_user_file
 from accelopt.formatting import speedup_x
@@ -27,7 +28,7 @@ def list_command(
     json_path: JsonOption = None,
 ) -> None:
     """The lessons, newest first."""
-    with open_store(workspace) as store:
+    with open_store_readonly(workspace) as store:
         items = store.experiences(run_id=run, problem=problem)
     items = sorted(items, key=lambda e: (e.created_at, e.id or 0), reverse=True)
     if shows_table(json_path):
@@ -48,7 +49,7 @@ def show_command(
     json_path: JsonOption = None,
 ) -> None:
     """One lesson with its before/after snippet and where it came from."""
-    with open_store(workspace) as store:
+    with open_store_readonly(workspace) as store:
         e = store.get_experience(experience_id)
     if e is None:
         raise UserError(f"no lesson {experience_id} in this workspace: see `accelopt memory list`")
@@ -74,7 +75,7 @@ def export_command(
 ) -> None:
     """Write the lessons as JSONL, one per line, to share or back up."""
     check_writable(path, "the export file")
-    with open_store(workspace) as store:
+    with open_store_readonly(workspace) as store:
         count = export_jsonl(store, path, problem=problem)
     console.print(f"exported {count} lessons to {path}", highlight=False)
 

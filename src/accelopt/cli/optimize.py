@@ -92,7 +92,7 @@ def optimize_command(
 ) -> None:
     """Make a kernel faster: beam search with LLM agents, measured against the roofline."""
     targets.check(spending.replay_from)
-    common.workspace_dir(workspace)  # a bad workspace is told before any work
+    common.run_workspace(workspace)  # told before any work: a bad workspace, or one without room
     llm = spending.llm()
     eval_config = timing.config(measuring.workers)
     show = shows_table(outputs.json_path)

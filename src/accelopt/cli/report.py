@@ -9,8 +9,8 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from accelopt.cli.common import RunIdArgument, find_run
-from accelopt.cli.optimize import WorkspaceOption, open_store
+from accelopt.cli import common
+from accelopt.cli.common import RunIdArgument, WorkspaceOption, find_run, open_store_readonly
 from accelopt.cli.output import (
     JsonOption,
     console,
@@ -22,6 +22,7 @@ from accelopt.cli.output import (
 from accelopt.errors import UserError
 from accelopt.formatting import percent, usd_plain
 from accelopt.hardware.cache import load_cpu_spec
+from accelopt.hardware.spec import HardwareSpec
 from accelopt.reports.compare import (
     RunComparison,
     comparison_json,
@@ -31,6 +32,9 @@ from accelopt.reports.compare import (
 )
 from accelopt.reports.run_report import write_run_report
 from accelopt.search.rescoring import rescore_stored_run
+from accelopt.store.errors import StoreReadOnly
+from accelopt.store.records import RunRecord
+from accelopt.store.store import Store
 
 OutOption = Annotated[
     Path | None,
@@ -42,7 +46,10 @@ def _write(path: Path, write: Callable[[Path], Path]) -> Path:
     try:
         return write(path)
     except OSError as exc:
-        raise UserError(f"cannot write the report to {str(path)!r}: {exc.strerror}") from None
+        raise UserError(
+            f"cannot write the report to {str(path)!r} ({exc.strerror}): give --out a file in a "
+            "folder you can write"
+        ) from None
 
 
 def report_command(
@@ -52,20 +59,49 @@ def report_command(
 ) -> None:
     """One run as a self-contained HTML page: summary, baseline vs best, progress plot, lineage,
     the best kernel and its diff, lessons, failures, tokens and $ (default: WORKSPACE/reports/)."""
-    with open_store(workspace) as store:
+    with open_store_readonly(workspace) as store:
         run = find_run(store, run_id)
         target = out or store.path.parent / "reports" / f"{run.id}-{run.problem}.html"
         spec = load_cpu_spec(measure_if_missing=False)
-        before = run.hardware
-        run = rescore_stored_run(store, run, spec)  # one run, one ceiling
-        if run.hardware != before:
-            err_console.print(
-                f"run {run.id} was scored against several ceilings of its device (one raised "
-                f"during it): re-scored against {run.hardware}", highlight=False, markup=False,
-            )  # fmt: skip
-        _write(target, lambda path: write_run_report(path, store, run, spec))
+        try:
+            run = _rescored(store, run, spec)  # one run, one ceiling
+            _write(target, lambda path: write_run_report(path, store, run, spec))
+        except StoreReadOnly:  # a re-score is due: it is kept in the store, where writable
+            writable = _writable_store(workspace)
+            if writable is None:
+                err_console.print(
+                    f"run {run.id} is shown as stored, against several ceilings of its device: "
+                    "its workspace is read-only", highlight=False, markup=False,
+                )  # fmt: skip
+                _write(target, lambda path: write_run_report(path, store, run, spec))
+            else:
+                with writable:
+                    run = _rescored(writable, run, spec)
+                    _write(target, lambda path: write_run_report(path, writable, run, spec))
     console.print(f"report written to {target} ({target.stat().st_size // 1024} KiB)",
                   highlight=False)  # fmt: skip
+
+
+def _rescored(store: Store, run: RunRecord, spec: HardwareSpec | None) -> RunRecord:
+    """``rescore_stored_run``, saying so when it re-scored the run; a ``StoreReadOnly`` when the
+    re-score is due and ``store`` is read-only."""
+    before = run.hardware
+    run = rescore_stored_run(store, run, spec)
+    if run.hardware != before:
+        err_console.print(
+            f"run {run.id} was scored against several ceilings of its device (one raised "
+            f"during it): re-scored against {run.hardware}", highlight=False, markup=False,
+        )  # fmt: skip
+    return run
+
+
+def _writable_store(workspace: Path | None) -> Store | None:
+    """The store opened for writing, for a run that must be re-scored first; None where the
+    workspace cannot be written."""
+    try:
+        return Store.open(common.workspace_dir(workspace))
+    except UserError:
+        return None
 
 
 def compare_command(
@@ -76,7 +112,7 @@ def compare_command(
 ) -> None:
     """Runs side by side: best % of peak, $ and tokens; with --out, plots of best % of peak
     against $ spent and against iterations, one line per run."""
-    with open_store(workspace) as store:
+    with open_store_readonly(workspace) as store:
         comparisons = [load_comparison(store, find_run(store, r)) for r in run_ids]
     show = shows_table(json_path)
     if show:

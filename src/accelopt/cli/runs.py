@@ -7,11 +7,11 @@ from typing import Any
 import typer
 from rich.table import Table
 
-from accelopt.cli.common import RunIdArgument, find_run
-from accelopt.cli.optimize import WorkspaceOption, open_store
+from accelopt.cli.common import RunIdArgument, WorkspaceOption, find_run, open_store_readonly
 from accelopt.cli.output import (
     JsonOption,
     console,
+    err_console,
     generalization_table,
     shows_table,
     write_json,
@@ -20,6 +20,9 @@ from accelopt.cli.variants import variant_table
 from accelopt.formatting import milliseconds, percent, speedup_x, usd_plain
 from accelopt.reports.costs import ResultCost
 from accelopt.search.workloads import generalization
+from accelopt.store.errors import BadRowError
+from accelopt.store.records import RunRecord
+from accelopt.store.store import Store
 from accelopt.views import run_row, run_show_json
 
 app = typer.Typer(help="Past runs: list them, show one.", no_args_is_help=True)
@@ -27,9 +30,10 @@ app = typer.Typer(help="Past runs: list them, show one.", no_args_is_help=True)
 
 @app.command("list")
 def list_command(workspace: WorkspaceOption = None, json_path: JsonOption = None) -> None:
-    """Every run in the workspace, newest first."""
-    with open_store(workspace) as store:
-        rows = [run_row(store, run) for run in store.list_runs()]
+    """Every run in the workspace, newest first (a run whose rows are damaged is left out, with
+    a warning that names the row)."""
+    with open_store_readonly(workspace) as store:
+        rows = [row for run in store.list_runs() if (row := _row_or_warn(store, run)) is not None]
     if shows_table(json_path):
         table = Table(title="runs", title_justify="left")
         for col in ("run", "problem", "workload", "strategy", "status", "created",
@@ -46,6 +50,16 @@ def list_command(workspace: WorkspaceOption = None, json_path: JsonOption = None
     write_json(json_path, rows)
 
 
+def _row_or_warn(store: Store, run: RunRecord) -> dict[str, Any] | None:
+    """The run's row of ``runs list``; None, with a warning, when one of its rows is damaged."""
+    try:
+        return run_row(store, run)
+    except BadRowError as exc:
+        err_console.print(f"warning: run {run.id} is left out: {exc}", style="yellow",
+                          highlight=False, markup=False)  # fmt: skip
+        return None
+
+
 def _workloads_text(row: dict[str, Any]) -> str:
     held = f" (held out: {', '.join(row['held_out'])})" if row["held_out"] else ""
     return "+".join(row["workloads"]) + held
@@ -58,7 +72,7 @@ def show_command(
     json_path: JsonOption = None,
 ) -> None:
     """One run: parameters, the best kernel per iteration, and the lineage of the best kernel."""
-    with open_store(workspace) as store:
+    with open_store_readonly(workspace) as store:
         run = find_run(store, run_id)
         payload = run_show_json(store, run)
         found = generalization(store, run)

@@ -69,11 +69,14 @@ class CallTables(Database):
         marks = ", ".join("?" for _ in run_ids)
         with self._read() as conn:
             row = conn.execute(
-                "SELECT data FROM llm_calls WHERE key = ? AND ok = 1 AND replayed = 0"
+                "SELECT seq, data FROM llm_calls WHERE key = ? AND ok = 1 AND replayed = 0"
                 f" AND run_id IN ({marks}) ORDER BY seq LIMIT 1",
                 (key, *run_ids),
             ).fetchone()
-        return None if row is None else LLMCall.model_validate_json(row["data"])
+        if row is None:
+            return None
+        with self._row("llm_calls", f"seq={row['seq']}"):
+            return LLMCall.model_validate_json(row["data"])
 
     def spent(self, run_ids: Sequence[str]) -> Spent:
         """What the runs' calls cost, over every session of each: dollars of the priced calls,
@@ -104,9 +107,13 @@ class CallTables(Database):
         """The run's calls in the order they were recorded."""
         with self._read() as conn:
             rows = conn.execute(
-                "SELECT data FROM llm_calls WHERE run_id = ? ORDER BY seq", (run_id,)
+                "SELECT seq, data FROM llm_calls WHERE run_id = ? ORDER BY seq", (run_id,)
             ).fetchall()
-        return [LLMCall.model_validate_json(r["data"]) for r in rows]
+        calls = []
+        for r in rows:
+            with self._row("llm_calls", f"seq={r['seq']}"):
+                calls.append(LLMCall.model_validate_json(r["data"]))
+        return calls
 
     def usage_by_agent(self, run_id: str) -> dict[str, Usage]:
         """The run's calls over all its sessions, per agent (in order of first call), counted as

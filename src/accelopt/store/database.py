@@ -5,6 +5,14 @@ Durability: WAL journal, ``synchronous = FULL``, and every write method is one t
 call returns loses nothing. Other processes may use the same file; they wait up to 10 s for a lock.
 ``transaction()`` makes several writes one transaction (a write inside it joins it).
 
+Failures are the store's own errors (``errors.StoreUnusable``, one sentence each: a full,
+read-only or failing disk, a damaged row), never sqlite3's. A write that fails is rolled back
+whole, so a run stays as its last committed step left it: ``running``, and resumable. Once a
+write failed for the disk's sake, marking a run failed is not tried (``RunTables.update_run``).
+
+A store opened with ``open_readonly`` never writes, never creates the file, and works on a
+read-only workspace (``connect.connect_readonly``).
+
 Threads: the store holds one connection (``check_same_thread=False``) and serializes every use of
 it with a re-entrant lock, so one ``Store`` can be shared by all threads of a process. SQLite
 admits one writer at a time anyway; reads are short.
@@ -13,6 +21,7 @@ admits one writer at a time anyway; reads are short.
 from __future__ import annotations
 
 import datetime
+import logging
 import sqlite3
 import threading
 from collections.abc import Iterator
@@ -23,10 +32,20 @@ from typing import Any, Self
 import pydantic_core
 from pydantic import BaseModel
 
-from accelopt.store.errors import StoreError
-from accelopt.store.schema import connect
+from accelopt.store.check import BadRow, bad_rows, quick_check, tables
+from accelopt.store.connect import connect, connect_readonly
+from accelopt.store.errors import (
+    BadRowError,
+    StoreError,
+    StoreFull,
+    StoreIOError,
+    StoreReadOnly,
+    StoreUnusable,
+)
+from accelopt.store.failures import translate
 
 DB_NAME = "accelopt.db"
+log = logging.getLogger(__name__)
 
 
 def now_iso() -> str:
@@ -44,12 +63,18 @@ def dump_json(data: BaseModel | Any) -> str:
 class Database:
     """One SQLite file and the lock around its connection."""
 
-    def __init__(self, path: Path) -> None:
-        """Open the database file at ``path`` (created if absent; its folder must exist)."""
+    def __init__(self, path: Path, readonly: bool = False) -> None:
+        """Open the database file at ``path`` (created if absent; its folder must exist); with
+        ``readonly``, only read (never created: a missing file is an empty store)."""
         self.path = Path(path)
+        self.readonly = readonly
         self._lock = threading.RLock()
-        self._conn: sqlite3.Connection | None = connect(self.path)
+        self._conn: sqlite3.Connection | None = (
+            connect_readonly(self.path) if readonly else connect(self.path)
+        )
         self._conn.row_factory = sqlite3.Row
+        self._run_hint: str | None = None  # the run the last write was for (how to resume it)
+        self._disk_failure: StoreUnusable | None = None  # a write the disk refused
 
     @classmethod
     def open(cls, workspace: Path) -> Self:
@@ -57,6 +82,11 @@ class Database:
         workspace = Path(workspace)
         workspace.mkdir(parents=True, exist_ok=True)
         return cls(workspace / DB_NAME)
+
+    @classmethod
+    def open_readonly(cls, workspace: Path) -> Self:
+        """The store of ``workspace`` for reading only: nothing is created or written."""
+        return cls(Path(workspace) / DB_NAME, readonly=True)
 
     def close(self) -> None:
         """Close the connection; closing twice is harmless, using a closed store is an error."""
@@ -79,22 +109,36 @@ class Database:
         return self._conn
 
     @contextmanager
+    def _translated(self, conn: sqlite3.Connection) -> Iterator[None]:
+        """sqlite3's errors inside as the store's (``failures.translate``); one the user cannot
+        mend (a bug) stays as it is."""
+        try:
+            yield
+        except sqlite3.Error as exc:
+            found = translate(exc, self.path, self._run_hint, lambda c: _first_bad(conn, c))
+            if found is None:
+                raise
+            if isinstance(found, StoreFull | StoreReadOnly | StoreIOError):
+                self._disk_failure = found
+            raise found from exc
+
+    @contextmanager
     def _write(self) -> Iterator[sqlite3.Connection]:
-        """One write transaction, committed on exit (rolled back on an exception); inside
-        ``transaction()``, a part of that one."""
+        """One write transaction, committed on exit (rolled back on an exception, a failed
+        commit too); inside ``transaction()``, a part of that one."""
         with self._lock:
             conn = self._connection()
             if conn.in_transaction:
                 yield conn
                 return
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                yield conn
-            except BaseException:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
-                raise
-            conn.execute("COMMIT")
+            with self._translated(conn):
+                conn.execute("BEGIN IMMEDIATE")
+                try:
+                    yield conn
+                    conn.execute("COMMIT")
+                except BaseException:
+                    _roll_back(conn)
+                    raise
 
     @contextmanager
     def transaction(self) -> Iterator[None]:
@@ -106,11 +150,30 @@ class Database:
     @contextmanager
     def _read(self) -> Iterator[sqlite3.Connection]:
         with self._lock:
-            yield self._connection()
+            conn = self._connection()
+            with self._translated(conn):
+                yield conn
+
+    @contextmanager
+    def _row(self, table: str, key: str) -> Iterator[None]:
+        """Decoding one row of ``table``: a value its record cannot take (JSON that does not
+        parse, an unknown status, text that is not text) is a ``BadRowError`` naming it."""
+        try:
+            yield
+        except (ValueError, TypeError, KeyError) as exc:
+            why = str(exc).strip().splitlines()[0][:120] if str(exc).strip() else repr(exc)
+            raise BadRowError(table, key, why, where=str(self.path)) from exc
+
+    def check(self) -> tuple[list[str], list[str], list[BadRow]]:
+        """The store read whole: what ``PRAGMA quick_check`` finds wrong with its pages, the
+        tables read, and every damaged row (``check.bad_rows``)."""
+        with self._read() as conn:
+            return quick_check(conn), tables(conn), list(bad_rows(conn))
 
     @contextmanager
     def _write_run(self, run_id: str) -> Iterator[sqlite3.Connection]:
         """A write transaction on a run's rows; a run not in the store is a ``StoreError``."""
+        self._run_hint = run_id
         with self._write() as conn:
             self._require_run(conn, run_id)
             yield conn
@@ -119,3 +182,24 @@ class Database:
     def _require_run(conn: sqlite3.Connection, run_id: str) -> None:
         if conn.execute("SELECT 1 FROM runs WHERE id = ?", (run_id,)).fetchone() is None:
             raise StoreError(f"no run with id {run_id!r} in the store")
+
+
+def _roll_back(conn: sqlite3.Connection) -> None:
+    """Roll back the open transaction, if any (a failed COMMIT leaves it open); a rollback that
+    fails too leaves the error that made it to be told."""
+    if not conn.in_transaction:
+        return
+    try:
+        conn.execute("ROLLBACK")
+    except sqlite3.Error:
+        log.debug("rollback failed", exc_info=True)
+
+
+def _first_bad(conn: sqlite3.Connection, column: str) -> tuple[str, str, str] | None:
+    """The first row whose ``column`` is not UTF-8 text (table, key, why), or None."""
+    try:
+        for bad in bad_rows(conn, column):
+            return bad.table, bad.key, bad.why
+    except sqlite3.Error:
+        log.debug("looking for the damaged row failed", exc_info=True)
+    return None

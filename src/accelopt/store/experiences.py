@@ -119,7 +119,8 @@ class ExperienceTables(Database):
                 "SELECT ids FROM retrievals WHERE run_id = ? AND iteration = ? AND parent_hash = ?",
                 (run_id, iteration, parent_hash),
             ).fetchone()
-        return [int(i) for i in json.loads(row["ids"])]
+        with self._row("retrievals", _retrieval_key(run_id, iteration, parent_hash)):
+            return [int(i) for i in json.loads(row["ids"])]
 
     def get_retrieval(self, run_id: str, iteration: int, parent_hash: str) -> list[int] | None:
         with self._read() as conn:
@@ -127,7 +128,10 @@ class ExperienceTables(Database):
                 "SELECT ids FROM retrievals WHERE run_id = ? AND iteration = ? AND parent_hash = ?",
                 (run_id, iteration, parent_hash),
             ).fetchone()
-        return None if row is None else [int(i) for i in json.loads(row["ids"])]
+        if row is None:
+            return None
+        with self._row("retrievals", _retrieval_key(run_id, iteration, parent_hash)):
+            return [int(i) for i in json.loads(row["ids"])]
 
     def get_experience(self, experience_id: int) -> Experience | None:
         with self._read() as conn:
@@ -172,6 +176,10 @@ class ExperienceTables(Database):
                     (*params, match, limit),
                 ).fetchall()
         return [(_experience(r), -float(r["score"]) + 0.0) for r in rows]
+
+
+def _retrieval_key(run_id: str, iteration: int, parent_hash: str) -> str:
+    return f"run_id={run_id!r}, iteration={iteration}, parent_hash={parent_hash!r}"
 
 
 def _filters(prefix: str = "", **columns: Any) -> tuple[str, tuple[Any, ...]]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import sqlite3
 from collections.abc import Sequence
 from typing import Any
@@ -12,6 +13,8 @@ from accelopt.profiling.evaluation import Evaluation
 from accelopt.store.database import Database, dump_json, now_iso
 from accelopt.store.records import KernelOrigin, KernelRecord, RunRecord
 
+log = logging.getLogger(__name__)
+
 
 class KernelTables(Database):
     """The kernels each run saw, the evaluations of kernels, and one-session re-timings."""
@@ -20,13 +23,17 @@ class KernelTables(Database):
         """Record that ``kernel`` entered the run; False (and no change) if it already had.
 
         The source is stored once per hash across runs: the first source seen for a hash is the
-        one kept (sources with the same hash differ at most in what normalization removes).
+        one kept (sources with the same hash differ at most in what normalization removes). A
+        kept one that is damaged (not text) is replaced by this one, with a warning: one bad row
+        does not stop every later run of that kernel.
         """
         with self._write_run(run_id) as conn:
-            conn.execute(
+            kept = conn.execute(
                 "INSERT OR IGNORE INTO kernel_sources (hash, backend, source) VALUES (?, ?, ?)",
                 (kernel.hash, kernel.backend, kernel.source),
             )
+            if kept.rowcount == 0:
+                self._mend_source(conn, kernel)
             cur = conn.execute(
                 "INSERT OR IGNORE INTO run_kernels (run_id, hash, iteration, origin, parent_hash,"
                 " plan_title, plan_steps) VALUES (?, ?, ?, ?, ?, ?, ?)",
@@ -47,6 +54,26 @@ class KernelTables(Database):
             )
             return cur.rowcount == 1
 
+    def _mend_source(self, conn: sqlite3.Connection, kernel: KernelRecord) -> None:
+        """The source kept for ``kernel.hash`` replaced by ``kernel``'s when it cannot be read."""
+        row = conn.execute(
+            "SELECT CAST(source AS BLOB), typeof(source), CAST(backend AS BLOB), typeof(backend)"
+            " FROM kernel_sources WHERE hash = ?",
+            (kernel.hash,),
+        ).fetchone()
+        if _is_text(row[0], row[1]) and _is_text(row[2], row[3]):
+            return
+        conn.execute(
+            "UPDATE kernel_sources SET backend = ?, source = ? WHERE hash = ?",
+            (kernel.backend, kernel.source, kernel.hash),
+        )
+        log.warning(
+            "the stored source of kernel %s in %s was damaged (not UTF-8 text): replaced by the "
+            "one written now",
+            kernel.hash,
+            self.path,
+        )
+
     def kernels(self, run_id: str, every_write: bool = False) -> list[KernelRecord]:
         """The run's kernels in the order they were added, each as first written; with
         ``every_write``, a record for every time one was written (a later iteration, another
@@ -66,14 +93,26 @@ class KernelTables(Database):
                 f" ORDER BY {write}.seq",
                 (run_id,),
             ).fetchall()
-        return [_kernel(r) for r in rows]
+        found = []
+        for r in rows:
+            with self._row("kernel_sources", f"hash={r['hash']!r}"):
+                if not isinstance(r["source"], str):
+                    raise TypeError("its source is not text")
+            with self._row("run_kernels", f"run_id={run_id!r}, hash={r['hash']!r}"):
+                found.append(_kernel(r))
+        return found
 
     def kernel_source(self, kernel_hash: str) -> str | None:
         with self._read() as conn:
             row = conn.execute(
                 "SELECT source FROM kernel_sources WHERE hash = ?", (kernel_hash,)
             ).fetchone()
-        return None if row is None else row["source"]
+        if row is None:
+            return None
+        with self._row("kernel_sources", f"hash={kernel_hash!r}"):
+            if not isinstance(row["source"], str):
+                raise TypeError("its source is not text")
+        return str(row["source"])
 
     # -- evaluations --------------------------------------------------------------------------
 
@@ -98,14 +137,25 @@ class KernelTables(Database):
         harness_version: str | None = None,
         problem_version: str = "",
     ) -> Evaluation | None:
+        """The cached evaluation, or None; a damaged one is None too (measured again and replaced),
+        with a warning."""
         harness_version = harness_version or harness_key(problem_version)
         with self._read() as conn:
             row = conn.execute(
-                "SELECT data FROM evaluations WHERE kernel_hash = ? AND problem = ?"
-                " AND workload = ? AND hardware = ? AND harness_version = ?",
+                "SELECT CAST(data AS BLOB) AS data FROM evaluations WHERE kernel_hash = ?"
+                " AND problem = ? AND workload = ? AND hardware = ? AND harness_version = ?",
                 (kernel_hash, problem, workload, hardware, harness_version),
             ).fetchone()
-        return None if row is None else Evaluation.model_validate_json(row["data"])
+        if row is None:
+            return None
+        try:
+            return Evaluation.model_validate_json(row["data"])
+        except ValueError:
+            log.warning(
+                "the cached evaluation of kernel %s on %s/%s in %s is damaged: it is measured "
+                "again", kernel_hash, problem, workload, self.path,
+            )  # fmt: skip
+            return None
 
     def evaluations_of(
         self, run: RunRecord, workload: str, harness_version: str
@@ -127,11 +177,13 @@ class KernelTables(Database):
                 (run.problem, workload, harness_version, len(device), device,
                  run.hardware, run.id),
             ).fetchall()  # fmt: skip
-        return {
-            r["hash"]: Evaluation.model_validate_json(r["data"])
-            for r in rows
-            if r["data"] is not None
-        }
+        found = {}
+        for r in rows:
+            if r["data"] is not None:
+                key = f"kernel_hash={r['hash']!r}, problem={run.problem!r}"
+                with self._row("evaluations", key):
+                    found[r["hash"]] = Evaluation.model_validate_json(r["data"])
+        return found
 
     def raced_kernels(self, run: RunRecord, workload: str, harness_version: str) -> set[str]:
         """The hashes of the run's kernels whose timing stopped early inside it on ``workload``
@@ -164,7 +216,8 @@ class KernelTables(Database):
                 "SELECT data FROM retimings WHERE run_id = ? AND iteration = ? AND kernels = ?",
                 (run_id, iteration, key),
             ).fetchone()
-        return dict(json.loads(row["data"]))
+        with self._row("retimings", f"run_id={run_id!r}, iteration={iteration}, kernels={key!r}"):
+            return dict(json.loads(row["data"]))
 
     def get_retiming(
         self, run_id: str, iteration: int, kernels: Sequence[str]
@@ -175,7 +228,10 @@ class KernelTables(Database):
                 "SELECT data FROM retimings WHERE run_id = ? AND iteration = ? AND kernels = ?",
                 (run_id, iteration, json.dumps(list(kernels))),
             ).fetchone()
-        return None if row is None else dict(json.loads(row["data"]))
+        if row is None:
+            return None
+        with self._row("retimings", f"run_id={run_id!r}, iteration={iteration}"):
+            return dict(json.loads(row["data"]))
 
     def retimings(self, run_id: str) -> list[tuple[list[str], dict[str, Any]]]:
         """Every re-timing session of the run, in the order kept: (its kernels, its data)."""
@@ -183,7 +239,11 @@ class KernelTables(Database):
             rows = conn.execute(
                 "SELECT kernels, data FROM retimings WHERE run_id = ? ORDER BY rowid", (run_id,)
             ).fetchall()
-        return [(list(json.loads(r["kernels"])), dict(json.loads(r["data"]))) for r in rows]
+        found = []
+        for r in rows:
+            with self._row("retimings", f"run_id={run_id!r}, kernels={r['kernels']!r}"):
+                found.append((list(json.loads(r["kernels"])), dict(json.loads(r["data"]))))
+        return found
 
 
 def _insert_evaluation(
@@ -215,3 +275,14 @@ def _kernel(row: sqlite3.Row) -> KernelRecord:
     """A ``kernels`` row (its columns named as the record's fields) as the record."""
     steps = tuple(json.loads(row["plan_steps"]))
     return KernelRecord(**{**dict(row), "origin": KernelOrigin(row["origin"]), "plan_steps": steps})
+
+
+def _is_text(raw: bytes | None, kind: str) -> bool:
+    """Whether a value read as bytes (``CAST(... AS BLOB)``) of SQLite type ``kind`` is text."""
+    if kind != "text" or raw is None:
+        return False
+    try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True

@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import sqlite3
 from collections.abc import Mapping
 from typing import Any
 
 from accelopt.store.database import Database, now_iso
-from accelopt.store.errors import AmbiguousRunError, StoreError
+from accelopt.store.errors import AmbiguousRunError, BadRowError, StoreError
 from accelopt.store.records import IterationRecord, RunRecord, RunStatus
 
 MIN_PREFIX = 4  # the shortest run id prefix ``get_run`` resolves
+log = logging.getLogger(__name__)
 
 
 class RunTables(Database):
@@ -22,6 +24,7 @@ class RunTables(Database):
         """Insert a new run. ``created_at``/``updated_at`` are set to now where left empty."""
         created = run.created_at or now_iso()
         updated = run.updated_at or created
+        self._run_hint = run.id
         with self._write() as conn:
             if conn.execute("SELECT 1 FROM runs WHERE id = ?", (run.id,)).fetchone():
                 raise StoreError(f"a run with id {run.id!r} is already in the store")
@@ -53,7 +56,15 @@ class RunTables(Database):
         best_hash: str | None = None,
         baseline_hash: str | None = None,
     ) -> None:
-        """Change a run's status, best or starting kernel; ``updated_at`` becomes now."""
+        """Change a run's status, best or starting kernel; ``updated_at`` becomes now.
+
+        Once a write of this store failed for the disk's sake (full, read-only, failing),
+        marking a run failed is not tried: the run stays ``running``, to be resumed once the
+        disk is mended, and the error that stopped it is the one told."""
+        if status is RunStatus.FAILED and self._disk_failure is not None:
+            log.debug("run %s left running: %s", run_id, self._disk_failure)
+            return
+        self._run_hint = run_id
         sets, params = ["updated_at = ?"], [now_iso()]
         for column, value in (
             ("status", status),
@@ -77,7 +88,7 @@ class RunTables(Database):
         with self._read() as conn:
             row = conn.execute("SELECT * FROM runs WHERE id = ?", (run_id,)).fetchone()
             if row is not None:
-                return _run(row)
+                return self._run(row)
             if len(run_id) < MIN_PREFIX:
                 return None
             rows = conn.execute(
@@ -86,13 +97,29 @@ class RunTables(Database):
             ).fetchall()
         if len(rows) > 1:
             raise AmbiguousRunError(run_id, [r["id"] for r in rows])
-        return _run(rows[0]) if rows else None
+        return self._run(rows[0]) if rows else None
 
     def list_runs(self) -> list[RunRecord]:
-        """All runs, newest first (by ``created_at``, then by insertion)."""
+        """All runs, newest first (by ``created_at``, then by insertion). A run whose row is
+        damaged is left out, with a warning that names it (``accelopt store check``)."""
         with self._read() as conn:
-            rows = conn.execute("SELECT * FROM runs ORDER BY created_at DESC, rowid DESC")
-            return [_run(row) for row in rows.fetchall()]
+            order = "SELECT rowid FROM runs ORDER BY created_at DESC, rowid DESC"
+            rowids = [int(r[0]) for r in conn.execute(order).fetchall()]
+        runs = []
+        for rowid in rowids:
+            try:
+                with self._read() as conn:
+                    row = conn.execute("SELECT * FROM runs WHERE rowid = ?", (rowid,)).fetchone()
+                runs.append(self._run(row))
+            except BadRowError as exc:
+                log.warning("%s; that run is left out", exc)
+        return runs
+
+    def _run(self, row: sqlite3.Row) -> RunRecord:
+        with self._row("runs", f"id={row['id']!r}"):
+            if not isinstance(row["id"], str):
+                raise TypeError("its id is not text")
+            return _run(row)
 
     def commit_iteration(
         self, run_id: str, record: IterationRecord, best_hash: str | None = None
@@ -127,9 +154,14 @@ class RunTables(Database):
         """The run's iteration records, by iteration number."""
         with self._read() as conn:
             rows = conn.execute(
-                "SELECT data FROM iterations WHERE run_id = ? ORDER BY iteration", (run_id,)
+                "SELECT iteration, data FROM iterations WHERE run_id = ? ORDER BY iteration",
+                (run_id,),
             ).fetchall()
-        return [_iteration(json.loads(r["data"])) for r in rows]
+        found = []
+        for r in rows:
+            with self._row("iterations", f"run_id={run_id!r}, iteration={r['iteration']}"):
+                found.append(_iteration(json.loads(r["data"])))
+        return found
 
     def move_run(self, run_id: str, hardware: str, spec: Mapping[str, Any]) -> None:
         """Put the run on another hardware key with its spec as ``spec`` (the ceilings it is now

@@ -1,4 +1,4 @@
-"""The store's SQLite schema, the connection settings, and the schema version check.
+"""The store's SQLite schema and the schema version check (``connect``: opening the file).
 
 Version history (``SCHEMA_VERSION``): 1, the first schema; 2, an iteration is one commit:
 experiences carry the (iteration, parent, plan) that learned them, unique per run, and stay
@@ -23,10 +23,9 @@ import sqlite3
 from collections.abc import Callable
 from pathlib import Path
 
-from accelopt.store.errors import SchemaVersionError, StoreError
+from accelopt.store.errors import SALVAGE, SchemaVersionError, StoreDamaged
 
 SCHEMA_VERSION = 4
-BUSY_TIMEOUT_MS = 10_000
 
 # What the triggers below write into the external-content FTS5 index: a row's words, or the
 # 'delete' command that takes an old row's words out (SQLite needs the old values verbatim).
@@ -250,34 +249,12 @@ def _to_v4(conn: sqlite3.Connection) -> None:
 MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {2: _to_v2, 3: _to_v3, 4: _to_v4}
 
 
-def connect(path: Path) -> sqlite3.Connection:
-    """Open (creating if needed) the database at ``path``: WAL, foreign keys, busy timeout,
-    autocommit mode (the store opens its own transactions), schema created or checked."""
-    conn = sqlite3.connect(
-        path,
-        timeout=BUSY_TIMEOUT_MS / 1000,
-        isolation_level=None,
-        check_same_thread=False,
-    )
-    try:
-        conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-        conn.execute("PRAGMA foreign_keys = ON")
-        conn.execute("PRAGMA journal_mode = WAL")
-        conn.execute("PRAGMA synchronous = FULL")
-        _ensure_schema(conn, path)
-    except sqlite3.DatabaseError as exc:
-        conn.close()
-        raise StoreError(f"{path} is not a usable accelopt database: {exc}") from exc
-    except BaseException:
-        conn.close()
-        raise
-    return conn
-
-
-def _ensure_schema(conn: sqlite3.Connection, path: Path) -> None:
+def ensure_schema(conn: sqlite3.Connection, path: Path) -> None:
+    """Create the schema in an empty database, or upgrade an older one, in one transaction; a
+    ``SchemaVersionError`` for a newer one."""
     conn.execute("BEGIN IMMEDIATE")
     try:
-        version = _version(conn)
+        version = stored_version(conn)
         if version is None:
             _run_script(conn, _SCHEMA_V1)
             _run_script(conn, _SCHEMA_V2)
@@ -285,10 +262,7 @@ def _ensure_schema(conn: sqlite3.Connection, path: Path) -> None:
             _run_script(conn, _SCHEMA_V4)
             conn.execute("INSERT INTO schema_version (version) VALUES (?)", (SCHEMA_VERSION,))
         elif version > SCHEMA_VERSION:
-            raise SchemaVersionError(
-                f"{path} has store schema version {version}, newer than the {SCHEMA_VERSION} "
-                "this accelopt knows; upgrade accelopt to open it."
-            )
+            raise too_new(path, version)
         elif version < SCHEMA_VERSION:
             for target in range(version + 1, SCHEMA_VERSION + 1):
                 MIGRATIONS[target](conn)
@@ -300,7 +274,15 @@ def _ensure_schema(conn: sqlite3.Connection, path: Path) -> None:
         raise
 
 
-def _version(conn: sqlite3.Connection) -> int | None:
+def too_new(path: Path, version: int) -> SchemaVersionError:
+    return SchemaVersionError(
+        f"{path} has store schema version {version}, newer than the {SCHEMA_VERSION} "
+        "this accelopt knows; upgrade accelopt to open it."
+    )
+
+
+def stored_version(conn: sqlite3.Connection) -> int | None:
+    """The schema version the database says it has (None: no schema yet)."""
     exists = conn.execute(
         "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_version'"
     ).fetchone()
@@ -308,7 +290,7 @@ def _version(conn: sqlite3.Connection) -> int | None:
         return None
     row = conn.execute("SELECT max(version) FROM schema_version").fetchone()
     if row is None or row[0] is None:
-        raise StoreError("the schema_version table is empty: the database is damaged")
+        raise StoreDamaged(f"the store's schema_version table is empty (it is damaged): {SALVAGE}")
     return int(row[0])
 
 
