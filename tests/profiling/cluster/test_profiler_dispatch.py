@@ -161,7 +161,10 @@ def test_a_job_lost_too_often_is_a_crash_with_the_reason():
     run(dispatcher)
     evaluation, measured = future.result(timeout=0)
     assert not measured and evaluation.status is Status.CRASH
-    assert evaluation.error.startswith("profiling service: the job was lost 3 times")
+    assert evaluation.error.startswith(
+        "the evaluation could not be done: profiling service: the job was lost 3 times"
+    )
+    assert evaluation.service == evaluation.error  # never cached, never ranked
     assert "last: actor c: c died" in evaluation.error
     assert evaluation.kernel == "k0" and evaluation.peak_s > 0
     assert [a for a, _ in fleet.retired] == ["a", "b", "c"]
@@ -269,7 +272,8 @@ def test_the_thread_answers_every_caller_and_close_fails_the_rest():
 def test_service_failure_is_a_crash_scored_against_the_roofline(hw):
     evaluation = service_failure(job(3), "the job was lost 3 times", hw, threads=2)
     assert evaluation.status is Status.CRASH and evaluation.latency_s is None
-    assert evaluation.error == "profiling service: the job was lost 3 times"
+    error = "the evaluation could not be done: profiling service: the job was lost 3 times"
+    assert evaluation.error == error and evaluation.service == error
     assert evaluation.hardware == hw.key() and evaluation.kernel_hash == job(3)[0].hash
     assert evaluation.bound in {"matmul", "vector", "memory"} and evaluation.threads == 2
 

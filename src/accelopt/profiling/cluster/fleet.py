@@ -66,17 +66,21 @@ def gpus_per_actor(backend: str) -> int:
 
 def import_ray(address: str | None = None) -> Any:
     """The ``ray`` module, or a UserError saying how to install it. For a local instance or a
-    head on loopback, Ray is told (before its import: it reads this then) to keep its node on
-    127.0.0.1: else its servers listen on every address (docs/scaling.md)."""
-    host = (address or "").rpartition(":")[0] or address or ""
-    if address is None or host in ("127.0.0.1", "localhost"):
-        os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+    head on loopback, Ray keeps its node on 127.0.0.1 (else its servers listen on every address,
+    docs/scaling.md): what ``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0`` does, set on Ray's constant,
+    since nothing here writes the environment."""
     try:
         import ray
     except ImportError:
         raise UserError(
             "the ray profiler needs Ray: pip install 'accelopt[ray]' (or use --profiler local)"
         ) from None
+    host = (address or "").rpartition(":")[0] or address or ""
+    if address is None or host in ("127.0.0.1", "localhost"):
+        with contextlib.suppress(ImportError, AttributeError):  # a Ray without it: as it is
+            from ray._private import ray_constants
+
+            ray_constants.ENABLE_RAY_CLUSTER = False
     return ray
 
 
