@@ -5,12 +5,10 @@ all. The disk is a 2 MiB tmpfs (root only: skipped elsewhere)."""
 
 from __future__ import annotations
 
-import os
 import shutil
-import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
+import mounts
 import pytest
 from cli_timing import QUICK_TIMING
 
@@ -22,29 +20,14 @@ AUTOTUNE = ("optimize", "silu", "--strategy", "autotune", "--kernel", "expert", 
 UNMEASURED = ("not evaluated", "could not be evaluated", "COMPILE_ERROR", "CRASH")
 
 
-@pytest.fixture
-def small_disk(tmp_path: Path) -> Iterator[Path]:
-    disk = tmp_path / "disk"
-    disk.mkdir()
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(disk)],
-                             capture_output=True)  # fmt: skip
-    if mounted.returncode != 0:
-        pytest.skip("a small disk needs mount (root): " + mounted.stderr.decode().strip())
-    try:
-        yield disk
-    finally:
-        subprocess.run(["umount", "-l", str(disk)], check=False)
-
-
-def _fill(folder: Path, leave: int = 8 << 10) -> None:
-    stat = os.statvfs(folder)
-    with open(folder / "filler", "wb") as f:
-        f.write(b"\0" * max(0, stat.f_bavail * stat.f_frsize - leave))
-
-
 def test_a_full_compile_cache_is_no_verdict_and_a_healthy_one_measures_every_variant(
-    run_cli, cli_env: dict[str, str], small_disk: Path, tmp_path: Path
+    run_cli, cli_env: dict[str, str], tmp_path: Path
 ) -> None:
+    with mounts.small_disk(tmp_path / "disk", "2m") as small_disk:
+        _starve_then_heal(run_cli, cli_env, small_disk, tmp_path)
+
+
+def _starve_then_heal(run_cli, cli_env: dict[str, str], small_disk: Path, tmp_path: Path) -> None:
     shutil.copytree(Path(cli_env["ACCELOPT_CACHE_DIR"]) / "hardware", small_disk / "hardware")
     full = {"ACCELOPT_CACHE_DIR": str(small_disk)}
     expert = load_problem("silu").kernel_path("expert")
@@ -52,7 +35,7 @@ def test_a_full_compile_cache_is_no_verdict_and_a_healthy_one_measures_every_var
     warm = run_cli("eval", "silu", expert, "--workload", "small", *QUICK_TIMING,
                    "--workspace", tmp_path / "other", env=full)  # fmt: skip
     assert warm.returncode == 0, warm.stderr  # the kernel as written is built; its variants not
-    _fill(small_disk)
+    mounts.fill(small_disk, leave=8 << 10)
     starved = run_cli(*AUTOTUNE, "--workspace", ws, env=full)
     assert "Traceback" not in starved.stderr and "already the fastest" not in starved.stdout
     if starved.returncode == 2:  # refused before any work: the cache folder has no room

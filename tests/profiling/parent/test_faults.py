@@ -7,14 +7,13 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import subprocess
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from fakes import fake_evaluation, variant
+from mounts import fill, small_disk
 
 from accelopt.backends.cpu.compiler import compile_kernel
 from accelopt.backends.faults import unwritable
@@ -29,26 +28,6 @@ from accelopt.profiling.parent.evaluator import Evaluator
 from accelopt.profiling.profiler import Measured
 
 SILU = load_problem("silu")
-
-
-@contextlib.contextmanager
-def small_disk(path: Path, size: str = "2m") -> Iterator[Path]:
-    """A tmpfs of ``size`` at ``path`` (root only), filled to the last few KiB."""
-    path.mkdir()
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)],
-                             capture_output=True)  # fmt: skip
-    if mounted.returncode != 0:
-        pytest.skip("a small disk needs mount (root): " + mounted.stderr.decode().strip())
-    try:
-        yield path
-    finally:
-        subprocess.run(["umount", "-l", str(path)], check=False)
-
-
-def fill(folder: Path, leave: int = 8 << 10) -> None:
-    free = os.statvfs(folder).f_bavail * os.statvfs(folder).f_frsize
-    with open(folder / "filler", "wb") as f:
-        f.write(b"\0" * max(0, free - leave))
 
 
 LEGACY = (
@@ -76,9 +55,9 @@ def test_a_build_on_a_full_disk_is_the_machines_failure(tmp_path: Path) -> None:
         SILU.kernel_path("baseline").read_text(), SILU, SILU.workload("tiny").sizes,
         compiler_for("gcc"),
     )  # fmt: skip
-    with small_disk(tmp_path / "disk") as disk:
+    with small_disk(tmp_path / "disk", "2m") as disk:
         (disk / "objects").mkdir()
-        fill(disk)
+        fill(disk, leave=8 << 10)
         assert "No space left on device" in unwritable([disk])
         built = compile_kernel(inputs, disk, disk / "objects", timeout_s=60)
     assert built.status is Status.COMPILE_ERROR and not built.ok
