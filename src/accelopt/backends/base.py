@@ -163,6 +163,8 @@ BACKEND_CLASSES: dict[str, str] = {
     "cpu": "accelopt.backends.cpu.backend:CpuBackend",
     "triton": "accelopt.backends.triton.backend:TritonBackend",
     "numpy": "accelopt.backends.numpy.backend:NumpyBackend",
+    "torch": "accelopt.backends.pytorch.backend:TorchBackend",
+    "inductor": "accelopt.backends.pytorch.backend:InductorBackend",
 }
 BACKENDS = tuple(BACKEND_CLASSES)
 

@@ -13,6 +13,7 @@ from rich.table import Table
 from accelopt import views
 from accelopt.backends.kernel import Kernel
 from accelopt.backends.numpy.backend import blas_description, reference_kernel
+from accelopt.backends.pytorch.backend import form_kernel
 from accelopt.cli import common
 from accelopt.cli.groups import with_groups
 from accelopt.cli.output import (
@@ -26,6 +27,7 @@ from accelopt.cli.output import (
     writable_option,
     write_json,
 )
+from accelopt.cli.torch_notes import FORMS, form_notes, uncompiled_notes
 from accelopt.errors import UserError
 from accelopt.formatting import milliseconds
 from accelopt.hardware.cache import describe_figure
@@ -44,7 +46,7 @@ app = typer.Typer(
     help="The benchmark suite: list problems, run their kernels.", no_args_is_help=True
 )
 
-KINDS = ("baseline", "expert", "numpy")
+KINDS = ("baseline", "expert", "numpy", "torch", "inductor")
 
 
 def _sizes(problem: Problem, workload: str) -> str:
@@ -79,6 +81,8 @@ def suite_kernel(problem: Problem, kind: str, backend: str) -> Kernel | None:
     """The shipped kernel of a kind for a problem, or None when the suite has none."""
     if kind == "numpy":  # a CPU comparison: it would be scored against another device's roofline
         return reference_kernel(problem) if backend == "cpu" else None
+    if kind in FORMS:  # CPU comparisons too (torch's CPU build)
+        return form_kernel(problem, kind) if backend == "cpu" else None
     path = problem.kernel_path(kind, backend)
     return Kernel(path.read_text(), backend, kind) if path.is_file() else None
 
@@ -87,7 +91,10 @@ def _kinds(kernel: str) -> tuple[str, ...]:
     if kernel == "all":
         return KINDS
     if kernel not in KINDS:
-        raise UserError(f"unknown kernel kind {kernel!r}; choose baseline, expert, numpy or all")
+        raise UserError(
+            f"unknown kernel kind {kernel!r}; choose baseline, expert, numpy, torch, inductor or "
+            "all"
+        )
     return (kernel,)
 
 
@@ -109,7 +116,7 @@ def run_command(
     backend: Annotated[str, typer.Option(help="kernel language/device")] = "cpu",
     workload: Annotated[str, typer.Option(help="sizes: cpu, paper, small or tiny")] = "cpu",
     kernel: Annotated[
-        str, typer.Option(help="which kernels: baseline, expert, numpy or all")
+        str, typer.Option(help="which kernels: baseline, expert, numpy, torch, inductor or all")
     ] = "all",
     check_only: Annotated[bool, typer.Option("--check-only", help="skip timing")] = False,
     workers: Annotated[int, typer.Option(help="worker processes checking in parallel")] = 2,
@@ -119,8 +126,9 @@ def run_command(
     workspace: common.WorkspaceOption = None,
     json_path: JsonOption = None,
 ) -> None:
-    """Evaluate the problems' own kernels and NumPy: one row per problem, % of peak per kind
-    (without --problem: every problem that has the workload)."""
+    """Evaluate the problems' own kernels, NumPy and PyTorch (eager and torch.compile): one row
+    per problem, % of peak per kind, the best reference and the expert's time over it (without
+    --problem: every problem that has the workload)."""
     kinds = _kinds(kernel)
     selected = _selected(problem, workspace)
     if not problem:
@@ -142,6 +150,8 @@ def run_command(
     units = f"{hardware.cores} SMs" if backend == "triton" else f"{threads} threads"
     title = f"{workload} workload on {hardware.name} ({units}, {profiler} profiler)"
     blas = [f"numpy column: {blas_description(threads)}"] if "numpy" in kinds else []
+    blas += form_notes(kinds, evaluations, threads, backend, kernel)
+    blas += uncompiled_notes(problems) if "inductor" in kinds else []
     if html is not None:
         report = suite_report(evaluations, problems, hardware, kinds, title, blas)
         path = write_suite_report(html, report)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import sys
 from collections.abc import Callable, Sequence
@@ -25,7 +26,7 @@ from accelopt.profiling.parent.scoring import geometric_mean_pct
 from accelopt.search.workloads import Generalization
 
 # Piped output (CI logs, files) gets a width that fits the tables instead of rich's default 80.
-_WIDTH = None if sys.stdout.isatty() or settings.columns_set() else 150
+_WIDTH = None if sys.stdout.isatty() or settings.columns_set() else 220
 console = Console(width=_WIDTH)
 err_console = Console(stderr=True, width=_WIDTH)
 
@@ -230,6 +231,28 @@ def _cell(e: Evaluation | None) -> tuple[str, str]:
     return ms, percent(e.pct_of_peak) + ("" if e.calibrated else CACHED_MARK)
 
 
+REFERENCE_KINDS = ("numpy", "torch", "inductor")  # what a user would pick instead of a kernel
+ONE_COLUMN = ("torch", "inductor")
+
+
+def best_reference(by_key: dict[tuple[str, str], Evaluation], problem: str) -> Evaluation | None:
+    """The fastest reference that passed for ``problem`` (NumPy, torch eager, torch.compile)."""
+    found = [by_key.get((problem, kind)) for kind in REFERENCE_KINDS]
+    timed = [e for e in found if e is not None and e.passed and e.latency_s]
+    return min(timed, key=lambda e: e.latency_s or 0.0, default=None)
+
+
+def _versus(expert: Evaluation | None, ref: Evaluation | None, ratios: list[float]) -> list[str]:
+    """The best reference's cell, and the expert's time over it (measured in this run)."""
+    if ref is None or ref.latency_s is None:
+        return ["—", "—"]
+    cell = f"{ref.kernel} {milliseconds(ref.latency_s)}"
+    if expert is None or not expert.passed or not expert.latency_s:
+        return [cell, "—"]
+    ratios.append(expert.latency_s / ref.latency_s)
+    return [cell, f"{ratios[-1]:.2f}x"]
+
+
 def suite_table(
     problems: Sequence[Problem],
     kinds: Sequence[str],
@@ -247,14 +270,27 @@ def suite_table(
     table.add_column("bound")
     table.add_column("cached peak ms", justify="right")
     for kind in kinds:
+        if kind in ONE_COLUMN:  # ms and % in one cell: the table stays readable at 200 columns
+            table.add_column(f"{kind} ms (%)", justify="right", no_wrap=True)
+            continue
         table.add_column(f"{kind} ms", justify="right", no_wrap=True)
         table.add_column(f"{kind} %", justify="right")
+    compare = any(kind in REFERENCE_KINDS for kind in kinds) and "expert" in kinds
+    if compare:
+        table.add_column("best reference", justify="right", no_wrap=True)
+        table.add_column("expert / it", justify="right")
+    ratios: list[float] = []
     for p in problems:
         first = next((e for e in evaluations if e.problem == p.name), None)
         peak = milliseconds(cached_peak(first)) if first else ""
         row = [p.name, first.bound if first else "", peak]
         for kind in kinds:
-            row.extend(_cell(by_key.get((p.name, kind))))
+            cell = _cell(by_key.get((p.name, kind)))
+            row.extend([f"{cell[0]} ({cell[1]})" if cell[1] != "—" else cell[0]]
+                       if kind in ONE_COLUMN else cell)  # fmt: skip
+        if compare:
+            row.extend(_versus(by_key.get((p.name, "expert")), best_reference(by_key, p.name),
+                               ratios))  # fmt: skip
         table.add_row(*row)
     means = ["geomean", "", ""]
     for kind in kinds:
@@ -262,7 +298,11 @@ def suite_table(
         mean = geometric_mean_pct([e.pct_of_peak for e in passed if e.pct_of_peak is not None])
         cached = sum(1 for e in passed if e.pct_of_peak is not None and not e.calibrated)
         count = f"{len(passed)}, {cached}{CACHED_MARK}" if cached else f"{len(passed)}"
-        means.extend(["", f"{percent(mean)} ({count})" if mean is not None else "—"])
+        shown = f"{percent(mean)} ({count})" if mean is not None else "—"
+        means.extend([shown] if kind in ONE_COLUMN else ["", shown])
+    if compare:
+        mean_ratio = math.exp(sum(map(math.log, ratios)) / len(ratios)) if ratios else None
+        means.extend(["", f"{mean_ratio:.2f}x ({len(ratios)})" if mean_ratio else "—"])
     table.add_section()
     table.add_row(*means, style="bold")
     table.caption = "\n".join(ceiling_notes(evaluations, hardware)) or None

@@ -1,0 +1,1 @@
+"""The ``torch`` and ``inductor`` kernel kinds: a problem's PyTorch form (``backend.py``)."""

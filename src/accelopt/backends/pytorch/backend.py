@@ -1,0 +1,195 @@
+"""The ``torch`` and ``inductor`` kernel kinds: a problem's PyTorch form, timed like any kernel.
+
+They are what an ML engineer would pick instead of a custom kernel: the problem written in
+PyTorch as engineers write it (``suite/<name>/torch_form.py``: ``forward(*inputs)`` returning
+its outputs), run eagerly (``torch``) or compiled by ``torch.compile`` (``inductor``, Inductor's
+default mode, its C++ code built with the machine's compiler). Like ``numpy`` it is not user code:
+nothing to check. A call is ``forward(*inputs)`` on torch views of the input buffers (allocating
+its results: functional, as such code is written) then a copy of the results into the output
+buffers, as every destination-passing kernel does. ``inductor`` compiles at its first call, made
+in the build phase under the compile deadline: its compile time is the evaluation's ``compile_s``,
+never timed.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+from collections.abc import Callable, Sequence
+from functools import partial
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from accelopt.backends.base import BuildResult, KernelLoadError
+from accelopt.backends.device import HostDevice
+from accelopt.backends.facts import BackendFacts, describe_ceilings
+from accelopt.backends.kernel import Kernel
+from accelopt.backends.status import Status
+from accelopt.problems.records import Problem, Sizes
+
+if TYPE_CHECKING:  # annotations only: keeps pydantic out of worker processes
+    from accelopt.hardware.spec import HardwareSpec
+
+FORM_NAME = "torch_form.py"
+OUTPUTS = "functional (forward allocates its results; copied into the output buffers)"
+
+
+def form_path(problem: Problem) -> Path | None:
+    """The problem's PyTorch form, where it has one."""
+    if problem.directory is None:
+        return None
+    path = problem.directory / FORM_NAME
+    return path if path.is_file() else None
+
+
+def torch_available() -> bool:
+    return importlib.util.find_spec("torch") is not None
+
+
+def form_kernel(problem: Problem, kind: str) -> Kernel | None:
+    """The ``torch`` or ``inductor`` kernel of a problem: its PyTorch form, labelled ``kind``;
+    None where it has none, torch is not installed, or (``inductor``) the form says it is not
+    compiled (``not_compiled``)."""
+    path = form_path(problem)
+    if path is None or not torch_available():
+        return None
+    source = path.read_text()
+    if kind == "inductor" and not_compiled(source):
+        return None
+    return Kernel(source, backend=kind, name=kind)
+
+
+def not_compiled(source: str) -> str:
+    """Why a form is not given to torch.compile (its ``NOT_COMPILED = "..."`` line), or ""."""
+    found = re.search(r'^NOT_COMPILED = "([^"]*)"', source, re.MULTILINE)
+    return found[1] if found else ""
+
+
+class FormKernel:
+    """``forward`` on torch views of the inputs, its results copied into the outputs."""
+
+    def __init__(self, forward: Callable[..., Any], n_inputs: int) -> None:
+        import torch
+
+        self._torch = torch
+        self._forward = forward
+        self._n_inputs = n_inputs
+
+    def __call__(self, arrays: Sequence[np.ndarray]) -> None:
+        torch = self._torch
+        with torch.inference_mode():
+            inputs = [torch.from_numpy(a) for a in arrays[: self._n_inputs]]
+            results = self._forward(*inputs)
+            for out, result in zip(arrays[self._n_inputs :], results, strict=True):
+                torch.from_numpy(out).copy_(result)
+
+    def bind(self, arrays: Sequence[np.ndarray]) -> Callable[[], None]:
+        return partial(self, list(arrays))
+
+    def close(self) -> None:
+        pass
+
+
+def _forward(artifact: Path) -> Callable[..., Any]:
+    spec = importlib.util.spec_from_file_location(f"accelopt_torch_form_{artifact.parent.name}",
+                                                  artifact)  # fmt: skip
+    if spec is None or spec.loader is None:
+        raise KernelLoadError(f"cannot import {artifact}")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    forward = getattr(module, "forward", None)
+    if not callable(forward):
+        raise KernelLoadError(f"{artifact} defines no function named `forward`")
+    return forward
+
+
+class TorchBackend:
+    """``torch``: the PyTorch form run eagerly."""
+
+    name = "torch"
+    compiles_on_first_call = False
+    mode = "eager"
+
+    def preflight(self, timing: bool = True) -> None:
+        pass
+
+    def device(self) -> HostDevice:
+        return HostDevice()
+
+    def lock_name(self) -> str:
+        return "cpu"
+
+    def runs_on_gpu(self) -> bool:
+        return False
+
+    def export_recipe(self) -> dict[str, Any]:
+        return {}
+
+    def check(self, source: str) -> str | None:
+        return None  # the problem's own PyTorch form: nothing untrusted to check
+
+    def build(
+        self, kernel: Kernel, problem: Problem, sizes: Sizes, timeout_s: float
+    ) -> BuildResult:
+        path = form_path(problem)
+        if path is None:
+            return BuildResult(Status.COMPILE_ERROR, f"{problem.name} has no {FORM_NAME}")
+        return BuildResult(None, artifact=path, cached=True)
+
+    def load(
+        self, artifact: Path, problem: Problem, device: object = None, memory_cap_bytes: int = 0
+    ) -> FormKernel:
+        return FormKernel(self.compiled(_forward(artifact)), len(problem.inputs))
+
+    def compiled(self, forward: Callable[..., Any]) -> Callable[..., Any]:
+        return forward
+
+    def set_threads(self, threads: int) -> None:
+        import torch
+
+        torch.set_num_threads(max(1, threads))
+
+    def facts(self, hardware: HardwareSpec) -> BackendFacts:
+        """Not a kernel language: the problem's PyTorch form, timed as a comparison point."""
+        contract = "\n".join(
+            [
+                "Not user code: the problem's PyTorch form, timed as a comparison point and never "
+                f"edited or optimized ({self.mode}).",
+                f"Outputs: {OUTPUTS}.",
+            ]
+        )
+        return BackendFacts(
+            backend=self.name,
+            language="python",
+            toolchain=_toolchain(self.mode),
+            contract=contract,
+            ceilings=describe_ceilings(hardware),
+        )
+
+    def remarks(self, source: str, problem: Problem, sizes: Sizes) -> list[str]:
+        return []
+
+
+class InductorBackend(TorchBackend):
+    """``inductor``: the PyTorch form compiled by ``torch.compile`` (Inductor, default mode) at
+    its first call, in the build phase."""
+
+    name = "inductor"
+    compiles_on_first_call = True
+    mode = "torch.compile, Inductor's default mode"
+
+    def compiled(self, forward: Callable[..., Any]) -> Callable[..., Any]:
+        import torch
+
+        return torch.compile(forward, dynamic=False)
+
+
+def _toolchain(mode: str) -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return f"torch {version('torch')} ({mode})"
+    except PackageNotFoundError:
+        return f"torch (not installed here; {mode})"
