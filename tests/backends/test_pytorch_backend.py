@@ -74,3 +74,20 @@ def test_the_best_reference_is_the_fastest_that_passed(hw: HardwareSpec) -> None
     best = best_reference(found, "silu")
     assert best is not None and best.kernel == "inductor"
     assert best_reference({}, "silu") is None
+
+
+def test_the_suite_table_shows_the_best_reference_and_the_experts_time_over_it(
+    hw: HardwareSpec,
+) -> None:
+    from rich.console import Console
+
+    from accelopt.cli.output import suite_table
+
+    found = [evaluation_of(SILU, kind, hw, ms * 1e-3) for kind, ms in
+             (("baseline", 8.0), ("expert", 1.0), ("numpy", 10.0), ("torch", 2.0))]  # fmt: skip
+    table = suite_table([SILU], ("baseline", "expert", "numpy", "torch", "inductor"), found, "t")
+    console = Console(width=250, record=True)
+    console.print(table)
+    text = console.export_text()
+    assert "torch 2.000" in text and "0.50x" in text  # the expert over the fastest reference
+    assert "()" not in text  # no inductor figure: an empty cell

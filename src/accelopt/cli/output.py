@@ -286,7 +286,7 @@ def suite_table(
         row = [p.name, first.bound if first else "", peak]
         for kind in kinds:
             cell = _cell(by_key.get((p.name, kind)))
-            row.extend([f"{cell[0]} ({cell[1]})" if cell[1] != "—" else cell[0]]
+            row.extend([f"{cell[0]} ({cell[1]})" if cell[1] not in ("—", "") else cell[0]]
                        if kind in ONE_COLUMN else cell)  # fmt: skip
         if compare:
             row.extend(_versus(by_key.get((p.name, "expert")), best_reference(by_key, p.name),
