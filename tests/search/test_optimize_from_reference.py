@@ -28,8 +28,14 @@ SIMD = CORRECT.replace(
     "for (int j = 0; j < N; j++)", "#pragma omp simd\n        for (int j = 0; j < N; j++)"
 )
 KERNELBENCH = Path(__file__).parents[1] / "problems" / "kernelbench_files"
+# Scalar on purpose (a volatile load per element): the imported ReLU is 24 KiB, so every rotation
+# set stays in the cache, and a vectorized loop beat the test ceilings' DRAM bandwidth (SUSPICIOUS)
+# on fast machines in about a third of the runs; this test is about drafting, not speed.
 RELU = """void kernel(const float *x, float *out) {
-    for (int i = 0; i < batch_size * dim; i++) out[i] = x[i] > 0 ? x[i] : 0.0f;
+    for (int i = 0; i < batch_size * dim; i++) {
+        volatile float v = x[i];
+        out[i] = v > 0 ? v : 0.0f;
+    }
 }
 """
 # (how the problem gets into the workspace, its name, workload, wrong, correct, faster kernels)
@@ -37,7 +43,7 @@ PROBLEMS = {
     "added": (("problem", "add", FILES / "axpy.py"), "axpy_rows", "tiny", WRONG, CORRECT, SIMD),
     "kernelbench": (
         ("problem", "import", "kernelbench", KERNELBENCH / "1_ReLU.py"), "kb_1_relu", "cpu",
-        RELU.replace("x[i] : 0.0f", "x[i] : x[i]"), RELU,
+        RELU.replace("v : 0.0f", "v : v"), RELU,
         RELU.replace("    for", "#pragma omp simd\n    for"),
     ),
 }  # fmt: skip
