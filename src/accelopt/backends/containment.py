@@ -5,8 +5,11 @@ forge, reads them back)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
-from collections.abc import Mapping
+import signal
+import subprocess
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from accelopt.backends.base import KernelError
@@ -95,6 +98,17 @@ def check_tasks(
             )
     shared = {f"tasks_{k.lower()}": v.replace(" ", ",") for k, v in want.items()}
     return {"tasks": str(len(tasks)), **shared}
+
+
+def end_process(proc: subprocess.Popen[bytes], fds: Sequence[int]) -> None:
+    """Kill a kernel's process (SIGKILL: every thread, whatever it does), reap it, and close the
+    worker's ends of its pipes ``fds``."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    for fd in fds:
+        with contextlib.suppress(OSError):
+            os.close(fd)
 
 
 def log_tail(limit: int = 400) -> str:

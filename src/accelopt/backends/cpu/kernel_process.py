@@ -29,7 +29,7 @@ import numpy as np
 
 from accelopt import settings
 from accelopt.backends.base import MEMORY_FAULTS, KernelError, KernelLoadError
-from accelopt.backends.containment import drop_mode, every_thread, log_tail
+from accelopt.backends.containment import drop_mode, end_process, every_thread, log_tail
 from accelopt.backends.cpu.hashed_files import publish, recorded_hash, sha256_of
 from accelopt.backends.cpu.openmp import openmp_environment
 from accelopt.backends.cpu.process_memory import transfer
@@ -339,12 +339,7 @@ class Executor:
         return KernelError(message, Status.CRASH, fault=fault)
 
     def kill(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGKILL)
-        self.proc.wait()
-        for fd in (self._cmd, self._done):
-            with contextlib.suppress(OSError):
-                os.close(fd)
+        end_process(self.proc, (self._cmd, self._done))
         self._cmd = self._done = -1
         if self._setup is not None:
             self._setup_file.close()

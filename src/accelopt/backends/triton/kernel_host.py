@@ -25,7 +25,7 @@ from typing import Any
 
 from accelopt import settings
 from accelopt.backends.base import MEMORY_FAULTS, KernelError, KernelLoadError
-from accelopt.backends.containment import drop_mode, every_thread, log_tail
+from accelopt.backends.containment import drop_mode, end_process, every_thread, log_tail
 from accelopt.backends.status import Status
 from accelopt.backends.triton import protocol
 
@@ -231,12 +231,7 @@ class KernelHost:
         return KernelError(*describe_exit(self.proc.returncode, when, log_tail(1500)))
 
     def kill(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGKILL)
-        self.proc.wait()
-        for fd in (self._cmd, self._done):
-            with contextlib.suppress(OSError):
-                os.close(fd)
+        end_process(self.proc, (self._cmd, self._done))
         self._cmd = self._done = -1
         if self._setup is not None:
             self._setup.close()
