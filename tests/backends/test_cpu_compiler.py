@@ -313,3 +313,19 @@ def test_an_object_without_its_hash_is_rebuilt(cc, dirs, caplog):
     assert again.ok and not again.cached
     assert "no recorded hash" in caplog.text
     assert first.artifact.with_suffix(".sha256").read_text().strip() == sha256(first.artifact)
+
+
+def test_a_kernel_is_built_with_this_machines_cache_sizes_and_a_cross_build_without(cc):
+    from accelopt.backends.cpu import cache_macros as macros
+    from accelopt.backends.cpu.backend import build_inputs
+    from accelopt.hardware.cpuinfo import cache_levels, data_cache
+    from accelopt.problems import load_problem
+
+    silu = load_problem("silu")
+    sizes = silu.workload("small").sizes
+    defines = build_inputs(DOUBLE, silu, sizes, cc).defines
+    l2 = data_cache(cache_levels(), 2)
+    if l2 is None:
+        pytest.skip("sysfs lists no L2 cache here")
+    assert defines["ACCELOPT_L2_BYTES"] == l2.size_bytes and defines["N"] == sizes["N"]
+    assert macros.cache_macros(replace(cc, machine="aarch64-linux-gnu")) == {}

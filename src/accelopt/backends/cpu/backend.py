@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from accelopt import settings
 from accelopt.backends.base import BuildResult, CheckedBuild, KernelError
+from accelopt.backends.cpu.cache_macros import cache_macros
 from accelopt.backends.cpu.checks import check_source
 from accelopt.backends.cpu.compiler import (
     LIBS,
@@ -53,9 +54,9 @@ def sandbox_refused(cc: Compiler) -> str:
 
 
 def build_inputs(source: str, problem: Problem, sizes: Sizes, cc: Compiler) -> BuildInputs:
-    """``source`` built for ``sizes`` of ``problem``: the sizes as -D macros, the contract's
-    prototype for its inputs and outputs."""
-    defines = {p: int(sizes[p]) for p in problem.params}
+    """``source`` built for ``sizes`` of ``problem``: the sizes and this machine's cache sizes
+    (``cache_macros``) as -D macros, the contract's prototype for its inputs and outputs."""
+    defines = {**cache_macros(cc), **{p: int(sizes[p]) for p in problem.params}}
     return BuildInputs(source, defines, prototype(len(problem.inputs), len(problem.outputs)), cc)
 
 

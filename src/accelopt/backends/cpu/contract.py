@@ -33,6 +33,9 @@ def contract_text(arch: str, cores: int) -> str:
             "every argument).",
             "Sizes are compile-time #defines named after the problem's size parameters "
             "(e.g. M, N, K): the kernel is compiled for one workload's sizes.",
+            "Where the build knows them, ACCELOPT_L1D_BYTES and ACCELOPT_L2_BYTES are "
+            "#defined to this machine's per-core L1 data and L2 cache sizes in bytes: derive "
+            "cache blocking from them, with a default behind #ifndef (a cross build has none).",
             "Destination-passing: the kernel writes its results into the output buffers and "
             "must write every element of every output (outputs are NaN before each call).",
             "It must not modify its inputs (checked after each call) and must keep no state "
