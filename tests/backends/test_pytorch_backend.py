@@ -91,3 +91,47 @@ def test_the_suite_table_shows_the_best_reference_and_the_experts_time_over_it(
     text = console.export_text()
     assert "torch 2.000" in text and "0.50x" in text  # the expert over the fastest reference
     assert "()" not in text  # no inductor figure: an empty cell
+
+
+KERNELBENCH = Path(__file__).parents[1] / "problems" / "kernelbench_files"
+
+
+@pytest.mark.slow
+def test_an_imported_kernelbench_problems_own_model_is_its_torch_kind(run_cli, tmp_path) -> None:
+    import json
+
+    # BatchNorm in training mode updates its running statistics in place: they are kernel
+    # inputs here, and a form that wrote them would fail the harness's input check
+    ws = tmp_path / "ws"
+    added = run_cli("problem", "import", "kernelbench", KERNELBENCH / "8_BatchNorm.py",
+                    "--workspace", ws)  # fmt: skip
+    assert added.returncode == 0, added.stderr
+    out = run_cli("bench", "run", "--problem", "kb_8_batchnorm", "--kernel", "all",
+                  "--workspace", ws, "--min-calls", "3", "--min-time", "0.01", "--seeds", "2",
+                  "--json", "-")  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    records = {r["kernel"]: r for r in json.loads(out.stdout)}
+    for kind in ("torch", "inductor"):
+        assert records[kind]["status"] == "PASSED", records[kind]["error"]
+    assert records["inductor"]["compile_s"] is not None
+
+
+def test_the_form_of_a_kernelbench_model_passes_its_parameters_without_copies(
+    tmp_path: Path,
+) -> None:
+    import numpy as np
+    import torch
+
+    from accelopt.problems.kernelbench import import_file
+    from accelopt.problems.kernelbench.torch_form import ModelForm
+
+    problem = import_file(KERNELBENCH / "5_LayerNorm.py", tmp_path).problem
+    arrays = [a.copy() for a in problem.generate(problem.workload("cpu").sizes, 1)]
+    form = ModelForm(problem.directory, lambda f: f)
+    (out,) = form(*(torch.from_numpy(a) for a in arrays))
+    (ref,) = problem.reference(*arrays)
+    assert np.allclose(out.numpy(), ref, rtol=1e-4, atol=1e-4)
+    weight = arrays[1].copy()
+    arrays[1][...] = 0  # the model reads the buffer itself: the output follows it
+    (zeroed,) = form(*(torch.from_numpy(a) for a in arrays))
+    assert not np.allclose(zeroed.numpy(), out.numpy()) and weight.any()

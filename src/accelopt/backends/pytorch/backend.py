@@ -33,15 +33,20 @@ if TYPE_CHECKING:  # annotations only: keeps pydantic out of worker processes
     from accelopt.hardware.spec import HardwareSpec
 
 FORM_NAME = "torch_form.py"
+KERNELBENCH_MODEL = "model.py"
 OUTPUTS = "functional (forward allocates its results; copied into the output buffers)"
 
 
 def form_path(problem: Problem) -> Path | None:
-    """The problem's PyTorch form, where it has one."""
+    """The problem's PyTorch form, where it has one: its ``torch_form.py``, or an imported
+    KernelBench problem's own ``Model`` (``model.py``)."""
     if problem.directory is None:
         return None
     path = problem.directory / FORM_NAME
-    return path if path.is_file() else None
+    if path.is_file():
+        return path
+    model = problem.directory / KERNELBENCH_MODEL
+    return model if model.is_file() and (problem.directory / "import.json").is_file() else None
 
 
 def torch_available() -> bool:
@@ -135,12 +140,16 @@ class TorchBackend:
     ) -> BuildResult:
         path = form_path(problem)
         if path is None:
-            return BuildResult(Status.COMPILE_ERROR, f"{problem.name} has no {FORM_NAME}")
+            return BuildResult(Status.COMPILE_ERROR, f"{problem.name} has no PyTorch form")
         return BuildResult(None, artifact=path, cached=True)
 
     def load(
         self, artifact: Path, problem: Problem, device: object = None, memory_cap_bytes: int = 0
     ) -> FormKernel:
+        if artifact.name == KERNELBENCH_MODEL:
+            from accelopt.problems.kernelbench.torch_form import ModelForm
+
+            return FormKernel(ModelForm(artifact.parent, self.compiled), len(problem.inputs))
         return FormKernel(self.compiled(_forward(artifact)), len(problem.inputs))
 
     def compiled(self, forward: Callable[..., Any]) -> Callable[..., Any]:

@@ -54,16 +54,7 @@ def build_problem(
     args = meta["arguments"]
     inputs = tuple(TensorSpec(a["name"], tuple(a["shape"])) for a in args if a["role"] != "output")
     outputs = tuple(TensorSpec(a["name"], tuple(a["shape"])) for a in args if a["role"] == "output")
-    records = meta["workloads"]
-    model = _Model(
-        name=name,
-        filename=meta["file"],
-        text=text,
-        n_inputs=sum(a["role"] == "input" for a in args),
-        groups=[tuple(a["keys"]) for a in args if a["role"] == "parameter"],
-        constants={w: dict(d["constants"]) for w, d in records.items()},
-        by_shape={tuple(s.dims(d["sizes"]) for s in inputs): w for w, d in records.items()},
-    )
+    model = _model(meta, text, name, inputs)
     parts = ImportedParts(
         description=meta["description"],
         inputs=inputs,
@@ -74,6 +65,29 @@ def build_problem(
         tolerance=meta["tolerance"],
     )
     return imported_problem(name, directory, meta, parts, overrides)
+
+
+def _model(meta: Mapping[str, Any], text: str, name: str, inputs: Sequence[TensorSpec]) -> _Model:
+    args, records = meta["arguments"], meta["workloads"]
+    return _Model(
+        name=name,
+        filename=meta["file"],
+        text=text,
+        n_inputs=sum(a["role"] == "input" for a in args),
+        groups=[tuple(a["keys"]) for a in args if a["role"] == "parameter"],
+        constants={w: dict(d["constants"]) for w, d in records.items()},
+        by_shape={tuple(s.dims(d["sizes"]) for s in inputs): w for w, d in records.items()},
+    )
+
+
+def imported_model(directory: Path) -> _Model:
+    """The model of an imported folder, as its reference and its PyTorch form run it."""
+    directory = Path(directory)
+    meta = json.loads((directory / "import.json").read_text(encoding="utf-8"))
+    text = (directory / "model.py").read_text(encoding="utf-8")
+    inputs = [TensorSpec(a["name"], tuple(a["shape"])) for a in meta["arguments"]]
+    inputs = [s for s, a in zip(inputs, meta["arguments"], strict=True) if a["role"] != "output"]
+    return _model(meta, text, directory.name, inputs)
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,7 @@ Nothing here imports torch: running the file does, through the file's own import
 from __future__ import annotations
 
 import ast
+import hashlib
 import re
 import types
 from collections.abc import Mapping
@@ -133,8 +134,11 @@ def gpu_refusal(filename: str, exc: BaseException) -> ImportRefused:
 def execute(source: Source, overrides: Mapping[str, int]) -> dict[str, Any]:
     """Run the file (its ``if __name__ == "__main__"`` block excluded) with the constants
     overridden; its namespace, which must define Model, get_inputs and get_init_inputs."""
-    code = compile(rewrite(source, overrides), source.filename, "exec")
-    module = types.ModuleType("accelopt_kernelbench_model")
+    text = rewrite(source, overrides)
+    code = compile(text, source.filename, "exec")
+    # a name of its own per file and constants: torch.compile imports a module by its name
+    digest = hashlib.sha256(f"{source.filename}\0{text}".encode()).hexdigest()[:16]
+    module = types.ModuleType(f"accelopt_kernelbench_{digest}")
     module.__file__ = source.filename
     try:
         exec(code, module.__dict__)
