@@ -21,7 +21,10 @@ class Confidence(StrEnum):
 # Fields that say how the figures were measured and how far to trust them, not which device nor
 # which figures: left out of ``key()`` (results measured against a spec stay its results when
 # only these change) and ignored by ``cache.same_device``.
-MEASUREMENT_NOTES = frozenset({"provenance", "provisional", "spread", "disagreement", "confidence"})
+MEASUREMENT_NOTES = frozenset(
+    {"provenance", "provisional", "spread", "disagreement", "confidence"}
+    | {"library", "library_scale"}
+)
 
 
 class HardwareSpec(BaseModel):
@@ -68,6 +71,17 @@ class HardwareSpec(BaseModel):
     confidence: dict[str, Confidence] = Field(
         default_factory=dict,
         description="per ceiling: sure (rounds agreed, repeats steady, machine quiet) or unsure",
+    )
+    library: dict[str, float] = Field(
+        default_factory=dict,
+        description="per ceiling: the best figure a library reached here (torch's or NumPy's "
+        "sgemm, a parallel copy), measured with the ceilings (hardware/library_check.py)",
+    )
+    library_scale: dict[str, float] = Field(
+        default_factory=dict,
+        description="per ceiling a library beat even re-measured: the library's figure over the "
+        "micro-benchmark's; the ceiling was raised to the library's, and the control timed with "
+        "each kernel is scaled by this",
     )
     provenance: dict[str, str] = Field(default_factory=dict)
 
