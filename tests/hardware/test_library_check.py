@@ -35,7 +35,8 @@ def test_a_beaten_ceiling_is_measured_again_before_it_is_raised(monkeypatch) -> 
 
     class Found:
         def __init__(self, value: float) -> None:
-            self.figures = {"matmul_rate": Figure(value=value, spread=0.01, provenance="re-measured")}
+            figure = Figure(value=value, spread=0.01, provenance="re-measured")
+            self.figures = {"matmul_rate": figure}
 
     def measure(names, threads, repeat_factor=1):
         measured.append(list(names))
