@@ -41,9 +41,10 @@ def test_the_eager_form_passes_and_is_timed_as_any_kernel(evaluator: Evaluator) 
 
 
 @pytest.mark.slow
-def test_the_compiled_form_is_compiled_before_timing(evaluator: Evaluator) -> None:
-    kernel = form_kernel(SILU, "inductor")
-    assert kernel is not None
+@pytest.mark.parametrize("kind", ["inductor", "max-autotune"])
+def test_the_compiled_form_is_compiled_before_timing(evaluator: Evaluator, kind: str) -> None:
+    kernel = form_kernel(SILU, kind)
+    assert kernel is not None and kernel.backend == kind
     result = evaluator.evaluate(kernel, SILU, "small")
     assert result.status is Status.PASSED, result.error
     assert result.compile_s is not None and result.latency_s is not None
@@ -52,9 +53,13 @@ def test_the_compiled_form_is_compiled_before_timing(evaluator: Evaluator) -> No
 def test_a_form_that_torch_compile_cannot_take_in_time_has_no_inductor_kernel() -> None:
     assert form_kernel(MAMBA, "inductor") is None and form_kernel(MAMBA, "torch") is not None
     assert "unrolls" in not_compiled(form_kernel(MAMBA, "torch").source)
-    assert uncompiled_notes([SILU, MAMBA]) == [
-        f"inductor: no mamba column: {not_compiled(form_kernel(MAMBA, 'torch').source)}"
+    assert form_kernel(MAMBA, "max-autotune") is None
+    why = not_compiled(form_kernel(MAMBA, "torch").source)
+    kinds = ("torch", "inductor", "max-autotune")
+    assert uncompiled_notes([SILU, MAMBA], kinds) == [
+        f"inductor and max-autotune: no mamba figure: {why}"
     ]
+    assert uncompiled_notes([SILU, MAMBA], ("torch",)) == []
 
 
 def test_without_torch_the_columns_are_absent_and_one_line_says_why(monkeypatch) -> None:

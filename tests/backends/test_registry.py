@@ -14,7 +14,7 @@ from accelopt.errors import UserError
 
 
 def test_every_registered_backend_loads_under_its_name() -> None:
-    assert BACKENDS == ("cpu", "triton", "numpy", "torch", "inductor")
+    assert BACKENDS == ("cpu", "triton", "numpy", "torch", "inductor", "max-autotune")
     assert tuple(BACKEND_CLASSES) == BACKENDS
     for name in BACKENDS:
         backend = get_backend(name)
@@ -27,7 +27,8 @@ def test_an_unknown_backend_is_a_user_error_naming_the_known_ones() -> None:
     with pytest.raises(UserError) as raised:
         get_backend("fpga")
     assert str(raised.value) == (
-        "unknown backend 'fpga'; the available backends are: cpu, triton, numpy, torch, inductor"
+        "unknown backend 'fpga'; the available backends are: cpu, triton, numpy, torch, inductor, "
+        "max-autotune"
     )
     assert raised.value.__context__ is None and raised.value.__cause__ is None
 

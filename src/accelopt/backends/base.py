@@ -165,6 +165,7 @@ BACKEND_CLASSES: dict[str, str] = {
     "numpy": "accelopt.backends.numpy.backend:NumpyBackend",
     "torch": "accelopt.backends.pytorch.backend:TorchBackend",
     "inductor": "accelopt.backends.pytorch.backend:InductorBackend",
+    "max-autotune": "accelopt.backends.pytorch.backend:MaxAutotuneBackend",
 }
 BACKENDS = tuple(BACKEND_CLASSES)
 

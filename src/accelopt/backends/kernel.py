@@ -13,10 +13,10 @@ _LINE_COMMENT = re.compile(r"//[^\n]*")
 _SPACES = re.compile(r"[ \t]+")
 
 # Backends whose kernels are Python modules: `#` starts a comment there, and `//` is an operator.
-PYTHON_BACKENDS = frozenset({"triton", "numpy", "torch", "inductor"})
+PYTHON_BACKENDS = frozenset({"triton", "numpy", "torch", "inductor", "max-autotune"})
 
 
-SOURCE_SUFFIX = {"cpu": ".c", "triton": ".py", "numpy": ".py", "torch": ".py", "inductor": ".py"}
+SOURCE_SUFFIX = {"cpu": ".c", **dict.fromkeys(PYTHON_BACKENDS, ".py")}
 
 
 def source_suffix(backend: str) -> str:

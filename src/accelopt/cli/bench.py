@@ -46,7 +46,7 @@ app = typer.Typer(
     help="The benchmark suite: list problems, run their kernels.", no_args_is_help=True
 )
 
-KINDS = ("baseline", "expert", "numpy", "torch", "inductor")
+KINDS = ("baseline", "expert", "numpy", "torch", "inductor", "max-autotune")
 
 
 def _sizes(problem: Problem, workload: str) -> str:
@@ -88,14 +88,17 @@ def suite_kernel(problem: Problem, kind: str, backend: str) -> Kernel | None:
 
 
 def _kinds(kernel: str) -> tuple[str, ...]:
+    """The kinds ``--kernel`` names: one, several separated by commas, or all."""
     if kernel == "all":
         return KINDS
-    if kernel not in KINDS:
+    names = [name.strip() for name in kernel.split(",") if name.strip()]
+    unknown = [name for name in names if name not in KINDS]
+    if unknown or not names:
         raise UserError(
-            f"unknown kernel kind {kernel!r}; choose baseline, expert, numpy, torch, inductor or "
-            "all"
+            f"unknown kernel kind {(unknown or [kernel])[0]!r}; choose {', '.join(KINDS)} or all "
+            "(several: separated by commas)"
         )
-    return (kernel,)
+    return tuple(kind for kind in KINDS if kind in names)
 
 
 HtmlOption = Annotated[
@@ -116,7 +119,11 @@ def run_command(
     backend: Annotated[str, typer.Option(help="kernel language/device")] = "cpu",
     workload: Annotated[str, typer.Option(help="sizes: cpu, paper, small or tiny")] = "cpu",
     kernel: Annotated[
-        str, typer.Option(help="which kernels: baseline, expert, numpy, torch, inductor or all")
+        str,
+        typer.Option(
+            help="which kernels: baseline, expert, numpy, torch, inductor, max-autotune, several "
+            "separated by commas, or all"
+        ),
     ] = "all",
     check_only: Annotated[bool, typer.Option("--check-only", help="skip timing")] = False,
     workers: Annotated[int, typer.Option(help="worker processes checking in parallel")] = 2,
@@ -151,7 +158,7 @@ def run_command(
     title = f"{workload} workload on {hardware.name} ({units}, {profiler} profiler)"
     blas = [f"numpy column: {blas_description(threads)}"] if "numpy" in kinds else []
     blas += form_notes(kinds, evaluations, threads, backend, kernel)
-    blas += uncompiled_notes(problems) if "inductor" in kinds else []
+    blas += uncompiled_notes(problems, kinds)
     if html is not None:
         report = suite_report(evaluations, problems, hardware, kinds, title, blas)
         path = write_suite_report(html, report)

@@ -231,12 +231,14 @@ def _cell(e: Evaluation | None) -> tuple[str, str]:
     return ms, percent(e.pct_of_peak) + ("" if e.calibrated else CACHED_MARK)
 
 
-REFERENCE_KINDS = ("numpy", "torch", "inductor")  # what a user would pick instead of a kernel
-ONE_COLUMN = ("torch", "inductor")
+# what a user would pick instead of a kernel
+REFERENCE_KINDS = ("numpy", "torch", "inductor", "max-autotune")
+ONE_COLUMN = ("torch", "inductor", "max-autotune")
 
 
 def best_reference(by_key: dict[tuple[str, str], Evaluation], problem: str) -> Evaluation | None:
-    """The fastest reference that passed for ``problem`` (NumPy, torch eager, torch.compile)."""
+    """The fastest reference that passed for ``problem`` (NumPy, torch eager, torch.compile in
+    either mode)."""
     found = [by_key.get((problem, kind)) for kind in REFERENCE_KINDS]
     timed = [e for e in found if e is not None and e.passed and e.latency_s]
     return min(timed, key=lambda e: e.latency_s or 0.0, default=None)

@@ -32,7 +32,7 @@ STATUS_COLORS = {
     "TIMEOUT": "#757575",
 }
 KIND_COLORS = {"baseline": "#1565c0", "expert": "#2e7d32", "numpy": "#ef6c00", "torch": "#6a1b9a",
-               "inductor": "#c62828"}  # fmt: skip
+               "inductor": "#c62828", "max-autotune": "#ad1457"}  # fmt: skip
 _OTHER = "#7b1fa2"
 _RC = {
     "svg.fonttype": "none",  # <text>, not glyph paths: smaller, and still no font download

@@ -1,14 +1,17 @@
-"""The ``torch`` and ``inductor`` kernel kinds: a problem's PyTorch form, timed like any kernel.
+"""The ``torch``, ``inductor`` and ``max-autotune`` kernel kinds: a problem's PyTorch form, timed
+like any kernel.
 
 They are what an ML engineer would pick instead of a custom kernel: the problem written in
 PyTorch as engineers write it (``suite/<name>/torch_form.py``: ``forward(*inputs)`` returning
-its outputs), run eagerly (``torch``) or compiled by ``torch.compile`` (``inductor``, Inductor's
-default mode, its C++ code built with the machine's compiler). Like ``numpy`` it is not user code:
-nothing to check. A call is ``forward(*inputs)`` on torch views of the input buffers (allocating
-its results: functional, as such code is written) then a copy of the results into the output
-buffers, as every destination-passing kernel does. ``inductor`` compiles at its first call, made
-in the build phase under the compile deadline: its compile time is the evaluation's ``compile_s``,
-never timed.
+its outputs; an imported KernelBench problem's own ``Model``, ``problems/kernelbench/torch_form``),
+run eagerly (``torch``) or compiled by ``torch.compile`` (``inductor``, Inductor's default mode;
+``max-autotune``, its mode that also tries its GEMM templates; the C++ code built with the
+machine's compiler). Like ``numpy`` it is not user code: nothing to check. A call is
+``forward(*inputs)`` on torch views of the input buffers (allocating its results: functional, as
+such code is written) then a copy of the results into the output buffers, as every
+destination-passing kernel does. A compiled kind compiles at its first call, made in the build
+phase under the compile deadline: its compile time is the evaluation's ``compile_s``, never
+timed.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ if TYPE_CHECKING:  # annotations only: keeps pydantic out of worker processes
 
 FORM_NAME = "torch_form.py"
 KERNELBENCH_MODEL = "model.py"
+COMPILED = ("inductor", "max-autotune")  # the kinds torch.compile makes
 OUTPUTS = "functional (forward allocates its results; copied into the output buffers)"
 
 
@@ -54,14 +58,14 @@ def torch_available() -> bool:
 
 
 def form_kernel(problem: Problem, kind: str) -> Kernel | None:
-    """The ``torch`` or ``inductor`` kernel of a problem: its PyTorch form, labelled ``kind``;
-    None where it has none, torch is not installed, or (``inductor``) the form says it is not
-    compiled (``not_compiled``)."""
+    """The ``torch``, ``inductor`` or ``max-autotune`` kernel of a problem: its PyTorch form,
+    labelled ``kind``; None where it has none, torch is not installed, or (a compiled kind) the
+    form says it is not compiled (``not_compiled``)."""
     path = form_path(problem)
     if path is None or not torch_available():
         return None
     source = path.read_text()
-    if kind == "inductor" and not_compiled(source):
+    if kind in COMPILED and not_compiled(source):
         return None
     return Kernel(source, backend=kind, name=kind)
 
@@ -193,6 +197,20 @@ class InductorBackend(TorchBackend):
         import torch
 
         return torch.compile(forward, dynamic=False)
+
+
+class MaxAutotuneBackend(InductorBackend):
+    """``max-autotune``: the PyTorch form compiled by ``torch.compile(mode="max-autotune")``,
+    which on a CPU also benchmarks Inductor's C++ GEMM templates against the BLAS at compile
+    time (longer to compile; never timed)."""
+
+    name = "max-autotune"
+    mode = "torch.compile, mode max-autotune"
+
+    def compiled(self, forward: Callable[..., Any]) -> Callable[..., Any]:
+        import torch
+
+        return torch.compile(forward, mode="max-autotune", dynamic=False)
 
 
 def _toolchain(mode: str) -> str:

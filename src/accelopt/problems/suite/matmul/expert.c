@@ -1,7 +1,7 @@
 /* matmul expert: out[M, N] = lhs[M, K] @ rhs[K, N], float32 row-major.
  * Three code paths, chosen by the compiler's target:
  *  - AVX-512 (__AVX512F__): tuned on Zen 5 (2 cores, 48 KiB L1d and 1 MiB L2 per core, 32 MiB
- *    L3), described below;
+ *    L3) and Zen 4 (32 KiB L1d, 1 MiB L2), described below;
  *  - AVX2 + FMA (__AVX2__ and __FMA__, e.g. Zen 3, Haswell): the same design on ymm registers
  *    with a 4 x 24 register tile;
  *  - portable (anything else, aarch64 included): GCC vector extensions (4-wide) with an 8 x 12
@@ -12,9 +12,10 @@
  * micro-panel (3 zmm) and 8 broadcasts of A, 24 FMAs.  A is read in place through 8 row
  * pointers (no packing: an 8 x KC strip of A stays in L1 while it meets every micro-panel of
  * the current B block).
- * Blocking: B is cut into column chunks of NCB = 192 columns (4 micro-panels) and K blocks of at
- * most KCMAX = 640 rows; a chunk's KC x 192 block (480 KiB at KC = 640) is packed into a
- * per-thread buffer that stays in L2 while all M/8 strips of A stream past it.  The packing is
+ * Blocking (derived from the L1d and L2 sizes, see KCMAX and NCB before kernel()): B is cut
+ * into K blocks of at most KCMAX rows (640 with a 32 KiB L1d) and column chunks of NCB columns
+ * (192, 4 micro-panels, with a 1 MiB L2); a chunk's KC x NCB block (480 KiB at 640 x 192) is
+ * packed into a per-thread buffer that stays in L2 while all M/8 strips of A stream past it.  The packing is
  * fused into the first strip: its micro-kernel reads B in place and stores the packed copy.
  * The block the thread reads next is prefetched during the last quarter of the strips; the
  * prefetches are queued per strip and issued a few every KSTEP k-steps inside the micro-kernel,
@@ -36,12 +37,6 @@
 #if defined(__AVX512F__)
 #define MR 8
 #define NR 48
-#ifndef KCMAX
-#define KCMAX 640 /* tune: 256 384 512 640 768 1024 */
-#endif
-#ifndef NCB
-#define NCB 192 /* tune: 96 192 288 384 */ /* columns of B packed per block (multiple of NR) */
-#endif
 
 #ifndef PFHINT
 #define PFHINT _MM_HINT_T2
@@ -184,12 +179,6 @@ static inline __attribute__((always_inline)) void ukr(int kc, const float *restr
 #define NV 3 /* ymm per row of the tile */
 #endif
 #define NR (8 * NV)
-#ifndef KCMAX
-#define KCMAX 640 /* tune: 256 384 512 640 768 1024 */
-#endif
-#ifndef NCB
-#define NCB 192 /* tune: 96 192 288 384 */ /* columns of B packed per block (multiple of NR) */
-#endif
 
 #ifndef PFHINT
 #define PFHINT _MM_HINT_T2
@@ -320,12 +309,6 @@ typedef float v4 __attribute__((vector_size(16)));
 #endif
 #endif
 #define NR (4 * NV)
-#ifndef KCMAX
-#define KCMAX 640 /* tune: 256 384 512 640 768 1024 */
-#endif
-#ifndef NCB
-#define NCB 192 /* tune: 96 192 288 384 */ /* columns of B packed per block (multiple of NR) */
-#endif
 #ifndef PFFRAC
 #define PFFRAC 4 /* tune: 2 4 8 */
 #endif
@@ -410,15 +393,47 @@ static inline __attribute__((always_inline)) void ukr(int kc, const float *restr
 
 #endif
 
+/* Cache blocking, from the per-core cache sizes the build defines (ACCELOPT_L1D_BYTES,
+ * ACCELOPT_L2_BYTES, from sysfs); a cross build defines neither: then 32 KiB and 1 MiB.
+ * KCMAX (0 = derived): the longest K block, the largest multiple of 16 whose MR x KC strip of A
+ * takes at most 5/8 of L1d (640 for MR = 8 and 32 KiB): the strip is re-read by every
+ * micro-panel of the block, and the rest of L1d is left to the B rows streaming past it.
+ * NCB (0 = derived): the columns of a packed B block, the most NR-wide micro-panels whose
+ * kc x NCB block fills at most half of L2 (192 for kc = 640 and 1 MiB); the other half holds
+ * the next block coming in by prefetch, the A strips and the C lines.  Given, a multiple of NR. */
+#ifndef ACCELOPT_L1D_BYTES
+#define ACCELOPT_L1D_BYTES 32768
+#endif
+#ifndef ACCELOPT_L2_BYTES
+#define ACCELOPT_L2_BYTES 1048576
+#endif
+#ifndef KCMAX
+#define KCMAX 0 /* tune: 0 256 384 512 640 768 1024 */
+#endif
+#ifndef NCB
+#define NCB 0 /* tune: 0 96 192 288 384 */
+#endif
+#if KCMAX > 0
+#define KC_LIMIT KCMAX
+#else
+#define KC_LIMIT (ACCELOPT_L1D_BYTES * 5 / 8 / (MR * 4) / 16 * 16)
+#endif
+
+/* micro-panels per packed B block of kc rows */
+static int block_panels(int kc) {
+    const int p = NCB > 0 ? NCB / NR : (int)((ACCELOPT_L2_BYTES / 2) / ((size_t)kc * NR * sizeof(float)));
+    return p > 0 ? p : 1;
+}
+
 void kernel(const float *restrict lhs, const float *restrict rhs, float *restrict out) {
-    const int nkb = DIVUP(K, KCMAX);
+    const int nkb = DIVUP(K, KC_LIMIT);
     const int kcb = DIVUP(DIVUP(K, nkb), 16) * 16; /* K block, a multiple of 16 */
     const int npan = DIVUP(N, NR);                  /* NR-wide column panels */
     int nth = omp_get_max_threads();
     if (nth > npan) nth = npan;
     if (nth < 1) nth = 1;
-    /* column chunks of cpp panels (at most NCB columns), handed out dynamically */
-    int cpp = NCB / NR;
+    /* column chunks of cpp panels (at most one packed block), handed out dynamically */
+    int cpp = block_panels(kcb);
     if (cpp > DIVUP(npan, nth)) cpp = DIVUP(npan, nth);
     const int nchunk = DIVUP(npan, cpp);
     const size_t bsz = (size_t)kcb * cpp * NR;

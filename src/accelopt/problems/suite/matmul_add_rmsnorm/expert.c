@@ -1,6 +1,9 @@
 /* matmul_add_rmsnorm expert: y = x @ w + z;  out = y * g / sqrt(mean(y^2, axis=1) + 1e-5).
  * Three code paths, chosen by the compiler's target.  All three share the row blocks, threads,
- * prefetch queue and deferred normalization described below (kernel() at the end):
+ * prefetch queue and deferred normalization described below (kernel() at the end).  Cache
+ * blocking comes from the build's ACCELOPT_L1D_BYTES and ACCELOPT_L2_BYTES (defaults for a
+ * cross build): MB_BYTES = 0 sizes the row blocks to 7/16 of L2, WL1 = 0 the L1 slices of w
+ * (non-AVX-512 paths) to a third of L1.
  *  - AVX-512 (__AVX512F__): tuned on Zen 5 (2 cores, 48 KiB L1d and 1 MiB L2 per core,
  *    32 MiB L3), described below;
  *  - AVX2 + FMA (__AVX2__ and __FMA__, e.g. Zen 3, Haswell): ymm register tiles of 12
@@ -8,9 +11,9 @@
  *    M = 1280).  With half the accumulators of the AVX-512 tile a call needs twice the w bytes
  *    per FMA, so w is always packed per thread into contiguous K x NR panels (read in place, a
  *    panel's rows N floats apart fall into few L1 sets: 8 of 64 for N = 640) and K is cut into
- *    blocks whose w slice (at most 16 KiB) stays in L1 while the strips of a row block pass, the
- *    partial tiles accumulating in the y scratch block (gemm_block() of the non-AVX-512 paths;
- *    its prefetch queue holds z 4 calls ahead and the next block's x).  Edges
+ *    blocks whose w slice (at most WL1 bytes, a third of L1) stays in L1 while the strips of a
+ *    row block pass, the partial tiles accumulating in the y scratch block (gemm_block() of the
+ *    non-AVX-512 paths; its prefetch queue holds z 4 calls ahead and the next block's x).  Edges
  *    are masked with _mm256_maskload_ps / _mm256_maskstore_ps; out is written with streaming
  *    stores on its 32-byte-aligned part;
  *  - portable (anything else, aarch64 included): the AVX2 path's structure with GCC vector
@@ -19,8 +22,9 @@
  *
  * AVX-512 path:
  * Threads: the norm needs whole rows, so the threads split the rows.  Row blocks of MB rows
- * (x block + y block about 448 KiB, i.e. L2) are handed out dynamically: block t is thread t's
- * first, the others are claimed one ahead so that the next block's x can be prefetched.
+ * (x block + y block about MB_BYTES, 7/16 of L2: 448 KiB of 1 MiB) are handed out dynamically:
+ * block t is thread t's first, the others are claimed one ahead so that the next block's x can
+ * be prefetched.
  * GEMM: for each NR-wide column panel of w, for each MR-row strip of the block, an MR x NR
  * register tile (MR*NV zmm accumulators; per k, NV zmm of w and MR broadcasts of x) computes
  * x @ w over the whole K; the tile shape is chosen so that NR divides N (10 x 32 for N = 640,
@@ -155,11 +159,26 @@
 #define PACKW 1
 #endif
 
-#ifndef MB_BYTES
-#define MB_BYTES 458752 /* tune: 229376 458752 917504 1835008 */ /* 448 KiB: the L2 */
+/* per-core cache sizes; the build defines them from sysfs (a cross build does not) */
+#ifndef ACCELOPT_L1D_BYTES
+#define ACCELOPT_L1D_BYTES 32768
 #endif
-/* rows per block: x block (MB x K) and y block (MB x N) together about MB_BYTES */
-#define MB0 (MB_BYTES / (4 * (K + N)) / MR * MR)
+#ifndef ACCELOPT_L2_BYTES
+#define ACCELOPT_L2_BYTES 524288
+#endif
+
+/* bytes of a row block (x block + y block); 0: 7/16 of L2 (448 KiB of 1 MiB: the rest holds the
+ * w panel, the next block's prefetched x and the z tiles passing through) */
+#ifndef MB_BYTES
+#define MB_BYTES 0 /* tune: 0 229376 458752 917504 1835008 */
+#endif
+#if MB_BYTES > 0
+#define MBB MB_BYTES
+#else
+#define MBB (ACCELOPT_L2_BYTES / 16 * 7)
+#endif
+/* rows per block: x block (MB x K) and y block (MB x N) together about MBB bytes */
+#define MB0 (MBB / (4 * (K + N)) / MR * MR)
 /* at least ~96 rows when K is large, so that a w panel serves enough strips */
 #define MB1 (MB0 >= 48 ? MB0 : (96 + MR - 1) / MR * MR)
 /* at least two blocks, so that both cores work on small problems */
@@ -621,12 +640,19 @@ static void gemm_block(const float *restrict x, const float *restrict w, const f
 #else
 /* AVX2 and portable paths: half the accumulators of the AVX-512 tile, so a w panel streamed from
  * L2 for every call would need twice the L2 bandwidth per FMA.  K is therefore cut into NKB
- * blocks of KCB rows whose KCB x NR slice of the w panel (at most WL1 bytes) stays in L1 while all
+ * blocks of KCB rows whose KCB x NR slice of the w panel (at most WL1B bytes) stays in L1 while all
  * the strips of the row block pass; the partial tiles are accumulated in Y (L2). */
+/* bytes: the L1 share of a w slice; 0: a third of L1 (16 KiB of 48 KiB, the rest for the x
+ * strips, the tiles of y and the prefetched lines) */
 #ifndef WL1
-#define WL1 16384 /* tune: 8192 16384 32768 */ /* bytes: the L1 share of a w slice */
+#define WL1 0 /* tune: 0 8192 16384 32768 */
 #endif
-#define KCW (WL1 / (4 * NR) > 8 ? WL1 / (4 * NR) : 8)
+#if WL1 > 0
+#define WL1B WL1
+#else
+#define WL1B (ACCELOPT_L1D_BYTES / 3 / 64 * 64)
+#endif
+#define KCW (WL1B / (4 * NR) > 8 ? WL1B / (4 * NR) : 8)
 #define NKB ((K + KCW - 1) / KCW)                       /* K blocks */
 #define KCB ((K + NKB - 1) / NKB)                       /* rows per K block */
 
