@@ -27,6 +27,7 @@ from accelopt.profiling.measurement import KernelMeasurement
 from accelopt.reports.costs import ResultCost, result_cost
 from accelopt.reports.run_report import lineage
 from accelopt.search.evaluations import run_evaluations, run_raced
+from accelopt.search.references import best_reference, over_reference
 from accelopt.search.tuning import VariantTable
 from accelopt.search.tuning import variant_tables as tuned_tables
 from accelopt.search.workloads import generalization, run_workloads
@@ -88,6 +89,16 @@ def _latency(evaluations: dict[str, Evaluation], kernel_hash: str) -> float | No
     return e.latency_s if e is not None and e.passed else None
 
 
+def reference_json(references: Sequence[Evaluation], best_s: float | None) -> dict[str, Any]:
+    """The run's best reference (the fastest of NumPy and PyTorch it timed) and the best
+    kernel's speedup over it."""
+    reference = best_reference(references)
+    return {
+        "best_reference": reference.as_json() if reference else None,
+        "speedup_over_reference": over_reference(reference, best_s),
+    }
+
+
 def run_row(store: Store, run: RunRecord) -> dict[str, Any]:
     """What ``runs list --json`` prints per run."""
     evaluations = run_evaluations(store, run)
@@ -107,6 +118,7 @@ def run_row(store: Store, run: RunRecord) -> dict[str, Any]:
         "best_latency_s": top,
         "best_pct_of_peak": best_eval.pct_of_peak if best_eval else None,
         "speedup": base / top if base and top else None,
+        **reference_json(store.references(run.id), top),
         "cost_usd": sum(u.cost_usd or 0 for u in usage.values()),
     }
 

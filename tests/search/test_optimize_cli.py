@@ -154,6 +154,13 @@ def test_autotune_needs_no_endpoint_and_shows_its_variants(run_cli, tmp_path):
     assert "LLM usage" not in out.stdout  # nothing was asked of a model
     run = json.loads(run_cli("runs", "list", "--workspace", ws, "--json", "-").stdout)[0]
     assert run["strategy"] == "autotune" and run["cost_usd"] == 0
+    # the references the run timed in its session: the best kernel's speedup over the fastest
+    reference = run["best_reference"]
+    assert reference["kind"] in ("numpy", "torch", "inductor", "max-autotune")
+    assert run["speedup_over_reference"] == reference["latency_s"] / run["best_latency_s"]
+    assert f"best reference: {reference['kind']}" in out.stdout
+    compared = run_cli("runs", "compare", run["run"], "--workspace", ws, "--json", "-")
+    assert json.loads(compared.stdout)[0]["reference"]["kind"] == reference["kind"]
     shown = json.loads(run_cli("runs", "show", run["run"], "--workspace", ws, "--json", "-").stdout)
     assert len(shown["variants"][0]["rows"]) == 3  # the expert as written and its 2 variants
     again = run_cli("export", "matmul", "--run", run["run"], "--to", tmp_path / "again",
@@ -167,6 +174,7 @@ def test_autotune_needs_no_endpoint_and_shows_its_variants(run_cli, tmp_path):
     assert report.returncode == 0, report.stderr
     page = next((ws / "reports").glob("*.html")).read_text()
     assert "Tuned variants" in page and "KCMAX=" in page
+    assert f"best reference: {reference['kind']}" in page and "vs best reference" in page
     untunable = run_cli("optimize", "matmul", "--strategy", "autotune", "--workload", "small",
                         "--workspace", ws, env=unset)  # fmt: skip
     assert untunable.returncode == 2 and "Traceback" not in untunable.stderr

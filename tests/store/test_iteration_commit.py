@@ -100,4 +100,4 @@ def test_a_version_1_store_is_upgraded(tmp_path, make_experience):
     with Store(path) as store:
         assert [e.lesson.title for e in store.experiences()] == ["old"]  # committed
         version = store._connection().execute("SELECT version FROM schema_version").fetchone()
-        assert version[0] == SCHEMA_VERSION == 4
+        assert version[0] == SCHEMA_VERSION == 5

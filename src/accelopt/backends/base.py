@@ -7,7 +7,7 @@ import signal
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from accelopt.backends.device import Buffer, Device
 from accelopt.backends.kernel import Kernel
@@ -168,6 +168,26 @@ BACKEND_CLASSES: dict[str, str] = {
     "max-autotune": "accelopt.backends.pytorch.backend:MaxAutotuneBackend",
 }
 BACKENDS = tuple(BACKEND_CLASSES)
+# What a user would pick instead of a kernel of the cpu backend: their fastest is the "best
+# reference" a kernel is compared with (KernelBench v3 does the same).
+REFERENCE_KINDS = ("numpy", "torch", "inductor", "max-autotune")
+
+
+def reference_kernels(problem: Problem, backend: str) -> list[Kernel]:
+    """The reference kernels a ``backend`` kernel of ``problem`` is compared with: NumPy and the
+    PyTorch kinds the problem has (torch installed), for the cpu backend; none for another (they
+    would be scored against another device's roofline)."""
+    if backend != "cpu":
+        return []
+    found = [cast(_Comparison, get_backend(kind)).comparison_kernel(problem)
+             for kind in REFERENCE_KINDS]  # fmt: skip
+    return [kernel for kernel in found if kernel is not None]
+
+
+class _Comparison(Protocol):
+    """A backend of a reference kind: it makes the problem's comparison kernel."""
+
+    def comparison_kernel(self, problem: Problem) -> Kernel | None: ...
 
 
 def backend_class(name: str) -> Callable[[], Backend]:

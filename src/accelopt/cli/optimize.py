@@ -42,6 +42,7 @@ from accelopt.profiling.config import EvalConfig
 from accelopt.profiling.parent.scoring import geometric_mean_pct
 from accelopt.search.config import SearchConfig
 from accelopt.search.failing import EndpointFailedError
+from accelopt.search.references import over_reference
 from accelopt.search.run import (
     OptimizeResult,
     RunInputs,
@@ -274,13 +275,19 @@ def result_table(summary: RunSummary) -> Table:
     shown = summary.workload if len(tuned) == 1 else f"geomean of {len(tuned)} workloads"
     title = f"run {summary.run}: {summary.problem} / {shown} ({summary.status})"
     table = Table(title=title, title_justify="left")
-    for col in ("kernel", "ms", "% of peak", "speedup"):
+    ref = summary.reference
+    for col in ("kernel", "ms", "% of peak", "speedup", "vs best reference"):
         table.add_column(col, justify="left" if col == "kernel" else "right")
     b, t = summary.baseline, summary.best
-    table.add_row("baseline", milliseconds(b.latency_s), percent(b.pct_of_peak), "1.00x")
-    table.add_row(
-        "best", milliseconds(t.latency_s), percent(t.pct_of_peak), speedup_x(summary.speedup)
-    )
+    table.add_row("baseline", milliseconds(b.latency_s), percent(b.pct_of_peak), "1.00x",
+                  speedup_x(over_reference(ref, b.latency_s)))  # fmt: skip
+    versus = speedup_x(summary.speedup_over_reference)
+    table.add_row("best", milliseconds(t.latency_s), percent(t.pct_of_peak),
+                  speedup_x(summary.speedup), versus)  # fmt: skip
+    if ref is not None:
+        over_baseline = b.latency_s / ref.latency_s if b.latency_s else None
+        table.add_row(f"best reference: {ref.kind}", milliseconds(ref.latency_s), "",
+                      speedup_x(over_baseline), "1.00x")  # fmt: skip
     return table
 
 
@@ -299,7 +306,8 @@ def usage_table(usage: Mapping[str, Usage]) -> Table:
 
 def suite_results_table(summaries: Sequence[RunSummary]) -> Table:
     table = Table(title="suite results", title_justify="left")
-    for col in ("problem", "status", "baseline %", "best %", "speedup", "$", "tokens"):
+    for col in ("problem", "status", "baseline %", "best %", "speedup", "vs best ref", "$",
+                "tokens"):  # fmt: skip
         table.add_column(col, justify="left" if col in {"problem", "status"} else "right")
     total_usd, total_tokens = 0.0, 0
     for s in summaries:
@@ -308,14 +316,23 @@ def suite_results_table(summaries: Sequence[RunSummary]) -> Table:
         total_usd, total_tokens = total_usd + usd, total_tokens + tokens
         table.add_row(
             s.problem, s.status, percent(s.baseline.pct_of_peak), percent(s.best.pct_of_peak),
-            speedup_x(s.speedup), usd_plain(usd), str(tokens),
+            speedup_x(s.speedup), _versus_reference(s), usd_plain(usd), str(tokens),
         )  # fmt: skip
     table.add_section()
     base = geometric_mean_pct([s.baseline.pct_of_peak for s in summaries])
     top = geometric_mean_pct([s.best.pct_of_peak for s in summaries])
     speed = geometric_mean_pct([s.speedup for s in summaries if s.speedup])
+    versus = geometric_mean_pct([s.speedup_over_reference for s in summaries
+                                 if s.speedup_over_reference])  # fmt: skip
     table.add_row(
-        "geomean / total", "", percent(base), percent(top), speedup_x(speed),
+        "geomean / total", "", percent(base), percent(top), speedup_x(speed), speedup_x(versus),
         usd_plain(total_usd), str(total_tokens), style="bold",
     )  # fmt: skip
     return table
+
+
+def _versus_reference(summary: RunSummary) -> str:
+    """The best kernel's speedup over the run's best reference, with the reference's kind."""
+    if summary.reference is None or summary.speedup_over_reference is None:
+        return "—"
+    return f"{speedup_x(summary.speedup_over_reference)} ({summary.reference.kind})"

@@ -15,6 +15,7 @@ from rich.console import Console
 from rich.table import Table
 
 from accelopt import settings
+from accelopt.backends.base import REFERENCE_KINDS
 from accelopt.backends.status import Status
 from accelopt.errors import UserError
 from accelopt.formatting import milliseconds, percent, scientific, speedup_x
@@ -23,6 +24,7 @@ from accelopt.problems.records import Problem
 from accelopt.profiling.evaluation import Evaluation
 from accelopt.profiling.parent.rescoring import CACHED_MARK, cached_peak, ceiling_notes
 from accelopt.profiling.parent.scoring import geometric_mean_pct
+from accelopt.search.references import fastest_reference
 from accelopt.search.workloads import Generalization
 
 # Piped output (CI logs, files) gets a width that fits the tables instead of rich's default 80.
@@ -231,17 +233,13 @@ def _cell(e: Evaluation | None) -> tuple[str, str]:
     return ms, percent(e.pct_of_peak) + ("" if e.calibrated else CACHED_MARK)
 
 
-# what a user would pick instead of a kernel
-REFERENCE_KINDS = ("numpy", "torch", "inductor", "max-autotune")
-ONE_COLUMN = ("torch", "inductor", "max-autotune")
+ONE_COLUMN = ("numpy", "torch", "inductor", "max-autotune")
 
 
 def best_reference(by_key: dict[tuple[str, str], Evaluation], problem: str) -> Evaluation | None:
     """The fastest reference that passed for ``problem`` (NumPy, torch eager, torch.compile in
     either mode)."""
-    found = [by_key.get((problem, kind)) for kind in REFERENCE_KINDS]
-    timed = [e for e in found if e is not None and e.passed and e.latency_s]
-    return min(timed, key=lambda e: e.latency_s or 0.0, default=None)
+    return fastest_reference(by_key.get((problem, kind)) for kind in REFERENCE_KINDS)
 
 
 def _versus(expert: Evaluation | None, ref: Evaluation | None, ratios: list[float]) -> list[str]:

@@ -20,7 +20,7 @@ from accelopt.cli.output import (
     write_json,
 )
 from accelopt.errors import UserError
-from accelopt.formatting import percent, usd_plain
+from accelopt.formatting import percent, speedup_x, usd_plain
 from accelopt.hardware.cache import load_cpu_spec
 from accelopt.hardware.spec import HardwareSpec
 from accelopt.reports.compare import (
@@ -31,6 +31,7 @@ from accelopt.reports.compare import (
     write_compare_report,
 )
 from accelopt.reports.run_report import write_run_report
+from accelopt.search.references import BestReference
 from accelopt.search.rescoring import rescore_stored_run
 from accelopt.store.errors import StoreReadOnly
 from accelopt.store.records import RunRecord
@@ -126,22 +127,29 @@ def compare_command(
 def compare_table(comparisons: list[RunComparison]) -> Table:
     table = Table(title="runs compared", title_justify="left")
     for col in ("run", "problem", "strategy", "models", "iterations", "baseline %", "best %",
-                "$", "tokens", "$ / point", "calls / kept", "free variants"):  # fmt: skip
+                "speedup", "vs best ref", "$", "tokens", "$ / point", "calls / kept",
+                "free variants"):  # fmt: skip
         table.add_column(col, justify="right" if col in _NUMERIC else "left",
                          no_wrap=col == "run")  # fmt: skip
     for c in comparisons:
         unknown = f" (+{c.unknown_cost_calls} unpriced)" if c.unknown_cost_calls else ""
         table.add_row(
             c.run, c.problem, c.strategy, models_text(c.models), str(c.iterations),
-            percent(c.baseline_pct), percent(c.best_pct), usd_plain(c.cost_usd) + unknown,
+            percent(c.baseline_pct), percent(c.best_pct), speedup_x(c.speedup),
+            _versus(c.reference, c.speedup_over_reference), usd_plain(c.cost_usd) + unknown,
             f"{c.tokens:,}", _or_dash(c.cost.usd_per_point, "{:.4f}"),
             _or_dash(c.cost.calls_per_improvement, "{:.1f}"), str(c.cost.variants),
         )  # fmt: skip
     return table
 
 
-_NUMERIC = {"iterations", "baseline %", "best %", "$", "tokens", "$ / point", "calls / kept",
-            "free variants"}  # fmt: skip
+_NUMERIC = {"iterations", "baseline %", "best %", "speedup", "vs best ref", "$", "tokens",
+            "$ / point", "calls / kept", "free variants"}  # fmt: skip
+
+
+def _versus(reference: BestReference | None, speedup: float | None) -> str:
+    """The best kernel's speedup over the best reference, with its kind; — without one."""
+    return f"{speedup_x(speedup)} ({reference.kind})" if reference and speedup else "—"
 
 
 def _or_dash(value: float | None, form: str) -> str:

@@ -36,15 +36,15 @@ def list_command(workspace: WorkspaceOption = None, json_path: JsonOption = None
         rows = [row for run in store.list_runs() if (row := _row_or_warn(store, run)) is not None]
     if shows_table(json_path):
         table = Table(title="runs", title_justify="left")
-        for col in ("run", "problem", "workload", "strategy", "status", "created",
-                    "baseline ms", "best ms", "% of peak", "speedup", "$"):  # fmt: skip
+        for col in ("run", "problem", "workload", "strategy", "status", "created", "baseline ms",
+                    "best ms", "% of peak", "speedup", "vs best ref", "$"):  # fmt: skip
             table.add_column(col)
         for r in rows:
             table.add_row(
                 r["run"], r["problem"], _workloads_text(r), r["strategy"], r["status"],
                 r["created_at"], milliseconds(r["baseline_latency_s"]),
                 milliseconds(r["best_latency_s"]), percent(r["best_pct_of_peak"]),
-                speedup_x(r["speedup"]), usd_plain(r["cost_usd"]),
+                speedup_x(r["speedup"]), versus_text(r), usd_plain(r["cost_usd"]),
             )  # fmt: skip
         console.print(table)
     write_json(json_path, rows)
@@ -124,3 +124,11 @@ def _print_show(p: dict[str, Any]) -> None:
             f"{cut['calls']} paid calls were cut off by a kill before they were recorded: "
             f"counted as spent, at most ${cut['usd']:.4f}", highlight=False,
         )  # fmt: skip
+
+
+def versus_text(row: dict[str, Any]) -> str:
+    """A run's speedup over its best reference, with the reference's kind; — without one."""
+    reference, speedup = row.get("best_reference"), row.get("speedup_over_reference")
+    if not reference or not speedup:
+        return "—"
+    return f"{speedup_x(speedup)} ({reference['kind']})"

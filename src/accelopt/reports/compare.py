@@ -20,6 +20,7 @@ from accelopt.reports.costs import ResultCost, result_cost
 from accelopt.reports.html import render, svg, write_page
 from accelopt.search import samples
 from accelopt.search.evaluations import run_evaluations
+from accelopt.search.references import BestReference, best_reference, over_reference
 from accelopt.search.spec import RunSpec
 from accelopt.store.records import (
     IterationRecord,
@@ -57,6 +58,9 @@ class RunComparison:
     tokens: int
     curve: tuple[CurvePoint, ...]
     cost: ResultCost  # $ per point gained, LLM calls per kept improvement, free variants
+    speedup: float | None = None  # the best kernel over the baseline
+    reference: BestReference | None = None  # the fastest of NumPy and PyTorch the run timed
+    speedup_over_reference: float | None = None  # the best kernel over it
 
     @property
     def label(self) -> str:
@@ -110,8 +114,10 @@ def compare_run(
     iterations: Sequence[IterationRecord],
     calls: Sequence[LLMCall],
     usage: Mapping[str, Usage],
+    references: Sequence[Evaluation] = (),
 ) -> RunComparison:
-    """One run reduced to what the comparison shows (pure); ``usage``: ``Store.usage_by_agent``."""
+    """One run reduced to what the comparison shows (pure); ``usage``: ``Store.usage_by_agent``;
+    ``references``: what the run timed of NumPy and PyTorch (``Store.references``)."""
     base = next((k.hash for k in kernels if k.origin == KernelOrigin.BASELINE), "")
     base_eval, best_eval = evaluations.get(base), evaluations.get(run.best_hash)
     best_pct = best_eval.pct_of_peak if best_eval else None
@@ -133,7 +139,18 @@ def compare_run(
         tokens=sum(u.tokens_in + u.tokens_out for u in usage.values()),
         curve=tuple(curve(iterations, calls)),
         cost=result_cost(usage, _pct(base_eval), best_pct, iterations, kernels),
+        speedup=_ratio(_latency(base_eval), _latency(best_eval)),
+        reference=(reference := best_reference(references)),
+        speedup_over_reference=over_reference(reference, _latency(best_eval)),
     )
+
+
+def _latency(evaluation: Evaluation | None) -> float | None:
+    return evaluation.latency_s if evaluation is not None else None
+
+
+def _ratio(slow: float | None, fast: float | None) -> float | None:
+    return slow / fast if slow and fast else None
 
 
 def _pct(evaluation: Evaluation | None) -> float | None:
@@ -148,6 +165,7 @@ def load_comparison(store: Store, run: RunRecord) -> RunComparison:
         store.iterations(run.id),
         store.llm_calls(run.id),
         store.usage_by_agent(run.id),
+        store.references(run.id),
     )
 
 

@@ -23,6 +23,7 @@ from accelopt.reports.costs import ResultCost, result_cost
 from accelopt.reports.hardware import Ceiling, ceilings
 from accelopt.reports.html import DiffLine, render, svg, unified_diff, write_page
 from accelopt.search.evaluations import run_evaluations, run_raced
+from accelopt.search.references import fastest_reference
 from accelopt.search.spec import RunSpec
 from accelopt.search.tuning import VariantTable, variant_tables
 from accelopt.search.workloads import Generalization, generalization
@@ -45,6 +46,7 @@ class RunData:
     generalization: Generalization | None = None  # per workload, when the run has several
     raced: frozenset[str] = frozenset()  # kernels whose timing stopped early (Store.run_raced)
     retimings: tuple[tuple[list[str], dict[str, Any]], ...] = ()  # Store.retimings
+    references: tuple[Evaluation, ...] = ()  # NumPy and PyTorch, timed by the run (references)
 
 
 def load_run(store: Store, run: RunRecord) -> RunData:
@@ -60,6 +62,7 @@ def load_run(store: Store, run: RunRecord) -> RunData:
         generalization=found if (found := generalization(store, run)).workloads.several else None,
         raced=frozenset(run_raced(store, run)) if tuned else frozenset(),
         retimings=tuple(store.retimings(run.id)) if tuned else (),
+        references=tuple(store.references(run.id)),
     )
 
 
@@ -75,6 +78,7 @@ class KernelFigures:
     speedup: float | None  # over the baseline
     bound: Bound
     peak_s: float | None
+    over_reference: float | None = None  # the best reference's latency over this one's
 
 
 @dataclass(frozen=True)
@@ -142,6 +146,7 @@ class RunReport:
     generalization: Generalization | None = None
     result_cost: ResultCost | None = None  # LLM calls per kept improvement, free variants
     variants: tuple[VariantTable, ...] = ()  # each tuned kernel's variants (search/tuning.py)
+    reference: KernelFigures | None = None  # the fastest of NumPy and PyTorch the run timed
 
 
 # -- the data model (pure) --------------------------------------------------------------------
@@ -154,8 +159,14 @@ def run_report(data: RunData, hardware: HardwareSpec | None) -> RunReport:
     base_kernel = next((k for k in data.kernels if k.origin == KernelOrigin.BASELINE), None)
     base_eval = data.evaluations.get(base_kernel.hash) if base_kernel else None
     best_kernel = kernels.get(run.best_hash)
-    baseline = _figures("baseline", base_eval, None)
-    best = _figures("best", data.evaluations.get(run.best_hash), base_eval)
+    fastest = fastest_reference(data.references)
+    baseline = _figures("baseline", base_eval, None, fastest)
+    best = _figures("best", data.evaluations.get(run.best_hash), base_eval, fastest)
+    reference = (
+        _figures(f"best reference: {fastest.kernel}", fastest, base_eval, fastest)
+        if fastest
+        else None
+    )
     spec = RunSpec.of(run)
     return RunReport(
         run=run,
@@ -164,6 +175,7 @@ def run_report(data: RunData, hardware: HardwareSpec | None) -> RunReport:
         models=dict(spec.models),
         baseline=baseline,
         best=best,
+        reference=reference,
         candidates=tuple(candidate_points(data.kernels, data.evaluations)),
         best_curve=tuple((i.iteration, i.best_pct_of_peak) for i in data.iterations),
         not_evaluated=sum(1 for k in data.kernels if k.hash not in data.evaluations),
@@ -203,12 +215,15 @@ def _ratio(slow: float | None, fast: float | None) -> float | None:
     return slow / fast if slow and fast else None
 
 
-def _figures(label: str, e: Evaluation | None, base: Evaluation | None) -> KernelFigures | None:
+def _figures(
+    label: str, e: Evaluation | None, base: Evaluation | None, reference: Evaluation | None
+) -> KernelFigures | None:
     if e is None:
         return None
     speedup = 1.0 if base is None and e.passed else _ratio(_latency(base), _latency(e))
     return KernelFigures(label, e.kernel_hash, e.status.value, e.latency_s, e.pct_of_peak,
-                         speedup, e.bound, e.peak_s)  # fmt: skip
+                         speedup, e.bound, e.peak_s,
+                         _ratio(_latency(reference), _latency(e)))  # fmt: skip
 
 
 def candidate_points(

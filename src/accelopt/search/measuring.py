@@ -17,7 +17,7 @@ from functools import partial
 from typing import Any
 
 from accelopt.agents.planner import Plan
-from accelopt.backends.base import Backend
+from accelopt.backends.base import Backend, reference_kernels
 from accelopt.backends.kernel import Kernel
 from accelopt.hardware.spec import HardwareSpec
 from accelopt.problems.records import Problem
@@ -123,6 +123,21 @@ class Measurer:
             self.profiler.evaluate, kernel, self.problem, workload
         )
         return evaluation
+
+    async def references(self) -> list[Evaluation]:
+        """The problem's references (``backends.base.reference_kernels``: NumPy and the PyTorch
+        kinds), each timed on the tuned workloads in this session and combined as a kernel's
+        figures are; none for a backend they are not compared with."""
+        kernels = reference_kernels(self.problem, self.backend.name)
+        if not kernels:
+            return []
+        self.phase("timing references", 0)
+
+        async def timed(kernel: Kernel) -> Evaluation:
+            found = await asyncio.gather(*(self.evaluate_on(kernel, w) for w in self.tuned))
+            return combine(list(found), self.tuned)
+
+        return list(await asyncio.gather(*(timed(k) for k in kernels)))
 
     async def hold_out(self, kernels: Sequence[Candidate]) -> None:
         """Each kernel measured on each held-out workload (cached in the store, where reports

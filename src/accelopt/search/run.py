@@ -20,6 +20,7 @@ from accelopt.llm.offline import NoLLM
 from accelopt.llm.preflight import check_endpoints
 from accelopt.problems.records import Problem
 from accelopt.profiling.config import EvalConfig
+from accelopt.profiling.evaluation import Evaluation
 from accelopt.profiling.factory import make_profiler
 from accelopt.search.children import DRAFT_SAMPLES
 from accelopt.search.config import SearchConfig
@@ -44,6 +45,7 @@ class OptimizeResult:
     best: Candidate
     usage: Mapping[str, Usage]  # this session's calls, per agent
     stopped: str = ""  # why the run stopped early, failed: its LLM endpoint failed every call
+    references: tuple[Evaluation, ...] = ()  # what the run timed of NumPy and PyTorch
 
 
 @dataclass(frozen=True)
@@ -188,6 +190,9 @@ async def _drive(optimizer: Optimizer, resume: bool) -> tuple[RunStatus, Candida
         raise UserError(
             f"the starting kernel of {run.problem} does not pass: {e.status.value} {e.error}"
         )
+    if not store.references(run.id):  # timed once, in the run's first session
+        for reference in await optimizer.measurer.references():
+            store.put_reference(run.id, reference)
     records = store.iterations(run.id) if resume else []
     if not records:
         optimizer.commit(0, [baseline], baseline)
@@ -261,7 +266,8 @@ def execute_run(store: Store, run: RunRecord, inputs: RunInputs, resume: bool) -
     if final.hardware != hardware.key():
         baseline, top = rescored(store, final, baseline), rescored(store, final, top)
     usage = {agent: dataclasses.replace(u) for agent, u in client.usage.items()}  # a snapshot
-    return OptimizeResult(final, status, baseline, top, usage, optimizer.stopped)
+    references = tuple(store.references(run.id))
+    return OptimizeResult(final, status, baseline, top, usage, optimizer.stopped, references)
 
 
 def _client(

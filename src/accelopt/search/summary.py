@@ -9,6 +9,7 @@ from typing import Any
 
 from accelopt.hardware.roofline import Bound
 from accelopt.llm.client import Usage
+from accelopt.search.references import BestReference, best_reference, over_reference
 from accelopt.search.run import OptimizeResult
 from accelopt.search.workloads import Generalization, run_workloads
 from accelopt.store.calls import usage_json
@@ -42,6 +43,8 @@ class RunSummary:
     best_kernel_path: str = ""  # where the best kernel was written ("": nowhere)
     generalization: Generalization | None = None  # figures per workload, for a run on several
     stopped: str = ""  # why the run stopped early (its LLM endpoint failed), or ""
+    reference: BestReference | None = None  # the fastest of NumPy and PyTorch, timed in the run
+    speedup_over_reference: float | None = None  # its latency over the best kernel's
 
     def as_json(self) -> dict[str, Any]:
         """The JSON object: every field, the usage as its counts; the kernel path, the
@@ -56,6 +59,8 @@ class RunSummary:
             "baseline": dataclasses.asdict(self.baseline),
             "best": dataclasses.asdict(self.best),
             "speedup": self.speedup,
+            "best_reference": self.reference.as_json() if self.reference else None,
+            "speedup_over_reference": self.speedup_over_reference,
             "bound": self.bound,
             "usage": {agent: usage_json(u) for agent, u in self.usage.items()},
         }
@@ -86,4 +91,6 @@ def run_summary(result: OptimizeResult) -> RunSummary:
         bound=t.bound,
         usage=result.usage,
         stopped=result.stopped,
+        reference=(reference := best_reference(result.references)),
+        speedup_over_reference=over_reference(reference, t.latency_s),
     )

@@ -29,11 +29,13 @@ JSON_COLUMNS: dict[str, tuple[str, ...]] = {
     "iterations": ("data",),
     "retrievals": ("ids",),
     "retimings": ("kernels", "data"),
+    "run_references": ("data",),
 }
 # The columns a record reads as a model or an enum: a value it cannot take is a damaged row.
 _MODELS: dict[tuple[str, str], Callable[[str], Any]] = {
     ("evaluations", "data"): Evaluation.model_validate_json,
     ("llm_calls", "data"): LLMCall.model_validate_json,
+    ("run_references", "data"): Evaluation.model_validate_json,
 }
 _ENUMS: dict[tuple[str, str], type[StrEnum]] = {
     ("runs", "status"): RunStatus,

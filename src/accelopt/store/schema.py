@@ -11,7 +11,9 @@ until its record is written, so that a call a kill cut off counts against the bu
 time a run's kernel is written is kept (``run_kernel_writes``: a plan tried again that wrote the
 same kernel is one the planner is told of); 4, an experience says whether its speedup was
 ``measured_here`` (by a run of this workspace) or is an imported claim; an older store's lessons
-of no run it holds (imported, or added by hand) become claims. A later
+of no run it holds (imported, or added by hand) become claims; 5, a run keeps the references it
+timed in its own session (``run_references``: NumPy, torch, torch.compile), which its summary,
+``runs compare`` and its report compare the best kernel with. A later
 version adds a function to ``MIGRATIONS`` that upgrades the previous one in place; opening a
 database whose version is newer than this code knows raises ``SchemaVersionError`` rather than
 guessing.
@@ -25,7 +27,7 @@ from pathlib import Path
 
 from accelopt.store.errors import SALVAGE, SchemaVersionError, StoreDamaged
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 # What the triggers below write into the external-content FTS5 index: a row's words, or the
 # 'delete' command that takes an old row's words out (SQLite needs the old values verbatim).
@@ -245,8 +247,25 @@ def _to_v4(conn: sqlite3.Connection) -> None:
     _run_script(conn, _CLAIMS_FROM_OLDER)
 
 
+_SCHEMA_V5 = """
+-- what a user would pick instead of a kernel, timed in the run's session
+CREATE TABLE IF NOT EXISTS run_references (
+    run_id      TEXT NOT NULL REFERENCES runs (id),
+    kind        TEXT NOT NULL,                -- numpy, torch, inductor, max-autotune
+    data        TEXT NOT NULL,                -- Evaluation.model_dump_json()
+    PRIMARY KEY (run_id, kind)
+);
+"""
+
+
+def _to_v5(conn: sqlite3.Connection) -> None:
+    _run_script(conn, _SCHEMA_V5)
+
+
 # MIGRATIONS[v] upgrades a database at version v - 1 to version v, inside the open transaction.
-MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {2: _to_v2, 3: _to_v3, 4: _to_v4}
+MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {
+    2: _to_v2, 3: _to_v3, 4: _to_v4, 5: _to_v5,
+}  # fmt: skip
 
 
 def ensure_schema(conn: sqlite3.Connection, path: Path) -> None:
@@ -260,6 +279,7 @@ def ensure_schema(conn: sqlite3.Connection, path: Path) -> None:
             _run_script(conn, _SCHEMA_V2)
             _run_script(conn, _SCHEMA_V3)
             _run_script(conn, _SCHEMA_V4)
+            _run_script(conn, _SCHEMA_V5)
             conn.execute("INSERT INTO schema_version (version) VALUES (?)", (SCHEMA_VERSION,))
         elif version > SCHEMA_VERSION:
             raise too_new(path, version)

@@ -9,6 +9,7 @@ tables has its own module and class, and ``Store`` is all of them over one conne
 - ``kernels.KernelTables``: the kernels of each run, the evaluation cache, the re-timings;
 - ``calls.CallTables``: LLM calls and the holds of paid calls on their way (``StoreRecorder``);
 - ``experiences.ExperienceTables``: the optimization memory and per-iteration retrievals;
+- ``references.ReferenceTables``: the references (NumPy, PyTorch) each run timed;
 - ``database.Database``: the connection, its lock and its transactions (durability and threads
   are explained there).
 
@@ -22,8 +23,9 @@ from __future__ import annotations
 from accelopt.store.calls import CallTables
 from accelopt.store.experiences import ExperienceTables
 from accelopt.store.kernels import KernelTables
+from accelopt.store.references import ReferenceTables
 from accelopt.store.runs import RunTables
 
 
-class Store(RunTables, KernelTables, CallTables, ExperienceTables):
+class Store(RunTables, KernelTables, CallTables, ExperienceTables, ReferenceTables):
     """Persistence for one workspace. Use ``Store.open(workspace)``; close it (or use ``with``)."""

@@ -68,6 +68,10 @@ class NumpyBackend:
     name = "numpy"
     compiles_on_first_call = False
 
+    def comparison_kernel(self, problem: Problem) -> Kernel | None:
+        """The problem's NumPy reference, a comparison point (``base.reference_kernels``)."""
+        return reference_kernel(problem)
+
     def preflight(self, timing: bool = True) -> None:
         pass
 

@@ -121,6 +121,10 @@ class TorchBackend:
     compiles_on_first_call = False
     mode = "eager"
 
+    def comparison_kernel(self, problem: Problem) -> Kernel | None:
+        """The problem's PyTorch form in this kind, where it has one (``form_kernel``)."""
+        return form_kernel(problem, self.name)
+
     def preflight(self, timing: bool = True) -> None:
         pass
 
