@@ -47,8 +47,8 @@ class RunSummary:
     speedup_over_reference: float | None = None  # its latency over the best kernel's
 
     def as_json(self) -> dict[str, Any]:
-        """The JSON object: every field, the usage as its counts; the kernel path, the
-        generalization and why the run stopped only when there are."""
+        """The JSON object: every field, the usage as its counts; the best reference, the kernel
+        path, the generalization and why the run stopped only when there are."""
         data: dict[str, Any] = {
             "run": self.run,
             "problem": self.problem,
@@ -59,11 +59,12 @@ class RunSummary:
             "baseline": dataclasses.asdict(self.baseline),
             "best": dataclasses.asdict(self.best),
             "speedup": self.speedup,
-            "best_reference": self.reference.as_json() if self.reference else None,
-            "speedup_over_reference": self.speedup_over_reference,
             "bound": self.bound,
             "usage": {agent: usage_json(u) for agent, u in self.usage.items()},
         }
+        if self.reference is not None:
+            data["best_reference"] = self.reference.as_json()
+            data["speedup_over_reference"] = self.speedup_over_reference
         if self.best_kernel_path:
             data["best_kernel_path"] = self.best_kernel_path
         if self.generalization is not None:
