@@ -48,8 +48,14 @@ def runnable(level: str) -> bool:
     return needed <= cpu_flags()
 
 
-def test_the_suite_ships_experts():
-    assert len(EXPERTS) >= 7
+def test_every_suite_problem_ships_an_expert_that_declares_its_tunables():
+    from accelopt.backends.tunables import find_tunables
+    from accelopt.problems.loader import suite_names
+
+    assert set(suite_names()) <= set(EXPERTS)
+    for name in suite_names():
+        tunables = find_tunables(load_problem(name).kernel_path("expert").read_text())
+        assert tunables, f"{name}/expert.c declares no tunable"
 
 
 @pytest.mark.slow

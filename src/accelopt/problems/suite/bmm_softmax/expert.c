@@ -20,16 +20,16 @@
  *
  * AVX-512 (__AVX512F__): MR = 12, NR = 32 (2 zmm): 24 zmm accumulators, 8 KiB per panel for
  *    K = 64; running row maxima updated per tile (masked over the last columns); 2^n by vscalefps
- *    (underflow goes to 0 as it should); the row is written with non-temporal stores (aligned by
- *    a masked head when it does not start on 64 bytes), an sfence at the end; masked loads/stores
- *    over the last columns.
+ *    (underflow goes to 0 as it should); the row is written with non-temporal stores where out
+ *    is larger than L2 (NT_STORES; aligned by a masked head when it does not start on 64 bytes),
+ *    an sfence at the end; masked loads/stores over the last columns.
  * AVX2 + FMA (__AVX2__ && __FMA__): MR = 6, NR = 16 (2 ymm): 12 accumulators + 2 rhs vectors +
  *    1 broadcast fill the 16 ymm registers; 4 KiB per panel; running row maxima per tile (blended
  *    over the last columns); x clamped at -126, n rounded by adding 1.5*2^23 + 127, whose low bits
  *    then hold n + 127: shifted left by 23 they are the float 2^n; the exponential pass takes one
  *    vector per iteration so that its constants stay in registers; the padded lanes of the last
- *    vector are masked out of the sum; 32-byte aligned non-temporal stores after a vmaskmovps
- *    head, a vmaskmovps tail, an sfence at the end.
+ *    vector are masked out of the sum; 32-byte aligned non-temporal stores (where out is larger
+ *    than L2, NT_STORES) after a vmaskmovps head, a vmaskmovps tail, an sfence at the end.
  * Portable (everything else, e.g. SSE-only x86 or aarch64): MR = 4, NR = 8 on GCC vector
  *    extensions (two 4-float vectors per row: 8 accumulators, which fit the 16 registers of SSE
  *    as well as NEON's 32); the row maxima, the exponentials (the same 2^x in plain C, the clamp
@@ -57,6 +57,27 @@
 #define MR 4 /* rows per micro-tile */
 #define NR 8 /* columns per micro-tile: 2 vectors of 4 floats */
 #endif
+/* The machine-dependent parameter.  Nothing here is blocked for a cache size: a thread's packed
+ * rhs[b] (K x NPAD floats, 320 KiB at the cpu workload) and its scratch block (MR x NPAD) are meant
+ * to stay in L2 while the row blocks of batch b stream past them, and the MR x K strip of lhs in
+ * L1 (K is 64 at every workload); MR and NR are register tiles, set by the ISA.
+ * NT_STORES (vector paths), how out is written: 1, ordinary stores; 2, non-temporal stores, which
+ * skip the read for ownership and leave the caches to rhs and the scratch, worth it where out is
+ * not read again while it would still be cached; 0 = derived from the cache size: non-temporal
+ * when out (B*M*N floats; 32 MiB at the cpu workload) is larger than the per-core L2
+ * (ACCELOPT_L2_BYTES, defined by the build from sysfs; 1 MiB when undefined), ordinary below. */
+#ifndef ACCELOPT_L2_BYTES
+#define ACCELOPT_L2_BYTES 1048576
+#endif
+#ifndef NT_STORES
+#define NT_STORES 0 /* tune: 0 1 2 */
+#endif
+#if NT_STORES == 0
+#define NT_OUT (B * M * N * 4 > ACCELOPT_L2_BYTES)
+#else
+#define NT_OUT (NT_STORES == 2)
+#endif
+
 #define NP ((N + NR - 1) / NR)     /* column panels */
 #define NPAD (NP * NR)             /* padded row length of the scratch block */
 #define MB ((M + MR - 1) / MR)     /* row blocks per batch */
@@ -84,6 +105,15 @@ static inline __m512 exp2_ps(__m512 x) {
 
 static inline __mmask16 tail_mask(int left) {
     return left >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << left) - 1u);
+}
+
+/* 16 floats of out at dst (64-byte aligned): streamed past the caches (NT_OUT) or stored */
+static inline void store_out(float *dst, __m512 v) {
+#if NT_OUT
+    _mm512_stream_ps(dst, v);
+#else
+    _mm512_store_ps(dst, v);
+#endif
 }
 
 /* Pack rhs[K][N] into panels [NP][K][NR], zero-padding the last panel. */
@@ -176,7 +206,7 @@ static inline void softmax_row(float *restrict s, __m512 vmax, float *restrict d
     }
     j = head;
     for (; j + 16 <= N; j += 16)
-        _mm512_stream_ps(dst + j, _mm512_mul_ps(_mm512_loadu_ps(s + j), inv));
+        store_out(dst + j, _mm512_mul_ps(_mm512_loadu_ps(s + j), inv));
     if (j < N) {
         const __mmask16 m = tail_mask(N - j);
         _mm512_mask_storeu_ps(dst + j, m, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, s + j), inv));
@@ -193,7 +223,9 @@ static inline void unit_rows(const float *const l[MR], const float *restrict pk,
         softmax_row(sc + (size_t)r * NPAD, vmax[r], out + (row0 + (size_t)r) * N);
 }
 
-static inline void end_stores(void) { _mm_sfence(); }
+static inline void end_stores(void) {
+    if (NT_OUT) _mm_sfence(); /* the non-temporal stores are weakly ordered */
+}
 
 #elif defined(__AVX2__) && defined(__FMA__)
 
@@ -217,6 +249,15 @@ static inline __m256 exp2_ps(__m256 x) {
 /* Lanes [0, left) set (all for left >= 8, none for left <= 0). */
 static inline __m256i tail_mask(int left) {
     return _mm256_cmpgt_epi32(_mm256_set1_epi32(left), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+/* 8 floats of out at dst (32-byte aligned): streamed past the caches (NT_OUT) or stored */
+static inline void store_out(float *dst, __m256 v) {
+#if NT_OUT
+    _mm256_stream_ps(dst, v);
+#else
+    _mm256_store_ps(dst, v);
+#endif
 }
 
 static inline float hmax8(__m256 v) {
@@ -324,7 +365,7 @@ static inline void softmax_row(float *restrict s, __m256 vmax, float *restrict d
     if (head) _mm256_maskstore_ps(dst, tail_mask(head), _mm256_mul_ps(_mm256_load_ps(s), inv));
     j = head;
     for (; j + 8 <= N; j += 8)
-        _mm256_stream_ps(dst + j, _mm256_mul_ps(_mm256_loadu_ps(s + j), inv));
+        store_out(dst + j, _mm256_mul_ps(_mm256_loadu_ps(s + j), inv));
     if (j < N) /* s has NPAD >= j + 8 floats */
         _mm256_maskstore_ps(dst + j, tail_mask(N - j), _mm256_mul_ps(_mm256_loadu_ps(s + j), inv));
 }
@@ -339,7 +380,9 @@ static inline void unit_rows(const float *const l[MR], const float *restrict pk,
         softmax_row(sc + (size_t)r * NPAD, vmax[r], out + (row0 + (size_t)r) * N);
 }
 
-static inline void end_stores(void) { _mm_sfence(); }
+static inline void end_stores(void) {
+    if (NT_OUT) _mm_sfence(); /* the non-temporal stores are weakly ordered */
+}
 
 #else /* portable: GCC vector extensions and loops the compiler vectorizes, no intrinsics */
 

@@ -14,7 +14,10 @@
  * two register-blocked AVX-512 GEMMs with the softmax between them, all on one block of query
  * rows at a time (the scores never leave L1/L2):
  *  - work unit: MR = 12 query rows of one (batch, query head); units are ordered so that the
- *    query heads sharing a kv head are consecutive, and split statically over both cores;
+ *    query heads sharing a kv head are consecutive, and split statically over both cores; the
+ *    12 rows are first copied into a contiguous block of row stride QLD (in the input they are
+ *    4*QH*D bytes apart: for QH*D = 1024 all in one L1 set, more lines than its ways), as in the
+ *    other paths; the scratch score rows are SCLD = NPAD + LDPAD floats apart;
  *  - K of the current (batch, kv head) is transposed once per thread into 32-key panels
  *    [N/32][D][32] (16x16 in-register transposes, zero-padded keys), so S = Q K^T is a
  *    12 x 32 micro-kernel (24 zmm accumulators, q[i, d] broadcast from memory);
@@ -39,6 +42,19 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The machine-dependent parameter.  Nothing here is blocked for a cache size: the K^T panels and
+ * V of one (batch, kv head), 2*N*D*4 bytes (512 KiB at the cpu workload), are meant to stay in L2
+ * for all the units that use them, and a unit's score block (MR x N) in L1/L2; the register tiles
+ * (MR, NR, MR2, DC, R6, KP) follow the ISA.  What depends on the cache geometry is the padding:
+ * LDPAD, floats added to the row stride of the copied query rows (QLD = D + LDPAD) and of the
+ * score rows (SCLD = NPAD + LDPAD), one 64-byte line by default, so that rows whose stride is a
+ * multiple of 4 KiB (the L1d way size of a 32 KiB 8-way or 48 KiB 12-way L1d) do not all fall into
+ * the same L1 sets; 0: no padding, 32: two lines (128-byte lines).  A multiple of 16 (the score
+ * rows are read with aligned loads). */
+#ifndef LDPAD
+#define LDPAD 16 /* tune: 0 16 32 */
+#endif
+
 #if defined(__AVX512F__)
 #define G (QH / KH)
 #define MR 12                   /* query rows per work unit (and GEMM1 micro-tile) */
@@ -47,6 +63,8 @@
 #define DC 64                   /* output columns per GEMM2 micro-tile: 4 zmm */
 #define NPAN ((N + NR - 1) / NR)
 #define NPAD (NPAN * NR)
+#define SCLD (NPAD + LDPAD)     /* row stride of the score block */
+#define QLD (D + LDPAD)         /* row stride of the copied query rows */
 #define RB ((N + MR - 1) / MR)  /* row blocks per (batch, query head) */
 #define UNITS ((size_t)B * QH * RB)
 
@@ -121,7 +139,7 @@ static void pack_kt(const float *restrict kb, float *restrict pk) {
     }
 }
 
-/* S = Q K^T for MR rows into sc[MR][NPAD]; row maxima over the N valid keys into vmax. */
+/* S = Q K^T for MR rows into sc[MR][SCLD]; row maxima over the N valid keys into vmax. */
 static inline void scores(const float *const qr[MR], const float *restrict pk,
                           float *restrict sc, __m512 vmax[MR]) {
     for (int r = 0; r < MR; r++) vmax[r] = _mm512_set1_ps(-INFINITY);
@@ -148,8 +166,8 @@ static inline void scores(const float *const qr[MR], const float *restrict pk,
         const __mmask16 m0 = tail_mask(N - j0), m1 = tail_mask(N - j0 - 16);
 #pragma GCC unroll 16
         for (int r = 0; r < MR; r++) {
-            _mm512_store_ps(sc + (size_t)r * NPAD + j0, acc[r][0]);
-            _mm512_store_ps(sc + (size_t)r * NPAD + j0 + 16, acc[r][1]);
+            _mm512_store_ps(sc + (size_t)r * SCLD + j0, acc[r][0]);
+            _mm512_store_ps(sc + (size_t)r * SCLD + j0 + 16, acc[r][1]);
             vmax[r] = _mm512_mask_max_ps(vmax[r], m0, vmax[r], acc[r][0]);
             vmax[r] = _mm512_mask_max_ps(vmax[r], m1, vmax[r], acc[r][1]);
         }
@@ -184,7 +202,7 @@ pv_tile(const float *restrict sc, int r0, const float *restrict vb, int d0, cons
     for (int r = 0; r < MR2; r++)
 #pragma GCC unroll 4
         for (int c = 0; c < NQ; c++) acc[r][c] = _mm512_setzero_ps();
-    const float *pr = sc + (size_t)r0 * NPAD;
+    const float *pr = sc + (size_t)r0 * SCLD;
 #pragma GCC unroll 2
     for (int j = 0; j < N; j++) {
         const float *vr = vb + (size_t)j * D + d0;
@@ -193,7 +211,7 @@ pv_tile(const float *restrict sc, int r0, const float *restrict vb, int d0, cons
         for (int c = 0; c < NQ; c++) w[c] = _mm512_maskz_loadu_ps(dm[c], vr + 16 * c);
 #pragma GCC unroll 8
         for (int r = 0; r < MR2; r++) {
-            const __m512 p = _mm512_set1_ps(pr[(size_t)r * NPAD + j]);
+            const __m512 p = _mm512_set1_ps(pr[(size_t)r * SCLD + j]);
 #pragma GCC unroll 4
             for (int c = 0; c < NQ; c++) acc[r][c] = _mm512_fmadd_ps(p, w[c], acc[r][c]);
         }
@@ -230,9 +248,10 @@ void kernel(const float *restrict q, const float *restrict k, const float *restr
         const size_t u0 = UNITS * t / nt, u1 = UNITS * (t + 1) / nt;
         float *pk = aligned_alloc(64, sizeof(float) * (size_t)NPAN * D * NR);
         float *pvk = aligned_alloc(64, sizeof(float) * (size_t)N * D + 64);
-        float *sc = aligned_alloc(64, sizeof(float) * (size_t)MR * NPAD);
+        float *sc = aligned_alloc(64, sizeof(float) * (size_t)MR * SCLD);
+        float *qb = aligned_alloc(64, sizeof(float) * (size_t)MR * QLD);
         long packed = -1;
-        if (pk != NULL && sc != NULL && pvk != NULL) {
+        if (pk != NULL && sc != NULL && pvk != NULL && qb != NULL) {
             for (size_t u = u0; u < u1; u++) {
                 /* unit order: batch, kv head, group member, row block */
                 const int rb = (int)(u % RB);
@@ -252,19 +271,22 @@ void kernel(const float *restrict q, const float *restrict k, const float *restr
                 float *orow[MR];
                 for (int r = 0; r < MR; r++) {
                     const int i = i0 + (r < rows ? r : rows - 1);
-                    qr[r] = q + (((size_t)b * N + i) * QH + h) * D;
+                    qr[r] = qb + (size_t)r * QLD;
+                    memcpy(qb + (size_t)r * QLD, q + (((size_t)b * N + i) * QH + h) * D,
+                           sizeof(float) * D);
                     orow[r] = r < rows ? out + (((size_t)b * QH + h) * N + i0 + r) * D : NULL;
                 }
                 __m512 vmax[MR];
                 scores(qr, pk, sc, vmax);
                 float inv[MR];
-                for (int r = 0; r < MR; r++) inv[r] = 1.0f / weights(sc + (size_t)r * NPAD, vmax[r]);
+                for (int r = 0; r < MR; r++) inv[r] = 1.0f / weights(sc + (size_t)r * SCLD, vmax[r]);
                 for (int r0 = 0; r0 < MR; r0 += MR2) pv(sc, r0, pvk, inv, orow);
             }
         }
         free(pk);
         free(pvk);
         free(sc);
+        free(qb);
     }
 }
 
@@ -275,14 +297,14 @@ void kernel(const float *restrict q, const float *restrict k, const float *restr
  * they are 4*QH*D bytes apart: for QH*D = 1024 all in one L1 set).  K^T panels hold KP keys
  * ([NPAN][D][KP]); V is copied into zero-padded column panels of DP dimensions ([DPAN][N][DP]),
  * so that each GEMM2 tile streams one contiguous panel.  Both GEMMs use R6 x KP / R6 x DP
- * register tiles (two per 12-row unit); the score rows are SCLD floats apart, one cache line
- * more than NPAD, so that a power-of-two N does not put the 6 rows of a tile into 2 L1 sets.
+ * register tiles (two per 12-row unit); the score rows are SCLD floats apart, LDPAD (one cache
+ * line) more than NPAD, so that a power-of-two N does not put the 6 rows of a tile into 2 L1 sets.
  * 2^x as in the AVX-512 path, the 2^n factor built in the exponent field (x clamped at -126).
  * --------------------------------------------------------------------------------------------- */
 #define G (QH / KH)
 #define MR 12                   /* query rows per work unit */
 #define R6 6                    /* query rows per GEMM1 and GEMM2 micro-tile */
-#define QLD (D + 16)            /* row stride of the copied query rows */
+#define QLD (D + LDPAD)         /* row stride of the copied query rows */
 #if defined(__AVX2__) && defined(__FMA__)
 #define VL 8                    /* floats per vector */
 #define NVK 2                   /* vectors per micro-tile row: 6 x 16, 12 ymm accumulators */
@@ -298,7 +320,7 @@ void kernel(const float *restrict q, const float *restrict k, const float *restr
 #define NPAN ((N + KP - 1) / KP)
 #define NPAD (NPAN * KP)
 #define DPAN ((D + DP - 1) / DP)
-#define SCLD (NPAD + 16)
+#define SCLD (NPAD + LDPAD)
 #define RB ((N + MR - 1) / MR)  /* row blocks per (batch, query head) */
 #define UNITS ((size_t)B * QH * RB)
 

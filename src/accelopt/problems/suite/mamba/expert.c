@@ -37,8 +37,9 @@
  *    exponentials of IL states computed stage by stage together (independent chains side by side
  *    for the out-of-order window); y split into 4 partial sums; 2^n by vscalefps, which saturates
  *    to 0 / inf, so no clamping is needed; masked loads/stores for the ragged edges.
- * AVX2 + FMA (__AVX2__ && __FMA__): 8 channels per ymm, blocks of 128 steps (delta, u and out
- *    through 8x8 in-register transposes, the block's step-major vectors in L1). The 16 ymm
+ * AVX2 + FMA (__AVX2__ && __FMA__): 8 channels per ymm, blocks of TB steps (delta, u and out
+ *    through 8x8 in-register transposes; TB derived from the L1d size, 128 for S = 16 and 32 KiB,
+ *    so that the block's step-major vectors and b/c scalars stay in L1). The 16 ymm
  *    registers cannot hold S states besides the rest, so each block runs in passes of SQ = 4
  *    states: their h stay in registers over the block's steps (stored between passes), the
  *    exponentials of the 4 states are computed stage by stage together, and each pass adds its
@@ -61,6 +62,19 @@
 #include <string.h>
 
 #define BCS (2 * S) /* floats per step in the packed b/c buffer */
+
+/* Machine-dependent parameters (the vector widths and register blocking follow the ISA):
+ * ACCELOPT_L1D_BYTES, the per-core L1d size the build defines (from sysfs; a cross build leaves
+ * it undefined: then 32 KiB), sets the AVX2 path's step block (TBLK, there).
+ * PFDIST: how many steps (floats) ahead the vector paths prefetch the rows of delta and u (a
+ * channel group reads 2*CG rows at once, M floats apart: more streams than the hardware
+ * prefetchers can be relied on to track); 64 = 4 AVX-512 blocks or 8 AVX2 octets ahead. */
+#ifndef ACCELOPT_L1D_BYTES
+#define ACCELOPT_L1D_BYTES 32768
+#endif
+#ifndef PFDIST
+#define PFDIST 64 /* tune: 32 64 128 256 */
+#endif
 
 #define P5 1.326472731307149e-3f
 #define P4 9.671512991189957e-3f
@@ -218,9 +232,9 @@ void kernel(const float *restrict delta, const float *restrict u, const float *r
                         const size_t row = (size_t)(ch0 + l) * M + (size_t)i0;
                         dT[l] = _mm512_maskz_loadu_ps(smask, delta + row);
                         uT[l] = _mm512_maskz_loadu_ps(smask, u + row);
-                        if (i0 + 64 < M) {
-                            _mm_prefetch((const char *)(delta + row + 64), _MM_HINT_T0);
-                            _mm_prefetch((const char *)(u + row + 64), _MM_HINT_T0);
+                        if (i0 + PFDIST < M) {
+                            _mm_prefetch((const char *)(delta + row + PFDIST), _MM_HINT_T0);
+                            _mm_prefetch((const char *)(u + row + PFDIST), _MM_HINT_T0);
                         }
                     } else {
                         dT[l] = _mm512_setzero_ps();
@@ -262,8 +276,22 @@ void kernel(const float *restrict delta, const float *restrict u, const float *r
 
 #define CG 8 /* channels per group: the lanes of one ymm */
 #define GROUPS ((C + CG - 1) / CG)
-#define TB 128 /* steps per block: a multiple of 8 (8x8 transposes); long, so that the passes
-                   * (h stored and reloaded, the R of the next states) cost little */
+/* Steps per block (TBLK; 0 = derived from ACCELOPT_L1D_BYTES): long, so that the passes (h
+ * stored and reloaded, the R of the next states) cost little, but short enough that the block's
+ * working set, re-read by each of the S/SQ passes, stays in L1d: per step its dl, du and y (3 ymm,
+ * 96 bytes) and its b/c scalars (2*S floats, 2 cache lines for S = 16).  Derived, the most
+ * multiples of 8 steps whose working set fills at most 7/8 of L1d (the rest for h, aT, R and the
+ * rows of delta/u coming in): 128 for S = 16 and a 32 KiB L1d, 192 for 48 KiB.  Given, a
+ * multiple of 8 (8x8 transposes). */
+#ifndef TBLK
+#define TBLK 0 /* tune: 0 64 128 192 256 */
+#endif
+#if TBLK > 0
+#define TB TBLK
+#else
+#define TB_L1 (ACCELOPT_L1D_BYTES * 7 / 8 / (3 * 32 + 2 * S * 4) / 8 * 8)
+#define TB (TB_L1 > 8 ? TB_L1 : 8)
+#endif
 #define SQ 4 /* states per pass: their h stay in registers over a block */
 
 /* In-place transpose of 8 vectors (rows) of 8 floats. */
@@ -434,9 +462,9 @@ void kernel(const float *restrict delta, const float *restrict u, const float *r
                                 dT[l] = _mm256_maskload_ps(delta + row, smask);
                                 uT[l] = _mm256_maskload_ps(u + row, smask);
                             }
-                            if (i0 + 8 * q + 64 < M) {
-                                _mm_prefetch((const char *)(delta + row + 64), _MM_HINT_T0);
-                                _mm_prefetch((const char *)(u + row + 64), _MM_HINT_T0);
+                            if (i0 + 8 * q + PFDIST < M) {
+                                _mm_prefetch((const char *)(delta + row + PFDIST), _MM_HINT_T0);
+                                _mm_prefetch((const char *)(u + row + PFDIST), _MM_HINT_T0);
                             }
                         } else {
                             dT[l] = _mm256_setzero_ps();
