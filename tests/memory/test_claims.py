@@ -94,4 +94,4 @@ def test_a_version_3_store_opens_and_its_imported_lessons_become_claims(tmp_path
         found = {e.lesson.title: e.measured_here for e in store.experiences()}
         assert found == {"Learned here": True, "Imported before v4": False}
         version = store._connection().execute("SELECT version FROM schema_version").fetchone()
-        assert version[0] == SCHEMA_VERSION == 4
+        assert version[0] == SCHEMA_VERSION == 5
