@@ -98,7 +98,8 @@ def eval_command(
     if shows_table(json_path):
         console.print(evaluations_table([evaluation], f"{problem} / {workload} on {hardware.name}"))
         if evaluation.error:
-            console.print(f"[bold]error:[/bold] {evaluation.error}", markup=True, highlight=False)
+            # verbatim: compiler output is full of [j] that markup would take for tags
+            console.print(f"[bold]error:[/bold] {escape(evaluation.error)}", highlight=False)
         if evaluation.log:
             console.print("[bold]kernel output:[/bold]")
             console.print(evaluation.log[:2000], markup=False, highlight=False)

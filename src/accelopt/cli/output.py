@@ -13,6 +13,7 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from accelopt import settings
 from accelopt.backends.base import REFERENCE_KINDS
@@ -160,7 +161,7 @@ def evaluations_table(evaluations: Sequence[Evaluation], title: str) -> Table:
             e.bound,
             percent(e.noise),
             scientific(e.max_rel_err),
-            e.error[:120],
+            Text(e.error[:120]),  # verbatim: [j] in compiler output is not markup
         )
     return table
 
@@ -213,7 +214,7 @@ def isolation_warnings(evaluations: Sequence[Evaluation]) -> list[str]:
     lines = []
     for e in evaluations:
         missing = []
-        if e.isolation is not None and e.isolation.get("seccomp") != "1":
+        if e.isolation and e.isolation.get("seccomp") != "1":  # {}: no kernel process ran
             missing.append("no system call filter (ACCELOPT_UNSANDBOXED=1)")
         if e.network_isolated is False:
             missing.append("the host's network namespace (unshare refused)")

@@ -59,3 +59,5 @@ class Progress:
             self._live.update(self.render())
             self._live.stop()
             self._live = None
+            if self.console is not None and not self.console.is_terminal:
+                self.console.line()  # Live leaves its last line open where it cannot redraw
