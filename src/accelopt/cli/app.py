@@ -13,7 +13,7 @@ from typing import Annotated
 import typer
 from rich.markup import escape
 
-from accelopt import views
+from accelopt import __version__, views
 from accelopt.backends.kernel import Kernel
 from accelopt.cli import (
     agent_server,
@@ -68,6 +68,23 @@ app.command("worker")(worker.worker_command)
 app.command("prompt")(prompt.prompt_command)
 app.command("serve")(serve.serve_command)
 app.command("mcp")(agent_server.mcp_command)
+
+
+def _print_version(asked: bool) -> None:
+    if asked:
+        console.print(f"accelopt {__version__}", highlight=False)
+        raise typer.Exit()
+
+
+@app.callback()
+def root(
+    version: Annotated[
+        bool,
+        typer.Option("--version", help="print accelopt's version and exit", is_eager=True,
+                     callback=_print_version),
+    ] = False,
+) -> None:  # fmt: skip
+    """accelopt: make compute kernels faster with LLM agents, measured against the roofline."""
 
 
 @app.command("eval")

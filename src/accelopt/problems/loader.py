@@ -12,6 +12,7 @@ evaluations and references are cached under it, so an edited problem never reuse
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import hashlib
 import importlib
 import importlib.util
@@ -76,9 +77,11 @@ def load_problem(name: str, workspace: Path | None = None) -> Problem:
     directory = problems_dir(workspace) / name
     if NAME_PATTERN.fullmatch(name) and (directory / PROBLEM_FILE).is_file():
         return load_problem_dir(directory)
-    known = ", ".join(list_problems(workspace))
+    names = list_problems(workspace)
+    near = difflib.get_close_matches(name, names, n=1)
+    maybe = f"did you mean {near[0]!r}? " if near else ""
     raise UnknownProblemError(
-        f"unknown problem {name!r}; known problems: {known} (add your own with "
+        f"unknown problem {name!r}; {maybe}known problems: {', '.join(names)} (add your own with "
         "`accelopt problem add FILE` or `accelopt problem import kernelbench FILE`)"
     )
 
