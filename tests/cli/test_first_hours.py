@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -27,3 +28,12 @@ def test_version(run_cli) -> None:
 def test_a_misspelt_problem_gets_the_nearest_name(run_cli) -> None:
     out = run_cli("bench", "show", "matmull")
     assert out.returncode == 2 and "did you mean 'matmul'?" in out.stderr
+
+
+def test_a_run_whose_endpoint_cannot_be_reached_is_failed_not_running(run_cli, tmp_path) -> None:
+    ws = tmp_path / "ws"
+    dead = {"ACCELOPT_LLM_BASE_URL": "http://127.0.0.1:9/v1", "ACCELOPT_LLM_MODEL": "m"}
+    out = run_cli("optimize", "silu", "--workload", "small", "--workspace", ws, env=dead)
+    assert out.returncode == 2 and "cannot reach the LLM endpoint" in out.stderr
+    listed = run_cli("runs", "list", "--workspace", ws, "--json", "-")
+    assert [r["status"] for r in json.loads(listed.stdout)] == ["failed"]  # never "running"

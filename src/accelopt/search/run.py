@@ -229,7 +229,12 @@ def execute_run(store: Store, run: RunRecord, inputs: RunInputs, resume: bool) -
     problem = run_problem(store, run)
     backend = get_backend(run.backend)
     hardware = run_hardware(run, inputs.hardware)
-    client = _client(store, run, search, inputs, resume)
+    try:
+        client = _client(store, run, search, inputs, resume)
+    except BaseException:  # an endpoint that cannot be reached: a new run never ran, say so
+        if not resume:
+            store.update_run(run.id, status=RunStatus.FAILED)
+        raise
     progress = Progress(run.problem, search.iterations, console=inputs.console)
     store.update_run(run.id, status=RunStatus.RUNNING)
     status = RunStatus.FAILED
