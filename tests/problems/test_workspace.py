@@ -206,3 +206,22 @@ def test_the_shipped_files_are_encoded_once_and_a_caller_cannot_spoil_them(ws, m
     first["files"]["problem.py"] = "spoiled"
     monkeypatch.setattr(shipping, "snapshot", lambda p: pytest.fail("encoded again"))
     assert problem_ref(added)["files"]["problem.py"] != "spoiled"
+
+
+@pytest.mark.parametrize("text", ["x = 1\n", "def broken(:\n"])
+def test_a_problem_file_error_names_the_users_file_and_a_document_that_has_it(
+    tmp_path: Path, text: str
+) -> None:
+    """Issue 46, defect 15: never the staged copy (``.adding-*/probe/problem.py``)."""
+    mine = tmp_path / "mine.py"
+    mine.write_text(text)
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    (folder / "problem.py").write_text(text)
+    for source, named in ((mine, mine), (folder, folder / "problem.py")):
+        with pytest.raises(ProblemFileError) as raised:
+            add_problem(source, tmp_path / "ws")
+        message = str(raised.value)
+        assert f"problem file {named.resolve()} " in message and ".adding-" not in message
+    if "PROBLEM" in message or "Problem(" in message:
+        assert "see docs/usage.md, 'Your own operator'" in message

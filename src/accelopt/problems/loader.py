@@ -191,7 +191,7 @@ def import_problem_file(path: Path, module_name: str) -> Problem:
     problem = getattr(module, "PROBLEM", None)
     if not isinstance(problem, Problem):
         raise ProblemFileError(
-            f"problem file {path} must define PROBLEM = Problem(...) (see the README, "
+            f"problem file {path} must define PROBLEM = Problem(...) (see docs/usage.md, "
             "'Your own operator')"
         )
     return problem

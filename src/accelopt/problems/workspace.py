@@ -131,35 +131,53 @@ def add_problem(
 ) -> Problem:
     """Add the problem that ``source`` (a ``problem.py``, or a folder holding one and the files
     it reads) defines to the workspace, with ``baseline`` as its starting kernel; checked first,
-    so that a problem that is wrong leaves nothing behind."""
+    so that a problem that is wrong leaves nothing behind. An error names the user's own file,
+    never the staged copy it was found in."""
     root = problems_dir(workspace)
     root.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=".adding-", dir=root))
     try:
-        name = _stage(source, staging)
-        if name in suite_names():
-            raise ProblemFileError(
-                f"the suite has a problem named {name!r}: give yours another name"
-            )
-        folder = staging / name
-        if baseline is not None:
-            _copy_baseline(baseline, folder)
-        problem = load_problem_dir(folder)
-        errors = check_problem(problem) or [e for e in [check_reference(problem)] if e]
-        if errors:
-            raise ProblemFileError(f"problem {name!r} is not usable: {'; '.join(errors)}")
-        target = root / name
+        folder = _checked_copy(source, staging, baseline)
+        target = root / folder.name
         if target.exists() and not replace:
             raise ProblemFileError(
-                f"the workspace has a problem named {name!r}: remove it first "
-                f"(`accelopt problem remove {name}`) or add with --replace"
+                f"the workspace has a problem named {folder.name!r}: remove it first "
+                f"(`accelopt problem remove {folder.name}`) or add with --replace"
             )
         if target.exists():
             shutil.rmtree(target)
         folder.rename(target)
         return load_problem_dir(target)
+    except ProblemFileError as exc:
+        raise ProblemFileError(as_written(str(exc), source, staging)) from None
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+
+
+def _checked_copy(source: Path, staging: Path, baseline: Path | None) -> Path:
+    """The problem copied into ``staging/<its name>`` with its baseline, loaded and checked."""
+    name = _stage(source, staging)
+    if name in suite_names():
+        raise ProblemFileError(f"the suite has a problem named {name!r}: give yours another name")
+    folder = staging / name
+    if baseline is not None:
+        _copy_baseline(baseline, folder)
+    problem = load_problem_dir(folder)
+    errors = check_problem(problem) or [e for e in [check_reference(problem)] if e]
+    if errors:
+        raise ProblemFileError(f"problem {name!r} is not usable: {'; '.join(errors)}")
+    return folder
+
+
+def as_written(message: str, source: Path, staging: Path) -> str:
+    """``message`` with the staged copies' paths (``staging/probe``, ``staging/<name>``)
+    replaced by the user's own file or folder (pure but for resolving paths)."""
+    staged = re.compile(re.escape(str(staging.resolve())) + r"/[^/\s]+")
+    if source.is_file():
+        own = str(source.resolve())
+        message = re.sub(staged.pattern + "/" + re.escape(PROBLEM_FILE), lambda _: own, message)
+    folder = str((source if source.is_dir() else source.parent).resolve())
+    return staged.sub(lambda _: folder, message)
 
 
 def _stage(source: Path, staging: Path) -> str:
