@@ -52,3 +52,24 @@ def test_isolation_warnings_name_the_missing_layer():
     )
     (line,) = isolation_warnings([unfiltered])
     assert "no system call filter" in line and "host's network" in line
+
+
+def test_the_table_and_the_warning_say_one_interval_and_why_they_differ():
+    """Issue 46, defect 14: the ± column (with the machine's drift) and the warning (within the
+    timing) were two unexplained figures under a header that read as "plus or minus 95 %"."""
+    from rich.console import Console
+
+    from accelopt.cli.output import evaluations_table
+
+    wide = QUIET.model_copy(
+        update={"kernel": "expert", "session_ci": 0.053, "ci_low_s": 0.36e-3, "ci_high_s": 1.64e-3}
+    )
+    [_, line] = timing_warnings([wide])
+    assert line == (
+        "silu / expert: median known to ±5.3% within its timing (±64.0% in the table, with the "
+        "machine's drift between evaluations)"
+    )
+    console = Console(width=250, record=True)
+    console.print(evaluations_table([wide], "t"))
+    text = console.export_text()
+    assert "ms ± (95% CI)" in text and "± 95%" not in text and "64.0%" in text

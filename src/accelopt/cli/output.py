@@ -142,7 +142,7 @@ def status_text(status: Status) -> str:
 def evaluations_table(evaluations: Sequence[Evaluation], title: str) -> Table:
     table = Table(title=title, title_justify="left")
     for name, justify in [
-        ("problem", "left"), ("status", "left"), ("ms", "right"), ("± 95%", "right"),
+        ("problem", "left"), ("status", "left"), ("ms", "right"), ("ms ± (95% CI)", "right"),
         ("peak ms", "right"), ("% peak", "right"), ("cached %", "right"),
         ("calibrated %", "right"), ("bound", "left"), ("noise", "right"), ("rel err", "right"),
     ]:  # fmt: skip
@@ -168,6 +168,14 @@ def evaluations_table(evaluations: Sequence[Evaluation], title: str) -> Table:
 
 NOISY = 0.05  # IQR / median above which a timing is called noisy
 IMPRECISE = 0.02  # the median's 95 % interval half-width above which it is called imprecise
+
+
+def _with_drift(e: Evaluation) -> str:
+    """How much wider the table's ± column is, and why: the machine's drift between evaluations
+    (the column is the interval that covers another evaluation's median)."""
+    if e.session_ci is None or e.ci is None or e.ci <= e.session_ci * 1.05:
+        return ""
+    return f" (±{percent(e.ci)} in the table, with the machine's drift between evaluations)"
 
 
 def timing_warnings(evaluations: Sequence[Evaluation]) -> list[str]:
@@ -196,7 +204,7 @@ def timing_warnings(evaluations: Sequence[Evaluation]) -> list[str]:
             why.append(f"noise (IQR/median) {percent(e.noise)}")
         within = e.session_ci if e.session_ci is not None else e.ci  # the timing's own
         if (within or 0.0) > IMPRECISE:
-            why.append(f"median known to ±{percent(within)} within its timing")
+            why.append(f"median known to ±{percent(within)} within its timing" + _with_drift(e))
         if why:
             lines.append(f"{e.problem} / {e.kernel}: {'; '.join(why)}")
     if lines:
