@@ -37,3 +37,19 @@ def test_a_run_whose_endpoint_cannot_be_reached_is_failed_not_running(run_cli, t
     assert out.returncode == 2 and "cannot reach the LLM endpoint" in out.stderr
     listed = run_cli("runs", "list", "--workspace", ws, "--json", "-")
     assert [r["status"] for r in json.loads(listed.stdout)] == ["failed"]  # never "running"
+
+
+def test_no_help_shows_a_flag_as_taking_a_value(capsys, monkeypatch) -> None:
+    """Issue 46, defect 17: ``--check-only <bool>`` read as if the flag took a value."""
+    from accelopt.cli.app import command
+
+    monkeypatch.setenv("COLUMNS", "120")
+    root = command()
+    paths = [[]] + [[name] for name in root.commands]
+    paths += [[name, sub] for name, group in root.commands.items()
+              for sub in getattr(group, "commands", {})]  # fmt: skip
+    for path in paths:
+        root.main(args=[*path, "--help"], prog_name="accelopt", standalone_mode=False)
+        shown = capsys.readouterr().out
+        assert "Usage" in shown and "<bool>" not in shown, path
+    assert len(paths) > 20

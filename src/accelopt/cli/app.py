@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.markup import escape
@@ -141,9 +141,33 @@ def hardware_command(
     show_hardware(measure, json_path, backend)
 
 
+def command() -> Any:
+    """The command typer makes of ``app``, a flag's help without a ``<bool>`` metavar."""
+    root = typer.main.get_command(app)
+    _hide_flag_metavars(root)
+    return root
+
+
+def _hide_flag_metavars(cmd: Any) -> None:
+    for param in cmd.params:
+        if getattr(param, "is_flag", False):  # typer's own option class, not click's
+            param.metavar = ""  # a flag takes no value: "--check-only <bool>" read as if it did
+    made = cmd.get_help_option  # --help is made per context, and is a flag too
+
+    def help_option(ctx: Any) -> Any:
+        option = made(ctx)
+        if option is not None:
+            option.metavar = ""
+        return option
+
+    cmd.get_help_option = help_option
+    for sub in getattr(cmd, "commands", {}).values():
+        _hide_flag_metavars(sub)
+
+
 def main() -> None:
     try:
-        app()
+        command()()
     except (UserError, UnknownProblemError) as exc:
         err_console.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False)
         sys.exit(2)
