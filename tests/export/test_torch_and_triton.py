@@ -51,6 +51,13 @@ assert torch.allclose(op(x), want, rtol=1e-5, atol=1e-6)
 assert torch.allclose(silu_kernel.silu(x), want, rtol=1e-5, atol=1e-6)
 model = torch.compile(lambda t: op(t) * 2.0, fullgraph=True)
 assert torch.allclose(model(x), 2 * want, rtol=1e-5, atol=1e-6)
+a = torch.randn(24, 100, requires_grad=True)  # a gradient is refused, never silently dropped
+try:
+    op(a).sum().backward()
+except RuntimeError as exc:
+    assert "has no backward" in str(exc) and a.grad is None, exc
+else:
+    raise AssertionError(f"backward went through, a.grad = {{a.grad}}")
 print("ok")
 """
     done = fresh_python(code, tmp_path, timeout=300)

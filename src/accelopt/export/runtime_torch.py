@@ -111,8 +111,9 @@ def device_tensor(kernel: Any, name: str, value: Any, device: Any) -> Any:
 
 def torch_op(kernel: Any) -> Any:
     """The kernel as a ``torch.library`` custom op (CPU), opaque to ``torch.compile``:
-    ``torch.ops.accelopt_export.<problem>_<hash>``, with a fake implementation for shapes.
-    Registered once per process."""
+    ``torch.ops.accelopt_export.<problem>_<hash>``, with a fake implementation for shapes, and
+    a backward that refuses in one sentence (the export has none: without it, a gradient was
+    silently dropped). Registered once per process."""
     torch = _torch()
     name = f"{kernel.name}_{kernel.manifest['kernel_hash'][:12]}"
     qualname = f"accelopt_export::{name}"
@@ -134,8 +135,15 @@ def torch_op(kernel: Any) -> Any:
                 made = [tensors[0].new_empty(_dims(spec, sizes)) for _, spec in kernel.outputs]
                 return made[0] if len(made) == 1 else tuple(made)
 
+            def no_backward(ctx: Any, *grads: Any) -> Any:
+                raise RuntimeError(
+                    f"torch.ops.accelopt_export.{name} has no backward: accelopt exported the "
+                    "kernel's forward only; differentiate the problem's PyTorch reference instead"
+                )
+
             torch.library.impl(qualname, "cpu", lib=_library(torch))(impl)
             torch.library.register_fake(qualname, lib=_library(torch))(fake)
+            torch.library.register_autograd(qualname, no_backward, lib=_library(torch))
     return getattr(torch.ops.accelopt_export, name)
 
 
