@@ -4,6 +4,8 @@ dtype), a kernel that fails refused in one sentence, and the options it needs.""
 
 from __future__ import annotations
 
+import json
+
 from exported_calls import call_export
 
 
@@ -28,6 +30,10 @@ def test_export_the_shipped_expert_and_call_it(run_cli, tmp_path) -> None:
         assert (folder / name).is_file(), name
     readme = (folder / "README.md").read_text()
     assert "## Python" in readme and "## PyTorch" in readme and "## C and C++" in readme
+    # issue 46, defect 17: a hand-written expert is not called LLM-written
+    assert "It is a hand-written kernel shipped with accelopt" in readme
+    assert "LLM-written" not in readme + (folder / "matmul_kernel.py").read_text()
+    assert json.loads((folder / "manifest.json").read_text())["author"] == "shipped"
     call_export(folder, (64, 192, 80))
 
 

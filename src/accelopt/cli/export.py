@@ -17,7 +17,7 @@ from accelopt.cli import common
 from accelopt.cli import variants as variants_cli
 from accelopt.cli.output import console
 from accelopt.errors import UserError
-from accelopt.export.bundle import Exported, Source, export_kernel, refusal
+from accelopt.export.bundle import Exported, Source, author_of, export_kernel, refusal
 from accelopt.formatting import milliseconds, percent
 from accelopt.problems.loader import load_problem
 from accelopt.problems.records import Problem
@@ -27,6 +27,7 @@ from accelopt.profiling.factory import make_profiler
 from accelopt.search.evaluations import run_evaluations
 from accelopt.search.spec import RunSpec
 from accelopt.search.workloads import run_workloads
+from accelopt.store.records import KernelOrigin, KernelRecord
 from accelopt.store.store import Store
 
 
@@ -75,6 +76,7 @@ def export_run(
             raise UserError(f"run {run.id} has no best kernel yet: resume it or pick another run")
         chosen = list(workloads or run_workloads(run).tuned)
         version = harness_key(RunSpec.of(run).problem_version)
+        lineage = _lineage(store.kernels(run.id), run.best_hash)
         found = {w: run_evaluations(store, run, workload=w).get(run.best_hash) for w in chosen}
     kernel = Kernel(source, run.backend, f"run {run.id}")
     problem = _problem(name, chosen, workspace)
@@ -83,8 +85,24 @@ def export_run(
     missing = [w for w, e in found.items() if e is None]
     measured = _evaluate(problem, kernel, missing) if missing else {}
     evaluations = {w: found[w] or measured.get(w) for w in chosen}
+    llm_wrote = any(k.origin in LLM_ORIGINS for k in lineage)
+    author = author_of(lineage[-1].source if lineage else source, problem, run.backend, llm_wrote)
     return _export(problem, Source(kernel, run=run.id, hardware=run.hardware,
-                                   harness_version=version), evaluations, to)  # fmt: skip
+                                   harness_version=version, author=author),
+                   evaluations, to)  # fmt: skip
+
+
+LLM_ORIGINS = frozenset({KernelOrigin.EXECUTOR, KernelOrigin.FIXER, KernelOrigin.AGENT})
+
+
+def _lineage(kernels: Sequence[KernelRecord], best: str) -> list[KernelRecord]:
+    """The best kernel and its ancestors, back to the run's first kernel (last)."""
+    by_hash = {k.hash: k for k in kernels}
+    found: list[KernelRecord] = []
+    while best in by_hash and by_hash[best] not in found:
+        found.append(by_hash[best])
+        best = by_hash[best].parent_hash
+    return found
 
 
 def _measured_here(hardware_key: str) -> bool:
@@ -109,8 +127,9 @@ def export_file(
     assert source is not None
     kernel = Kernel(source, backend, kernel_path.name)
     evaluations = _evaluate(problem, kernel, chosen)
-    return _export(problem, Source(kernel, harness_version=harness_key(problem.fingerprint)),
-                   evaluations, to)  # fmt: skip
+    author = author_of(source, problem, backend)
+    return _export(problem, Source(kernel, harness_version=harness_key(problem.fingerprint),
+                                   author=author), evaluations, to)  # fmt: skip
 
 
 def _problem(name: str, workloads: Sequence[str], workspace: Path | None) -> Problem:

@@ -59,6 +59,31 @@ class Source:
     run: str = ""
     hardware: str = ""  # HardwareSpec.key() of the evaluations
     harness_version: str = ""
+    author: str = "llm"  # who wrote it: a key of AUTHORS
+
+    @property
+    def authored(self) -> str:
+        """Who wrote the kernel, as the folder's README and module say it."""
+        return AUTHORS[self.author]
+
+
+# Who wrote an exported kernel: an LLM (a run's executor, fixer or agent), accelopt's developers
+# (a shipped baseline or expert, tuned or not), or the user (a kernel file they gave).
+AUTHORS = {
+    "llm": "LLM-written code",
+    "shipped": "a hand-written kernel shipped with accelopt",
+    "user": "a kernel you gave accelopt",
+}
+
+
+def author_of(source: str, problem: Problem, backend: str, llm_wrote: bool = False) -> str:
+    """``llm`` where an LLM wrote the kernel (or part of its lineage), ``shipped`` for one of the
+    problem's shipped kernels (as written, or a tuned variant of one: ``source`` is then the
+    kernel the variant was made of), else ``user``."""
+    if llm_wrote:
+        return "llm"
+    shipped = [problem.kernel_path(kind, backend) for kind in ("baseline", "expert")]
+    return "shipped" if any(p.is_file() and p.read_text() == source for p in shipped) else "user"
 
 
 def refusal(problem: Problem, evaluations: Mapping[str, Evaluation | None]) -> str | None:
@@ -157,7 +182,7 @@ def _write(
         f"from .{module.stem} import *  # noqa: F403\n"
         f"from .{module.stem} import __all__  # noqa: F401\n"
     )
-    model_new = kernelbench.model_new(problem, module.stem)
+    model_new = kernelbench.model_new(problem, module.stem, source.authored)
     if model_new is not None:
         (folder / "model_new.py").write_text(model_new, encoding="utf-8")
         (folder / "model.py").write_text(kernelbench.model_source(problem), encoding="utf-8")
@@ -210,6 +235,7 @@ def _manifest(
         "kernel_hash": kernel.hash,
         **problem.interface(),
         "source": source_name,
+        "author": source.author,
         "header": HEADER_NAME,
         "build": recipe,
         "machine": machine_fingerprint(),
@@ -230,6 +256,7 @@ def evidence(
         "problem_version": problem.fingerprint,
         "run": source.run or None,
         "kernel": source.kernel.name,
+        "author": source.author,
         "hardware": source.hardware or next(iter(evaluations.values())).hardware,
         "harness_version": source.harness_version,
         "accelopt_version": __version__,

@@ -14,9 +14,10 @@ _template = templating.environment("accelopt.export", kind="source").get_templat
 )
 
 
-def model_new(problem: Problem, module: str) -> str | None:
+def model_new(problem: Problem, module: str, authored: str) -> str | None:
     """The text of ``model_new.py`` (it reads ``model.py`` beside it, written by ``copy_model``),
-    or None for a problem that was not imported from KernelBench."""
+    or None for a problem that was not imported from KernelBench; ``authored``: who wrote the
+    kernel (``Source.authored``)."""
     meta_path = problem.directory / "import.json"
     if not meta_path.is_file() or not (problem.directory / "model.py").is_file():
         return None
@@ -27,6 +28,7 @@ def model_new(problem: Problem, module: str) -> str | None:
     return _template.render(
         problem=problem,
         module=module,
+        authored=authored,
         file=meta["file"],
         n_inputs=sum(a["role"] == "input" for a in arguments),
         parameters=[list(a["keys"]) for a in arguments if a["role"] == "parameter"],

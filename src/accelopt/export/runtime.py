@@ -6,9 +6,10 @@ new sizes; ``runtime_torch.py``: tensors, Triton, the torch op) into the folder 
 triton kernel), never accelopt. The folder's ``manifest.json`` says what the kernel computes, which
 objects were built for which sizes, and how to build one for new sizes.
 
-The kernel is LLM-written code. Here it runs in the caller's process, without the sandbox that
-evaluated it: that is why ``accelopt export`` exports only a kernel that passed, and why the first
-call at sizes nobody checked is verified against the reference by default.
+The kernel is usually LLM-written code (``manifest.json``'s ``author`` says who wrote it). Here
+it runs in the caller's process, without the sandbox that evaluated it: that is why ``accelopt
+export`` exports only a kernel that passed, and why the first call at sizes nobody checked is
+verified against the reference by default.
 """
 
 from __future__ import annotations
