@@ -20,12 +20,14 @@ NAN, INF = math.nan, math.inf
     [
         (None, "—", "—", None),
         (0.0, "0.000", "0.0 µs", "0 ms"),
-        (5e-5, "0.050", "50.0 µs", "0.05 ms"),
-        (1e-4, "0.100", "0.100 ms", "0.1 ms"),
+        (5e-5, "0.05000", "50.0 µs", "0.05 ms"),
+        (1.532e-5, "0.01532", "15.3 µs", "0.01532 ms"),
+        (1.571e-5, "0.01571", "15.7 µs", "0.01571 ms"),
+        (1e-4, "0.1000", "0.100 ms", "0.1 ms"),
         (1.893e-3, "1.893", "1.893 ms", "1.893 ms"),
         (0.25, "250.000", "250.000 ms", "250 ms"),
         (1.2345, "1234.500", "1234.500 ms", "1,234 ms"),
-        (2.5e-7, "0.000", "0.2 µs", "0.00025 ms"),
+        (2.5e-7, "0.000250", "0.2 µs", "0.00025 ms"),
         (NAN, "nan", "nan ms", "nan ms"),
         (INF, "inf", "inf ms", "inf ms"),
         (-INF, "-inf", "-inf µs", "-inf ms"),
@@ -106,9 +108,17 @@ def test_rates_counts_and_errors():
     ]  # fmt: skip
 
 
-# The expressions each place wrote before the formats moved, verbatim.
+def _ms_digits(s: float) -> str:
+    """Milliseconds since issue 46 (defect 17): 3 decimals from 1 ms, 4 significant digits below
+    (at most 6 decimals); before, always 3, which could not tell 15 µs kernels apart."""
+    ms = s * 1e3
+    small = math.isfinite(ms) and ms != 0 and abs(ms) < 1
+    return f"{ms:.{min(6, 3 - math.floor(math.log10(abs(ms)))) if small else 3}f}"
+
+
+# The expressions each place wrote before the formats moved, verbatim (milliseconds since 46).
 OLD = {
-    "cli ms": lambda s: "—" if s is None else f"{s * 1e3:.3f}",
+    "cli ms": lambda s: "—" if s is None else _ms_digits(s),
     "cli pct": lambda x: "—" if x is None else f"{x * 100:.1f}%",
     "cli speedup": lambda r: f"{r:.2f}x" if r else "—",
     "cli $": lambda u: f"{u:.4f}",
@@ -123,7 +133,7 @@ OLD = {
     "profile ms": lambda s: f"{s * 1e3:.4g} ms" if s * 1e3 < 1000 else f"{s * 1e3:,.0f} ms",
     "profile rate": lambda v: f"{v / 1e9:,.1f}" if v / 1e9 >= 10 else f"{v / 1e9:.3g}",
     "profile pct": lambda x: f"{x * 100:.1f} %",
-    "progress ms": lambda s: "—" if s is None else f"{s * 1e3:.3f} ms",
+    "progress ms": lambda s: "—" if s is None else f"{_ms_digits(s)} ms",
     "progress pct": lambda x: "—" if x is None else f"{x:.1%}",
     "progress $": lambda u: f"${u:.4f}",
 }
