@@ -140,3 +140,10 @@ def test_the_form_of_a_kernelbench_model_passes_its_parameters_without_copies(
     arrays[1][...] = 0  # the model reads the buffer itself: the output follows it
     (zeroed,) = form(*(torch.from_numpy(a) for a in arrays))
     assert not np.allclose(zeroed.numpy(), out.numpy()) and weight.any()
+
+
+def test_a_speedup_over_the_best_reference_names_the_reference() -> None:
+    from accelopt.cli.output import versus_reference
+
+    assert versus_reference("inductor", 1.25) == "1.25x (inductor)"
+    assert versus_reference(None, 1.25) == versus_reference("numpy", None) == "—"

@@ -29,6 +29,7 @@ from accelopt.cli.output import (
     err_console,
     generalization_table,
     shows_table,
+    versus_reference,
     write_json,
 )
 from accelopt.errors import UserError
@@ -316,7 +317,9 @@ def suite_results_table(summaries: Sequence[RunSummary]) -> Table:
         total_usd, total_tokens = total_usd + usd, total_tokens + tokens
         table.add_row(
             s.problem, s.status, percent(s.baseline.pct_of_peak), percent(s.best.pct_of_peak),
-            speedup_x(s.speedup), _versus_reference(s), usd_plain(usd), str(tokens),
+            speedup_x(s.speedup),
+            versus_reference(s.reference and s.reference.kind, s.speedup_over_reference),
+            usd_plain(usd), str(tokens),
         )  # fmt: skip
     table.add_section()
     base = geometric_mean_pct([s.baseline.pct_of_peak for s in summaries])
@@ -329,10 +332,3 @@ def suite_results_table(summaries: Sequence[RunSummary]) -> Table:
         usd_plain(total_usd), str(total_tokens), style="bold",
     )  # fmt: skip
     return table
-
-
-def _versus_reference(summary: RunSummary) -> str:
-    """The best kernel's speedup over the run's best reference, with the reference's kind."""
-    if summary.reference is None or summary.speedup_over_reference is None:
-        return "—"
-    return f"{speedup_x(summary.speedup_over_reference)} ({summary.reference.kind})"

@@ -245,6 +245,12 @@ def _cell(e: Evaluation | None) -> tuple[str, str]:
 ONE_COLUMN = ("numpy", "torch", "inductor", "max-autotune")
 
 
+def versus_reference(kind: str | None, speedup: float | None) -> str:
+    """A kernel's speedup over the best reference, with the reference's kind: ``1.25x (numpy)``;
+    — without one (the optimize summary, runs list and runs compare say it alike)."""
+    return f"{speedup_x(speedup)} ({kind})" if kind and speedup else "—"
+
+
 def best_reference(by_key: dict[tuple[str, str], Evaluation], problem: str) -> Evaluation | None:
     """The fastest reference that passed for ``problem`` (NumPy, torch eager, torch.compile in
     either mode)."""

@@ -16,6 +16,7 @@ from accelopt.cli.output import (
     console,
     err_console,
     shows_table,
+    versus_reference,
     writable_option,
     write_json,
 )
@@ -31,7 +32,6 @@ from accelopt.reports.compare import (
     write_compare_report,
 )
 from accelopt.reports.run_report import write_run_report
-from accelopt.search.references import BestReference
 from accelopt.search.rescoring import rescore_stored_run
 from accelopt.store.errors import StoreReadOnly
 from accelopt.store.records import RunRecord
@@ -136,7 +136,8 @@ def compare_table(comparisons: list[RunComparison]) -> Table:
         table.add_row(
             c.run, c.problem, c.strategy, models_text(c.models), str(c.iterations),
             percent(c.baseline_pct), percent(c.best_pct), speedup_x(c.speedup),
-            _versus(c.reference, c.speedup_over_reference), usd_plain(c.cost_usd) + unknown,
+            versus_reference(c.reference and c.reference.kind, c.speedup_over_reference),
+            usd_plain(c.cost_usd) + unknown,
             f"{c.tokens:,}", _or_dash(c.cost.usd_per_point, "{:.4f}"),
             _or_dash(c.cost.calls_per_improvement, "{:.1f}"), str(c.cost.variants),
         )  # fmt: skip
@@ -145,11 +146,6 @@ def compare_table(comparisons: list[RunComparison]) -> Table:
 
 _NUMERIC = {"iterations", "baseline %", "best %", "speedup", "vs best ref", "$", "tokens",
             "$ / point", "calls / kept", "free variants"}  # fmt: skip
-
-
-def _versus(reference: BestReference | None, speedup: float | None) -> str:
-    """The best kernel's speedup over the best reference, with its kind; — without one."""
-    return f"{speedup_x(speedup)} ({reference.kind})" if reference and speedup else "—"
 
 
 def _or_dash(value: float | None, form: str) -> str:

@@ -14,6 +14,7 @@ from accelopt.cli.output import (
     err_console,
     generalization_table,
     shows_table,
+    versus_reference,
     write_json,
 )
 from accelopt.cli.variants import variant_table
@@ -44,7 +45,10 @@ def list_command(workspace: WorkspaceOption = None, json_path: JsonOption = None
                 r["run"], r["problem"], _workloads_text(r), r["strategy"], r["status"],
                 r["created_at"], milliseconds(r["baseline_latency_s"]),
                 milliseconds(r["best_latency_s"]), percent(r["best_pct_of_peak"]),
-                speedup_x(r["speedup"]), versus_text(r), usd_plain(r["cost_usd"]),
+                speedup_x(r["speedup"]),
+                versus_reference((r["best_reference"] or {}).get("kind"),
+                                 r["speedup_over_reference"]),
+                usd_plain(r["cost_usd"]),
             )  # fmt: skip
         console.print(table)
     write_json(json_path, rows)
@@ -124,11 +128,3 @@ def _print_show(p: dict[str, Any]) -> None:
             f"{cut['calls']} paid calls were cut off by a kill before they were recorded: "
             f"counted as spent, at most ${cut['usd']:.4f}", highlight=False,
         )  # fmt: skip
-
-
-def versus_text(row: dict[str, Any]) -> str:
-    """A run's speedup over its best reference, with the reference's kind; — without one."""
-    reference, speedup = row.get("best_reference"), row.get("speedup_over_reference")
-    if not reference or not speedup:
-        return "—"
-    return f"{speedup_x(speedup)} ({reference['kind']})"
