@@ -7,6 +7,7 @@ says which agent, endpoint and error; the run is recorded failed, and resumable.
 
 from __future__ import annotations
 
+import shlex
 import sqlite3
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, replace
@@ -43,6 +44,7 @@ from accelopt.profiling.config import EvalConfig
 from accelopt.profiling.parent.scoring import geometric_mean_pct
 from accelopt.search.config import SearchConfig
 from accelopt.search.failing import EndpointFailedError
+from accelopt.search.interrupt import RunInterrupted
 from accelopt.search.references import over_reference
 from accelopt.search.run import (
     OptimizeResult,
@@ -107,6 +109,8 @@ def optimize_command(
                                  eval_config, workspace, show)  # fmt: skip
         except EndpointFailedError as exc:
             _endpoint_failed(str(exc))
+        except RunInterrupted as exc:
+            _interrupted(exc.run_id, workspace)
         several = len(results) > 1
         summaries = [_finish(store, r, None if several else outputs.out, show) for r in results]
         if show and several:
@@ -123,6 +127,18 @@ def _endpoint_failed(sentence: str) -> NoReturn:
     """Say why the run stopped (its endpoint failed), and exit with ENDPOINT_FAILED_EXIT."""
     err_console.print(f"[red]error:[/red] {escape(sentence)}", highlight=False)
     raise typer.Exit(ENDPOINT_FAILED_EXIT)
+
+
+def _interrupted(run_id: str, workspace: Path | None) -> NoReturn:
+    """Say that the run stopped, that nothing measured is lost, and how to resume it; exit 130
+    (the shell's code for Ctrl-C)."""
+    where = f" --workspace {shlex.quote(str(workspace))}" if workspace is not None else ""
+    err_console.print(
+        f"interrupted: run {run_id} stopped; what it measured and paid for is kept. "
+        f"Resume it with: accelopt optimize --resume {run_id}{where}",
+        highlight=False, markup=False, soft_wrap=True,
+    )  # fmt: skip
+    raise typer.Exit(130)
 
 
 def _resume(

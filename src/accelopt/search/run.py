@@ -26,6 +26,7 @@ from accelopt.search.children import DRAFT_SAMPLES
 from accelopt.search.config import SearchConfig
 from accelopt.search.evaluations import run_evaluations
 from accelopt.search.failing import EndpointFailedError
+from accelopt.search.interrupt import RunInterrupted, run_interruptible
 from accelopt.search.loop import Optimizer
 from accelopt.search.phases import PhaseHook
 from accelopt.search.progress import Progress
@@ -251,13 +252,17 @@ def execute_run(store: Store, run: RunRecord, inputs: RunInputs, resume: bool) -
                                   chosen.tuned, chosen.held_out)  # fmt: skip
             progress.start()
             try:
-                status, baseline, top = asyncio.run(_run_and_close(optimizer, resume))
+                status, baseline, top = run_interruptible(
+                    lambda: _run_and_close(optimizer, resume), _say_stderr, run.id
+                )
                 completed = True
             finally:
                 ended_with = profiler.hardware
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:
         status = RunStatus.INTERRUPTED
-        raise
+        if isinstance(exc, RunInterrupted):
+            raise
+        raise RunInterrupted(run.id) from exc
     finally:
         progress.stop()
         store.update_run(run.id, status=status)
@@ -289,6 +294,10 @@ def _client(
     if inputs.check_llm:
         asyncio.run(check_endpoints(list(client.endpoints.values())))
     return client
+
+
+def _say_stderr(text: str) -> None:
+    Console(stderr=True, highlight=False).print(text, markup=False, soft_wrap=True)
 
 
 async def _run_and_close(

@@ -168,7 +168,7 @@ class Evaluator(AbstractContextManager["Evaluator"]):
             answer = self.pool.ask(request, limits, self.config.output_cap_bytes)
             assert isinstance(answer, EvaluationAnswer)
             result = answer.result
-            if not result.service:
+            if not result.service or self.pool.closed:  # closed: the run stops, never retry
                 return result
             log.warning("evaluation attempt %d of %d failed: %s", attempt, faults.ATTEMPTS,
                         result.service)  # fmt: skip

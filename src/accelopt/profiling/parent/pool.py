@@ -190,9 +190,13 @@ class WorkerProcess:
     def log(self, cap: int) -> str:
         return read_log(self.scratch, cap) if (self.scratch / LOG_NAME).exists() else ""
 
-    def kill(self) -> None:
+    def kill_group(self) -> None:
+        """SIGKILL the worker and everything it started; the thread asking it sees it die."""
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.proc.pid, signal.SIGKILL)
+
+    def kill(self) -> None:
+        self.kill_group()
         self.proc.wait()
         self.channel.close()
         self._stderr.close()
@@ -224,6 +228,8 @@ class WorkerPool:
         self._slots = threading.BoundedSemaphore(size)
         self._lock = threading.Lock()
         self._idle: list[WorkerProcess] = []
+        self._busy: set[WorkerProcess] = set()  # answering a request now
+        self._closed = False
         self._starting: list[Future[WorkerProcess]] = []
         self.replaced = 0  # workers killed after a crash or timeout
 
@@ -243,28 +249,37 @@ class WorkerPool:
         return pending.result() if pending is not None else WorkerProcess(self.env, self.lock_path)
 
     def _checkin(self, worker: WorkerProcess, keep: bool) -> None:
-        if keep and worker.asked < self.recycle_after:
-            with self._lock:
+        with self._lock:
+            self._busy.discard(worker)
+            keep = keep and worker.asked < self.recycle_after and not self._closed
+            if keep:
                 self._idle.append(worker)
-        else:
+        if not keep:
             worker.shutdown()
 
     def ask(self, request: Request, deadlines: Deadlines, log_cap: int) -> Answer:
         """The worker's answer to ``request``, each result stamped with whether the worker had
         no network; a worker that failed (could not start, crashed, ran past a deadline, answered
-        nonsense) answers the failure for every kernel of the request."""
+        nonsense, was killed by ``close``) answers the failure for every kernel of the request."""
         with self._slots:
+            if self._closed:
+                return failed_answer(request, _closed_failure())
             try:
                 worker = self._checkout()
             except WorkerStartError as exc:
                 failure = KernelResult(status=Status.CRASH, error=str(exc), service=str(exc))
                 return failed_answer(request, failure)
+            with self._lock:
+                self._busy.add(worker)
+                if self._closed:  # closed while this one started: answer nothing
+                    worker.kill_group()
             try:
                 answer = worker.ask(request, deadlines)
             except WorkerFailed as failure:
                 log = worker.log(log_cap)
                 worker.kill()
                 with self._lock:
+                    self._busy.discard(worker)
                     self.replaced += 1
                 result = KernelResult(
                     status=failure.status, error=failure.error, log=log, service=failure.service
@@ -278,15 +293,31 @@ class WorkerPool:
                 result.network_isolated = worker.network_isolated
             return answer
 
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
     def close(self) -> None:
+        """Stop every worker: the idle ones politely, the busy ones at once (SIGKILL), so that an
+        interrupted run does not wait for the evaluations in flight. A killed worker answers a
+        service failure (killed from outside), which is never cached as the kernel's verdict."""
         with self._lock:
+            self._closed = True
             idle, self._idle = self._idle, []
             starting, self._starting = self._starting, []
+            busy = list(self._busy)
+        for worker in busy:
+            worker.kill_group()
         for future in starting:
             with contextlib.suppress(WorkerStartError):
                 idle.append(future.result())
         for worker in idle:
             worker.shutdown()
+
+
+def _closed_failure() -> KernelResult:
+    why = "the evaluator was closed (the run was stopped) before this evaluation ran"
+    return KernelResult(status=Status.CRASH, error=why, service=why)
 
 
 def answer_results(answer: Answer) -> list[KernelResult]:
