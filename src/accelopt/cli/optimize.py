@@ -145,7 +145,8 @@ def _resume(
     store: Store, targets: Targets, spending: Spending, measuring: Measuring, llm: Config,
     eval_config: EvalConfig, show: bool,
 ) -> OptimizeResult:  # fmt: skip
-    """Resume the run ``--resume`` names, against the ceilings it started with."""
+    """Resume the run ``--resume`` names: against the ceilings it started with, or this
+    machine's, where they were re-measured higher since (``re_measured_higher``)."""
     assert targets.resume is not None
     run = _resumable(store, targets.resume, targets.backend, targets.workload)
     inputs = _inputs(llm, run.backend, eval_config, show, measuring)

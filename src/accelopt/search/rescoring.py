@@ -1,10 +1,11 @@
 """One run, one ceiling: a run whose device's ceiling was raised while it ran (a kernel beat it:
-``Evaluator``) is moved onto the raised spec, its evaluations re-scored against it."""
+``Evaluator``) is moved onto the raised spec, its evaluations re-scored against it; so is a run
+resumed after this machine's ceilings were re-measured higher (``re_measured_higher``)."""
 
 from __future__ import annotations
 
 from accelopt.errors import UserError
-from accelopt.hardware.spec import HardwareSpec
+from accelopt.hardware.spec import MEASUREMENT_NOTES, HardwareSpec
 from accelopt.problems.records import Problem
 from accelopt.profiling.parent.rescoring import lowers_a_ceiling, rescore_all
 from accelopt.search.evaluations import move_run, run_evaluations
@@ -38,6 +39,21 @@ def rescore_run(
         return run
     move_run(store, run, hardware, rescored)
     return store.get_run(run.id) or run
+
+
+CEILINGS = ("matmul_rate", "vector_rate", "bandwidth")
+
+
+def re_measured_higher(recorded: HardwareSpec, current: HardwareSpec) -> bool:
+    """Whether ``current`` is the same device as ``recorded`` (name, backend, ISA, caches) with its
+    ceilings re-measured, none lower: a run scored against ``recorded`` (e.g. measured while the
+    machine was busy) may move onto it without any kernel reading faster than it did. A lower
+    re-measurement is no ground to move: it would make kernels already measured look faster."""
+    if current.key() == recorded.key():
+        return False
+    rest = set(CEILINGS) | set(MEASUREMENT_NOTES)
+    same = current.model_dump(exclude=rest) == recorded.model_dump(exclude=rest)
+    return same and all(getattr(current, c) >= getattr(recorded, c) for c in CEILINGS)
 
 
 def rescore_stored_run(store: Store, run: RunRecord, hardware: HardwareSpec | None) -> RunRecord:

@@ -30,7 +30,7 @@ from accelopt.search.interrupt import RunInterrupted, run_interruptible
 from accelopt.search.loop import Optimizer
 from accelopt.search.phases import PhaseHook
 from accelopt.search.progress import Progress
-from accelopt.search.rescoring import rescore_run, rescored
+from accelopt.search.rescoring import re_measured_higher, rescore_run, rescored
 from accelopt.search.selection import Candidate
 from accelopt.search.spec import RunSpec, run_hardware, run_problem
 from accelopt.search.workloads import RunWorkloads, run_workloads
@@ -108,12 +108,26 @@ def new_run(
 
 def hardware_note(run: RunRecord, current: HardwareSpec) -> str:
     """What to tell a user resuming a run whose device's ceilings changed since, or ''."""
-    if current.key() == run.hardware:
+    recorded = RunSpec.of(run).hardware_spec
+    if current.key() == run.hardware or recorded is None:
         return ""
+    if re_measured_higher(recorded, current):
+        return (
+            f"this machine's ceilings were re-measured since run {run.id} started "
+            f"({ceilings_text(recorded)} → {ceilings_text(current)}): the run moves to the new "
+            "ones, its evaluations re-scored against them"
+        )
     return (
         f"this machine's ceilings changed since run {run.id} started ({run.hardware} → "
-        f"{current.key()}); it goes on against the ceilings it started with, so that its "
-        "figures stay comparable: start a new run to use the new ones"
+        f"{current.key()}), and not only upwards; it goes on against the ceilings it started "
+        "with, so that its figures stay comparable: start a new run to use the new ones"
+    )
+
+
+def ceilings_text(spec: HardwareSpec) -> str:
+    return (
+        f"{spec.matmul_rate / 1e9:.4g}/{spec.vector_rate / 1e9:.4g} GFLOP/s, "
+        f"{spec.bandwidth / 1e9:.3g} GB/s"
     )
 
 
@@ -230,6 +244,9 @@ def execute_run(store: Store, run: RunRecord, inputs: RunInputs, resume: bool) -
     problem = run_problem(store, run)
     backend = get_backend(run.backend)
     hardware = run_hardware(run, inputs.hardware)
+    if resume and re_measured_higher(hardware, inputs.hardware):  # not pinned to a busy figure
+        run = rescore_run(store, run, problem, inputs.hardware)
+        hardware = run_hardware(run, inputs.hardware)
     try:
         client = _client(store, run, search, inputs, resume)
     except BaseException:  # an endpoint that cannot be reached: a new run never ran, say so
