@@ -75,3 +75,23 @@ def test_the_report_ceilings_carry_their_confidence():
     assert rows["bandwidth"].confidence == "unsure"
     assert rows["matmul rate"].confidence == "sure"
     assert rows["cores"].confidence == ""
+
+
+def test_a_vector_rate_far_below_fma_is_why_it_is_unsure():
+    doubt = "vector rate 1/7 of the FMA rate (on x86_64 a quiet machine gives 1/2 to 1)"
+    spec = SPEC.model_copy(
+        update={
+            "arch": "x86_64",
+            "isa": ("avx2", "fma"),
+            "matmul_rate": 7e11,
+            "vector_rate": 1e11,
+            "spread": {},
+            "disagreement": {},
+            "doubts": (doubt,),
+        }
+    )
+    (line,) = [line for line in cli_hardware.confidence_lines(spec) if line.startswith("vector")]
+    assert line.endswith(f"inconsistent with the other FLOP rate: {doubt}")
+    quality = cli_hardware.measurement_quality(spec)
+    assert quality is not None and f"busy ({doubt}; repeats spread unknown)" in quality
+    assert "accelopt hardware --measure[/bold] on a quiet machine" in quality

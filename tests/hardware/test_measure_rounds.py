@@ -185,3 +185,42 @@ def test_the_provenance_names_every_round(bench):
     assert "best of 3 (spread 1%)" in text
     assert "the best of 3 rounds over " in text
     assert "gave 260.0, 265.0 and 262.0 GFLOP/s (they differ by 2%); 2 threads, " in text
+
+
+# -- progress: a first measurement can take minutes ------------------------------------------------
+
+
+def test_every_run_is_a_whole_progress_line_on_stderr(bench, capsys):
+    """stderr is not a terminal here: each step is a line of its own, ended at once."""
+    bench.figures = {**STEADY, "bandwidth": [26.1e9, 44.0e9, 46.2e9, 45.8e9]}
+    _measure()
+    err = capsys.readouterr().err
+    assert err.endswith("\n") and "\r" not in err
+    lines = err.splitlines()
+    assert (
+        lines[0]
+        == "ceilings: measuring bandwidth, matmul, vector: 3 rounds and a control on 2 threads"
+    )
+    steps = lines[1:]
+    assert len(steps) == ROUNDS * len(ROUND_ORDER) + 1  # every run, the control included
+    assert steps[0].startswith("ceilings: round 1/3: bandwidth 26.1 GB/s (best so far 26.1 GB/s) [")
+    assert steps[3].startswith("ceilings: round 2/3: bandwidth 44.0 GB/s (best so far 44.0 GB/s)")
+    assert steps[1].startswith("ceilings: round 1/3: matmul 265.0 GFLOP/s (best so far 265.0")
+    assert steps[8].startswith("ceilings: round 3/3: vector 132.0 GFLOP/s")
+    assert steps[-1].startswith("ceilings: control: bandwidth 45.8 GB/s (best so far 46.2 GB/s)")
+    assert all(line.endswith(" s]") for line in steps)
+
+
+def test_each_line_is_out_before_the_next_run_starts(bench, capsys, monkeypatch):
+    seen: list[int] = []  # the step lines out when each run starts
+    out: list[str] = []
+    flops = bench.run_flops
+
+    def run_flops(*args):
+        out.extend(capsys.readouterr().err.splitlines())
+        seen.append(sum(": round " in line for line in out))
+        return flops(*args)
+
+    monkeypatch.setattr(measure, "run_flops", run_flops)
+    _measure()
+    assert seen == [1, 2, 4, 5, 7, 8]  # bandwidth, matmul, vector per round: all before it

@@ -4,11 +4,13 @@ each ceiling is (whether its rounds, seconds apart, agreed)."""
 
 from __future__ import annotations
 
+from rich.markup import escape
 from rich.table import Table
 
 from accelopt.cli.output import console, shows_table, write_json
 from accelopt.errors import UserError
 from accelopt.hardware.cache import load_cpu_spec, measure_and_cache
+from accelopt.hardware.consistency import rate_doubt
 from accelopt.hardware.datasheet import DATASHEET
 from accelopt.hardware.figures import AGREEMENT_LIMITS, SPREAD_LIMITS
 from accelopt.hardware.gpu import GpuInfo, current_gpu
@@ -41,9 +43,11 @@ def measurement_quality(spec: HardwareSpec) -> str | None:
     spreads = ", ".join(f"{name} {value:.0%}" for name, value in spec.spread.items())
     spread = f"repeats spread {spreads}" if spreads else "repeats spread unknown"
     if spec.provisional:
+        seen = escape("; ".join(spec.doubts) or "see load below")
         return (
-            f"[bold yellow]provisional[/bold yellow]: measured while the machine was busy (see "
-            f"load below; {spread}); measured again, keeping the higher figures, once it is quiet"
+            f"[bold yellow]provisional[/bold yellow]: measured while the machine was busy ({seen}; "
+            f"{spread}); measured again, keeping the higher figures, once it is quiet, or now by "
+            "[bold]accelopt hardware --measure[/bold] on a quiet machine"
         )
     return f"quiet while measured; {spread}"
 
@@ -66,6 +70,8 @@ def _confidence_line(spec: HardwareSpec, name: str, word: Confidence) -> str:
     elif spec.spread.get(name, 0.0) > SPREAD_LIMITS.get(name, 1.0):
         why = f"its repeats spread {spec.spread[name]:.0%} (a quiet machine's: under "
         why += f"{SPREAD_LIMITS[name]:.0%})"
+    elif (doubt := rate_doubt(spec)) is not None and doubt[0] == name:
+        why = f"its figure is inconsistent with the other FLOP rate: {escape(doubt[1])}"
     else:
         why = "the machine was busy (see load below)"
     return f"{name}: [bold yellow]unsure[/bold yellow], {why}"

@@ -13,8 +13,15 @@ except by an explicit ``measure_and_cache`` (``accelopt hardware --measure``):
 - a ``provisional`` spec (measured while the machine was busy) is measured again by
   ``load_cpu_spec`` once the machine is quiet (at most every REFRESH_AFTER_S), keeping the
   higher of the old and new figure of each ceiling;
-- ``raise_ceiling`` re-measures one ceiling when a kernel beat it (the profiling service calls it
-  before calling the kernel SUSPICIOUS) and keeps the higher figure.
+- ``raise_ceiling`` re-measures every ceiling together when a kernel beat one (the profiling
+  service calls it before calling the kernel SUSPICIOUS) and keeps the higher figure of each, so
+  that the spec (and its key) changes once, not once per ceiling; one that another process
+  already raised meanwhile is taken from the cache, not measured again;
+- a library that beats a ceiling (``library_check``) has every ceiling re-measured too.
+
+Every measurement says on stderr what it does as it goes (``notices``), and ends with its figures
+(old -> new for a re-measurement); one that comes out provisional ends with a warning that says
+what was seen and what to do.
 
 Each figure's provenance says which measurement it came from, and a figure taken from another
 measurement brings along how sure that measurement was of it (``disagreement``, ``confidence``).
@@ -32,17 +39,19 @@ from pathlib import Path
 from typing import Any
 
 import accelopt.hardware.devicelock as devicelock
+import accelopt.hardware.notices as notices
 from accelopt import settings
+from accelopt.hardware.consistency import rates_checked
 from accelopt.hardware.cpu_spec import measure_cpu
 from accelopt.hardware.cpuinfo import available_cpus, cpu_model_name
-from accelopt.hardware.figures import Figure, unit
+from accelopt.hardware.figures import Figure, Measurement, in_units, label
 from accelopt.hardware.library_check import beaten, library_figures, with_library
 from accelopt.hardware.load import machine_load
 from accelopt.hardware.measure import CEILINGS, measure_figures
 from accelopt.hardware.spec import MEASUREMENT_NOTES, HardwareSpec
 
-# What the profiling service calls to re-measure a ceiling: (spec, ceiling, why) -> the spec with
-# that ceiling re-measured (the higher figure kept), saved as this machine's.
+# What the profiling service calls when a kernel beat a ceiling: (spec, ceiling beaten, why) -> the
+# spec with every ceiling re-measured (the higher figure of each kept), saved as this machine's.
 Remeasure = Callable[[HardwareSpec, str, str], HardwareSpec]
 
 # The ceiling that bounds a problem of each roofline bound (``hardware.roofline.BOUNDS``).
@@ -120,22 +129,52 @@ def measure_and_cache(threads: int | None = None) -> HardwareSpec:
 
 def _measure_and_save(threads: int | None = None) -> HardwareSpec:
     """Measure (under the device lock) and cache; the caller holds the spec lock."""
+    start = time.monotonic()
+    notices.progress(
+        "measuring this machine's ceilings once (matmul, vector, bandwidth; then a check "
+        "against libraries); cached for later runs"
+    )
     with devicelock.exclusive(devicelock.lock_path("cpu")):
-        spec = library_checked(measure_cpu(threads))
+        spec = rates_checked(library_checked(measure_cpu(threads)))
         save_cpu_spec(spec)
+    took = f"measured in {time.monotonic() - start:.0f} s and cached"
+    notices.announce(spec, f"{took}: {notices.figures(spec)}")
     return spec
 
 
 def library_checked(spec: HardwareSpec) -> HardwareSpec:
-    """``spec`` checked against what libraries reach here (``library_check``): a ceiling one
-    beats is re-measured, and raised to the library's figure if it is still beaten. Called with
-    the device lock held."""
+    """``spec`` checked against what libraries reach here (``library_check``): when one beats a
+    ceiling, every ceiling is re-measured (that measurement was disturbed), and a ceiling still
+    beaten is raised to the library's figure. Called with the device lock held."""
+    notices.progress("checking the ceilings against libraries (NumPy's and torch's sgemm, a copy)")
     best = library_figures(spec.cores)
-    for name in beaten({c: getattr(spec, c) for c in CEILINGS}, best):
-        measured = measure_figures([name], spec.cores, repeat_factor=REMEASURE_REPEAT_FACTOR)
-        note = f"re-measured on {_today()}: {best[name].source} beat the first figure"
-        spec = keep_higher(spec, measured.figures, note=note)
+    found = beaten({c: getattr(spec, c) for c in CEILINGS}, best)
+    for name, figure in best.items():
+        where = "above" if name in found else "below"
+        notices.progress(
+            f"{figure.source} reached {in_units(name, figure.rate)}, {where} the "
+            f"{label(name)} ceiling {in_units(name, getattr(spec, name))}"
+        )
+    if found:
+        notices.progress("re-measuring every ceiling together")
+        measured = measure_figures(CEILINGS, spec.cores, repeat_factor=REMEASURE_REPEAT_FACTOR)
+        sources = " and ".join(best[name].source for name in found)
+        note = f"re-measured on {_today()}: {sources} beat the first figure"
+        spec, before = remeasured(spec, measured, note), spec
+        notices.progress(f"re-measured: {notices.changes(before, spec)}")
     return with_library(spec, best)
+
+
+def remeasured(spec: HardwareSpec, measured: Measurement, note: str) -> HardwareSpec:
+    """``spec`` after a re-measurement of its ceilings: the higher figure of each (``note`` on
+    those taken). A quiet spec stays quiet (its figures are at least a quiet measurement's); a
+    provisional one takes the re-measurement's verdict, what it saw and its load."""
+    raised = keep_higher(spec, measured.figures, note=note)
+    if not spec.provisional:
+        return raised
+    load = {**raised.provenance, "load": measured.describe()}
+    update = {"provisional": measured.provisional, "doubts": measured.doubts, "provenance": load}
+    return raised.model_copy(update=update)
 
 
 def _cached() -> HardwareSpec | None:
@@ -183,31 +222,51 @@ def refresh(old: HardwareSpec) -> HardwareSpec:
         cached = read_spec(cpu_spec_path())
         if cached is not None and cached.isa and not cached.provisional:
             return cached  # another process refreshed it while this one waited for the lock
+        notices.progress(
+            "the cached ceilings are provisional and the machine is quiet now: measuring them "
+            "again, keeping the higher figure of each"
+        )
         new = measure_cpu()
         spec = library_checked(keep_higher(new, figures_of(old), note=f"{KEPT} of {_today()}"))
+        spec = rates_checked(spec)
         save_cpu_spec(spec)
+    notices.announce(spec, f"re-measured together: {notices.changes(old, spec)}")
     return spec
 
 
 def raise_ceiling(spec: HardwareSpec, ceiling: str, why: str) -> HardwareSpec:
-    """Re-measure ``ceiling`` of this machine now (under the device lock, exclusive) and return
-    ``spec`` with the higher of its figure and the new one, cached as this machine's spec (with
-    whatever higher figures the cache got meanwhile). ``why``: the reason, for the provenance."""
+    """A kernel beat ``ceiling`` (``why``: how, for the provenance and the message): re-measure
+    every ceiling of this machine now, together (under the device lock, exclusive), and return
+    ``spec`` with the higher of its figure and the new one for each, cached as this machine's
+    spec (with whatever higher figures the cache got meanwhile). When another process raised
+    that ceiling in the cache meanwhile, its figures are taken and nothing is measured: the
+    spec changes once, not once per process or per ceiling. Says on stderr what it does and
+    each ceiling's old -> new."""
+    beaten_line = f"a kernel beat the {label(ceiling)} ceiling ({why})"
     with devicelock.exclusive(devicelock.lock_path("cpu")):
-        factor = REMEASURE_REPEAT_FACTOR
-        measured = measure_figures([ceiling], spec.cores, repeat_factor=factor).figures
-        note = f"raised by a re-measurement on {_today()} ({why})"
-        raised = keep_higher(spec, measured, note=note)
         cached = read_spec(cpu_spec_path())
-        if cached is not None and same_device(cached, raised):
+        if cached is not None and not same_device(cached, spec):
+            cached = None
+        if cached is not None and getattr(cached, ceiling) > getattr(spec, ceiling):
+            raised = keep_higher(spec, figures_of(cached))
+            meanwhile = "another process re-measured every ceiling meanwhile"
+            notices.progress(f"{beaten_line}; {meanwhile}: {notices.changes(spec, raised)}")
+            return raised
+        notices.progress(f"{beaten_line}: re-measuring every ceiling together")
+        measured = measure_figures(CEILINGS, spec.cores, repeat_factor=REMEASURE_REPEAT_FACTOR)
+        note = f"raised by a re-measurement on {_today()} ({why})"
+        raised = remeasured(spec, measured, note)
+        if cached is not None:
             raised = keep_higher(raised, figures_of(cached))
+        raised = rates_checked(raised)
         save_cpu_spec(raised)
+    notices.announce(raised, f"re-measured together: {notices.changes(spec, raised)}")
     return raised
 
 
 def describe_figure(ceiling: str, value: float) -> str:
     """A ceiling in the units people read: GB/s or GFLOP/s."""
-    return f"{value / 1e9:,.1f} {unit(ceiling)}"
+    return in_units(ceiling, value)
 
 
 def _today() -> str:
@@ -233,18 +292,21 @@ def keep_higher(
 ) -> HardwareSpec:
     """``spec`` with each ceiling in ``figures`` that is higher than its own taken from there
     (its value, spread, provenance prefixed with ``note``, disagreement and confidence: how sure
-    a figure is belongs to the measurement it came from, not to the spec it joins)."""
+    a figure is belongs to the measurement it came from, not to the spec it joins). A ceiling
+    raised to a library's figure and now measured above it loses its ``library_scale``."""
     update: dict[str, object] = {}
     notes: dict[str, dict[str, Any]] = {
         "spread": dict(spec.spread),
         "disagreement": dict(spec.disagreement),
         "confidence": dict(spec.confidence),
         "provenance": dict(spec.provenance),
+        "library_scale": dict(spec.library_scale),
     }
     for name, figure in figures.items():
         if figure.value <= getattr(spec, name):
             continue
         update[name] = figure.value
+        notes["library_scale"].pop(name, None)  # above the library's figure: no longer raised
         notes["spread"][name] = figure.spread
         notes["provenance"][name] = _noted(note, figure.provenance)
         _set_or_drop(notes["disagreement"], name, figure.disagreement)

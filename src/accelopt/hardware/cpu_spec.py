@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from accelopt import settings
 from accelopt.errors import UserError
+from accelopt.hardware.consistency import rates_checked
 from accelopt.hardware.cpuinfo import (
     CACHE_SYSFS,
     CacheLevel,
@@ -25,7 +26,9 @@ from accelopt.hardware.toolchain import Compiler, find_compiler, no_compiler
 
 def measure_cpu(threads: int | None = None) -> HardwareSpec:
     """Measure this CPU's matmul and vector FLOP/s and its memory bandwidth on ``threads``
-    threads (default: every CPU in this process's affinity mask). Takes several seconds."""
+    threads (default: every CPU in this process's affinity mask). Takes several seconds, each
+    step a progress line on stderr. FLOP rates inconsistent with each other make the spec
+    provisional (``hardware.consistency``)."""
     threads = threads or available_cpus()
     if threads < 1:
         raise ValueError(f"threads must be at least 1, got {threads}")
@@ -35,7 +38,7 @@ def measure_cpu(threads: int | None = None) -> HardwareSpec:
     llc = last_level(levels)
     measured = measure_figures(CEILINGS, threads, compiler)
     figures = measured.figures
-    return HardwareSpec(
+    spec = HardwareSpec(
         name=f"cpu:{cpu_model_name()}",
         backend="cpu",
         matmul_rate=figures["matmul_rate"].value,
@@ -45,6 +48,7 @@ def measure_cpu(threads: int | None = None) -> HardwareSpec:
         llc_bytes=llc[1] if llc else None,
         **machine_facts(isa, levels),
         provisional=measured.provisional,
+        doubts=measured.doubts,
         **judgement(figures),
         provenance={
             **{name: figure.provenance for name, figure in figures.items()},
@@ -53,6 +57,7 @@ def measure_cpu(threads: int | None = None) -> HardwareSpec:
             **facts_provenance(isa, compiler, levels),
         },
     )
+    return rates_checked(spec)
 
 
 def machine_isa(compiler: Compiler) -> Isa:

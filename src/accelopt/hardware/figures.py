@@ -72,6 +72,21 @@ def unit(ceiling: str) -> str:
     return "GB/s" if ceiling == "bandwidth" else "GFLOP/s"
 
 
+# The ceilings a CPU measurement gives (``hardware.measure``), in the order they are shown.
+CEILINGS = ("matmul_rate", "vector_rate", "bandwidth")
+# What each ceiling is called in a line a person reads.
+LABELS = {"matmul_rate": "matmul", "vector_rate": "vector", "bandwidth": "bandwidth"}
+
+
+def label(ceiling: str) -> str:
+    return LABELS.get(ceiling, ceiling)
+
+
+def in_units(ceiling: str, value: float) -> str:
+    """A ceiling's figure in the units people read: ``50.0 GB/s``, ``246.7 GFLOP/s``."""
+    return f"{value / 1e9:,.1f} {unit(ceiling)}"
+
+
 @dataclass(frozen=True)
 class Rounds:
     """One ceiling's runs in the order taken: one per round, then the control when this ceiling
@@ -122,6 +137,19 @@ class Measurement:
     @property
     def provisional(self) -> bool:
         return bool(self.reasons)
+
+    @property
+    def doubts(self) -> tuple[str, ...]:
+        """``reasons`` in a few words, one per doubtful ceiling (its rounds apart, else its
+        repeats' spread), then the load's: 'bandwidth rounds 44% apart'."""
+        seen = []
+        for name, figure in self.figures.items():
+            runs = self.rounds.get(name)
+            if runs is not None and runs.disagreement > AGREEMENT_LIMITS.get(name, 1.0):
+                seen.append(f"{label(name)} rounds {runs.disagreement:.0%} apart")
+            elif figure.spread > SPREAD_LIMITS.get(name, 1.0):
+                seen.append(f"{label(name)} repeats spread {figure.spread:.0%}")
+        return (*seen, *self.load.reasons)
 
     def describe(self) -> str:
         """The ``load`` provenance line: quiet, or provisional and why."""

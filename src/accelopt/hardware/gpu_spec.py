@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import accelopt.hardware.notices as notices
 from accelopt import settings
 from accelopt.errors import UserError
 from accelopt.hardware import devicelock
@@ -51,10 +52,12 @@ def measure_gpu_and_cache(gpu: GpuInfo) -> HardwareSpec:
     """Measure the GPU (holding its device lock: no evaluation of ours beside it) and cache it."""
     from accelopt.hardware.measure_gpu import measure_torch_device, spec_from_measurement
 
+    notices.progress(f"measuring the ceilings of {gpu.name} (a device copy, an fp32 matmul)")
     with devicelock.exclusive(devicelock.lock_path(f"gpu-{gpu.uuid}")):
         raw = measure_torch_device("cuda")
     spec = spec_from_measurement(raw, f"gpu:{gpu.name}")
     write_spec(gpu_spec_path(gpu), spec)
+    notices.progress(f"measured and cached: {notices.figures(spec)}")
     return spec
 
 

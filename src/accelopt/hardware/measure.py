@@ -18,6 +18,9 @@ average cannot see) lowers some rounds and not others, while the repeats of one 
 a second apart, can all fall inside it. The ceiling is the best of every run; how far the runs
 agree, how steady their repeats were and how busy the machine was say how sure it is
 (``hardware.figures``). ``hardware.cpu_spec`` makes this CPU's spec of the figures.
+
+Each build and each run is a line on stderr as it ends (``hardware.notices.progress``): what ran,
+round i/n, its figure and the best so far, the seconds since the measurement began.
 """
 
 from __future__ import annotations
@@ -33,9 +36,20 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+import accelopt.hardware.notices as notices
 from accelopt import settings
 from accelopt.hardware.cpuinfo import available_cpus, cpu_model_name, llc_level_and_bytes
-from accelopt.hardware.figures import Figure, Measurement, Rounds, Sample, judged, spread
+from accelopt.hardware.figures import (
+    CEILINGS,
+    Figure,
+    Measurement,
+    Rounds,
+    Sample,
+    in_units,
+    judged,
+    label,
+    spread,
+)
 from accelopt.hardware.load import Load, machine_load, read_cpu_times, steal_fraction
 from accelopt.hardware.toolchain import (
     Compiler,
@@ -48,7 +62,6 @@ from accelopt.hardware.toolchain import (
 MICROBENCH_DIR = Path(__file__).parent / "microbench"
 OPT_FLAGS = ("-O3", "-fopenmp")
 
-CEILINGS = ("matmul_rate", "vector_rate", "bandwidth")
 FLOPS_ITERATIONS = 20_000_000  # per thread and repeat: about 40 ms at 4 GHz
 # A measurement: ROUNDS rounds, ROUND_PAUSE_S apart, then the control. A round's runs take about a
 # second, so rounds start 1-2 s apart. Fewer repeats per run than the single run of each ceiling
@@ -120,6 +133,7 @@ def build(bench: Microbench, compiler: Compiler) -> Path:
     if exe.is_file():
         return exe
     exe.parent.mkdir(parents=True, exist_ok=True)
+    notices.progress(f"building the {bench.name} micro-benchmark ({source.name}, once)")
     tmp = exe.with_name(f"{exe.name}.{os.getpid()}.tmp")
     _compile([*compiler.command, *flags, str(source), "-o", str(tmp)], bench, tmp)
     os.replace(tmp, exe)
@@ -234,25 +248,35 @@ def take_rounds(
 ) -> dict[str, Rounds]:
     """Run every measurer once per round, in their order, the rounds ROUND_PAUSE_S apart, then
     the first once more (the control): interleaved and spaced, the ceilings' runs each see the
-    machine at several moments, and the control, the last run, the same benchmark as the first."""
+    machine at several moments, and the control, the last run, the same benchmark as the first.
+    Each run is a progress line on stderr (``notices.progress``): the step, its figure, the best
+    so far."""
     if not measurers:
         return {}
     start = clock()
     taken: dict[str, list[Sample]] = {name: [] for name in measurers}
 
-    def take(name: str) -> None:
+    def take(name: str, step: str) -> None:
         at = clock() - start
         taken[name].append(replace(measurers[name](), at=at))
+        notices.progress(step_line(step, name, taken[name], clock() - start))
 
     for index in range(rounds):
         if index:
             pause(ROUND_PAUSE_S)
         for name in measurers:
-            take(name)
+            take(name, f"round {index + 1}/{rounds}")
     first = next(iter(measurers))
     pause(ROUND_PAUSE_S)
-    take(first)
+    take(first, "control")
     return {name: Rounds(name, tuple(runs), name == first) for name, runs in taken.items()}
+
+
+def step_line(step: str, ceiling: str, samples: list[Sample], elapsed_s: float) -> str:
+    """``round 2/3: bandwidth 44.0 GB/s (best so far 46.2 GB/s) [5.1 s]``."""
+    latest = in_units(ceiling, samples[-1].value)
+    best = in_units(ceiling, max(sample.value for sample in samples))
+    return f"{step}: {label(ceiling)} {latest} (best so far {best}) [{elapsed_s:.1f} s]"
 
 
 def round_figure(rounds: Rounds, threads: int) -> Figure:
@@ -281,8 +305,12 @@ def measure_figures(
     if unknown:
         raise ValueError(f"no micro-benchmark measures {sorted(unknown)}; known: {CEILINGS}")
     measurers = _measurers(compiler or find_compiler(), threads, repeat_factor)
+    order = [name for name in ROUND_ORDER if name in ceilings]
+    if order:
+        names = ", ".join(label(name) for name in order)
+        notices.progress(f"measuring {names}: {ROUNDS} rounds and a control on {threads} threads")
     before = machine_load()
-    rounds = take_rounds({name: measurers[name] for name in ROUND_ORDER if name in ceilings})
+    rounds = take_rounds({name: measurers[name] for name in order})
     load = _load_since(before)
     figures = {name: judged(name, round_figure(rounds[name], threads), load) for name in ceilings}
     return Measurement(figures, load, rounds)

@@ -22,7 +22,7 @@ class Confidence(StrEnum):
 # which figures: left out of ``key()`` (results measured against a spec stay its results when
 # only these change) and ignored by ``cache.same_device``.
 MEASUREMENT_NOTES = frozenset(
-    {"provenance", "provisional", "spread", "disagreement", "confidence"}
+    {"provenance", "provisional", "spread", "disagreement", "confidence", "doubts"}
     | {"library", "library_scale"}
 )
 
@@ -57,6 +57,11 @@ class HardwareSpec(BaseModel):
         default=False,
         description="measured while the machine was busy or while contention came and went (its "
         "rounds disagreed): re-measured when it is quiet",
+    )
+    doubts: tuple[str, ...] = Field(
+        default=(),
+        description="what made the figures provisional, in a few words each: 'bandwidth rounds "
+        "44% apart', '1-minute load average 2.90 on 2 CPUs', 'vector rate 1/7 of the FMA rate'",
     )
     spread: dict[str, float] = Field(
         default_factory=dict,

@@ -7,8 +7,8 @@ fast each is relative to the first (``session.py``): what decides a win that sep
 cannot tell from noise.
 
 Ceilings are ceilings: before a kernel is called SUSPICIOUS for beating this machine's measured
-ceiling, that ceiling is re-measured (``Evaluator.remeasure``) and the kernel scored again against
-the higher figure (docs/architecture.md, Contracts: Hardware).
+ceiling, every ceiling is re-measured together (``Evaluator.remeasure``) and the kernel scored again
+against the higher figures (docs/architecture.md, Contracts: Hardware).
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from accelopt.backends.status import Status
 from accelopt.errors import UserError
 from accelopt.hardware import devicelock, drift
 from accelopt.hardware.cache import BOUND_CEILINGS, Remeasure, describe_figure, remeasurer_for
+from accelopt.hardware.measure import CEILINGS
 from accelopt.hardware.spec import HardwareSpec
 from accelopt.llm.config import load_config
 from accelopt.problems.records import Problem
@@ -70,12 +71,13 @@ log = logging.getLogger(__name__)
 class Evaluator(AbstractContextManager["Evaluator"]):
     """Evaluates kernels against ``hardware``'s roofline.
 
-    ``remeasure`` re-measures one ceiling of ``hardware`` when a kernel beats it: it is
-    ``hardware.cache.raise_ceiling`` when ``hardware`` is this machine's measured and cached CPU
-    spec (``load_cpu_spec``), and None (never re-measure) for datasheets, GPUs and ceilings fixed
-    by hand, as tests pass; a test may set it. Each ceiling is re-measured at most once in an
-    Evaluator's life, so a cheat cannot have the machine measured again and again; a raised
-    ceiling replaces ``hardware`` for the evaluations after it.
+    ``remeasure`` re-measures every ceiling of ``hardware`` together when a kernel beats one: it
+    is ``hardware.cache.raise_ceiling`` when ``hardware`` is this machine's measured and cached
+    CPU spec (``load_cpu_spec``), and None (never re-measure) for datasheets, GPUs and ceilings
+    fixed by hand, as tests pass; a test may set it. The machine is re-measured at most once in
+    an Evaluator's life, whichever ceilings are beaten, so a cheat cannot have it measured again
+    and again and the spec (its key) changes once; the raised ceilings replace ``hardware`` for
+    the evaluations after it.
     """
 
     def __init__(self, hardware: HardwareSpec, config: EvalConfig | None = None) -> None:
@@ -256,18 +258,22 @@ class Evaluator(AbstractContextManager["Evaluator"]):
         return drift.machine_drift()
 
     def _remeasured(self, ceiling: str, evaluation: Evaluation) -> tuple[HardwareSpec, str]:
-        """The hardware with ``ceiling`` re-measured (once per Evaluator; others wait for it), and
-        what the re-measurement found, for the verdict; ``self.hardware`` and "" without one."""
+        """The hardware after the first beaten ceiling had every ceiling re-measured together
+        (once per Evaluator, whichever ceiling is beaten later; others wait for it), and what the
+        re-measurement found for ``ceiling``, for the verdict; ``self.hardware`` and "" without
+        one."""
         with self._remeasure_lock:
             if self.remeasure is None:
                 return self.hardware, ""
-            if ceiling not in self._remeasurements:
-                self._remeasurements[ceiling] = self._remeasure(ceiling, evaluation)
+            if not self._remeasurements:
+                self._remeasurements = self._remeasure(ceiling, evaluation)
             return self.hardware, self._remeasurements[ceiling]
 
-    def _remeasure(self, ceiling: str, evaluation: Evaluation) -> str:
+    def _remeasure(self, ceiling: str, evaluation: Evaluation) -> dict[str, str]:
+        """Every ceiling re-measured because ``evaluation`` beat ``ceiling``: per ceiling, what
+        was found."""
         assert self.remeasure is not None
-        before = getattr(self.hardware, ceiling)
+        before = self.hardware
         why = (
             f"{evaluation.problem} [{evaluation.workload}] kernel {evaluation.kernel} reached "
             f"{evaluation.pct_of_peak or 0:.0%} of peak, {evaluation.bound}-bound"
@@ -275,12 +281,16 @@ class Evaluator(AbstractContextManager["Evaluator"]):
         try:
             self.hardware = self.remeasure(self.hardware, ceiling, why)
         except (UserError, OSError, RuntimeError, ValueError, subprocess.SubprocessError) as exc:
-            return f"re-measuring the {ceiling} ceiling failed: {exc}"
-        after = getattr(self.hardware, ceiling)
-        outcome = "raised to" if after > before else "stays at"
-        return (
-            f"the {ceiling} ceiling was re-measured and {outcome} {describe_figure(ceiling, after)}"
-        )
+            failed = {name: f"re-measuring every ceiling failed: {exc}" for name in CEILINGS}
+            return {**failed, ceiling: f"re-measuring the {ceiling} ceiling failed: {exc}"}
+        found = {}
+        for name in CEILINGS:
+            after = getattr(self.hardware, name)
+            outcome = "raised to" if after > getattr(before, name) else "stays at"
+            found[name] = (
+                f"the {name} ceiling was re-measured and {outcome} {describe_figure(name, after)}"
+            )
+        return found
 
     def evaluate_many(self, jobs: Iterable[Job]) -> Iterator[Evaluation]:
         """Evaluate in parallel across the pool; results come back in the order of ``jobs``."""
