@@ -174,7 +174,7 @@ def test_the_planner_is_told_the_variants_measured_before_its_iteration(tmp_path
     start = next(k for k in kernels if k.origin == KernelOrigin.BASELINE)
     evaluations = run_evaluations(opt.store, "r1")
     lines = variant_lines(kernels, evaluations, start, "cpu", before=2)
-    assert lines[0].startswith("BM=32 UNROLL=2: 1.20x as fast")
+    assert lines[0].startswith("BM=32 UNROLL=2: speedup 1.20x over this kernel")
     assert any(line.endswith("COMPILE_ERROR") for line in lines)
     assert variant_lines(kernels, evaluations, start, "cpu", before=1) == []  # not yet measured
 

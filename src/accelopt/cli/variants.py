@@ -8,13 +8,21 @@ from pathlib import Path
 from typing import Any
 
 from rich.table import Table
+from rich.text import Text
 
 from accelopt.cli import common
 from accelopt.errors import UserError
 from accelopt.formatting import milliseconds, percent
 from accelopt.problems.loader import load_problem, suite_names
 from accelopt.problems.records import Problem
-from accelopt.search.tuning import UNMEASURED, VariantTable, declared
+from accelopt.profiling.stats import SESSION_MIN_NOISE
+from accelopt.search.tuning import (
+    RACED_IN_SESSION,
+    UNMEASURED,
+    VariantRow,
+    VariantTable,
+    declared,
+)
 
 SHIPPED = ("baseline", "expert")
 
@@ -98,7 +106,10 @@ def require_tunables(problem: Problem, source: str | None, backend: str) -> None
 
 
 def verdict(tables: Sequence[VariantTable], start: str, best: str, speedup: float | None) -> str:
-    """What an autotune run found, in one sentence."""
+    """What an autotune run confirmed, in one sentence: a variant kept is named with its
+    re-timed speedup over the kernel as written; where none was kept, the best re-timing, and
+    a variant that looked faster by separate evaluations but was not re-timed, with why.
+    ``speedup``: the run's, by separate evaluations (said only where no re-timing confirms)."""
     rows = [r for t in tables for r in t.rows[1:]]
     unmeasured = sum(r.status in UNMEASURED for r in rows)
     measured = len(rows) - unmeasured
@@ -107,40 +118,134 @@ def verdict(tables: Sequence[VariantTable], start: str, best: str, speedup: floa
             f"no variant could be evaluated ({unmeasured} of {len(rows)}): the machine failed, "
             "not the variants (the warnings above say why); fix that and run again"
         )
-    if best == start:
-        missing = f"; {unmeasured} could not be evaluated" if unmeasured else ""
+    counted = f"{measured} variants measured" + (
+        f", {unmeasured} could not be evaluated" if unmeasured else ""
+    )
+    if best != start:
+        return f"{_kept(rows, best, speedup)} ({counted})"
+    table = next((t for t in tables if t.kernel_hash == start), tables[0] if tables else None)
+    return f"{_none_kept(table)} ({counted})"
+
+
+def _kept(rows: Sequence[VariantRow], best: str, speedup: float | None) -> str:
+    row = next((r for r in rows if r.kernel_hash == best), None)
+    if row is not None and row.speedup is not None:
+        found = f"{row.speedup:.2f}x{_within(row.speedup_ci)}"
+        if row.speedup > _needed(row.speedup_ci):
+            return (
+                f"variant {row.values} confirmed {found} faster than the kernel as written "
+                "(re-timed side by side)"
+            )
         return (
-            f"the kernel as written is already the fastest: none of the {measured} variants "
-            f"measured beat it beyond the noise on this machine{missing}"
+            f"variant {row.values} was kept (found faster when it was tuned), but its last "
+            f"re-timing beside the kernel as written reads {found}: not confirmed faster"
         )
-    faster = f", {speedup:.2f}x as fast" if speedup else ""
-    return f"a variant beat the kernel as written beyond the noise{faster} ({measured} measured)"
+    what = f"variant {row.values}" if row is not None else "another kernel"
+    by = f" ({speedup:.2f}x by separate evaluations)" if speedup else ""
+    return (
+        f"{what} was kept{by}, but no re-timing side by side with the kernel as written confirms it"
+    )
+
+
+def _none_kept(table: VariantTable | None) -> str:
+    """The kernel as written stays: what the re-timings found, and the variant that looked
+    fastest without being re-timed (never "the fastest": it was not confirmed)."""
+    head = "no variant confirmed faster than the kernel as written"
+    if table is None:
+        return head
+    own, rows = table.rows[0], table.rows[1:]
+    parts = []
+    retimed = [r for r in rows if r.speedup is not None]
+    if retimed:
+        top = max(retimed, key=lambda r: r.speedup or 0.0)
+        found = f"best re-timed {top.speedup:.2f}x{_within(top.speedup_ci)} ({top.values})"
+        needed = _needed(top.speedup_ci)
+        short = f", short of the {needed:.2f}x a session needs to confirm it"
+        parts.append(found + (short if (top.speedup or 0.0) <= needed else ""))
+    looked = [r for r in rows if r.speedup is None and _faster(r, own)]
+    if looked:
+        r = min(looked, key=lambda r: r.latency_s or 0.0)
+        ratio = (own.latency_s or 0.0) / (r.latency_s or 1.0)
+        spread = f"±{_pm(r.ci)} and ±{_pm(own.ci)}" if r.ci and own.ci else "no interval"
+        parts.append(
+            f"{r.values} looked {ratio:.2f}x faster by separate evaluations ({spread}) "
+            f"but {_not_retimed(r)}"
+        )
+    elif not retimed:
+        parts.append("none measured faster, so none was re-timed side by side")
+    return "; ".join([head, *parts])
+
+
+def _needed(ci: float | None) -> float:
+    """The speedup a re-timing with interval ``ci`` must pass to confirm a gain
+    (``stats.faster``: beyond twice the interval, in log space, and twice its floor)."""
+    return (1.0 + max(SESSION_MIN_NOISE, ci or 0.0)) ** 2
+
+
+def _faster(row: VariantRow, own: VariantRow) -> bool:
+    return bool(row.latency_s and own.latency_s and row.latency_s < own.latency_s)
+
+
+def _not_retimed(row: VariantRow) -> str:
+    """Why a variant that looked faster is not confirmed (``tuning._race``)."""
+    if row.by_evaluations == "not faster":
+        return "was not re-timed: that gain is within those evaluations' noise"
+    if row.session_speedup is not None:
+        return f"was re-timed only against {row.session_reference[:8]}"
+    return (
+        f"was not re-timed (each tuning re-times its {RACED_IN_SESSION} fastest-looking contenders)"
+    )
+
+
+def _within(ci: float | None) -> str:
+    return f" ±{_pm(ci)}" if ci is not None else ""
+
+
+def _pm(ci: float | None) -> str:
+    return f" {percent(ci, ' %')}"
+
+
+LEGEND = (
+    "speedup: the kernel as written's time over the variant's, re-timed side by side in one "
+    "session (above 1 is faster; blank: not re-timed). It is the verdict that counts: the ms are "
+    "separate evaluations, which carry the machine's drift. ±: the half-width of the ms's 95 % "
+    "interval. % of peak: peak ms / ms, one roofline time for every row. Sorted by re-timed "
+    "speedup, then ms."
+)
 
 
 def variant_table(found: Mapping[str, Any]) -> Table:
-    """One kernel's variants (a ``VariantTable`` as JSON): its own row first, then the fastest
-    first; ``re-timed``: the time over the kernel's in a session side by side; ``*`` marks the
-    run's best kernel."""
+    """One kernel's variants (a ``VariantTable`` as JSON): its own row first, then in the order
+    that decides (``LEGEND``); ``*`` marks the run's best kernel."""
     title = f"variants of kernel {found['kernel_hash'][:12]} (iteration {found['iteration']})"
-    table = Table(title=title, title_justify="left")
-    for col in ("values", "status", "ms", "% of peak", "re-timed", "best"):
+    table = Table(title=title, title_justify="left", caption=LEGEND, caption_justify="left")
+    for col in ("values", "status", "ms", "±", "peak ms", "% of peak", "speedup", "best"):
         table.add_column(col, justify="left" if col in {"values", "status"} else "right")
-    for row in found["rows"]:
+    peak = found.get("peak_s")
+    for i, row in enumerate(found["rows"]):
+        ci = row.get("ci")
         table.add_row(
-            row["values"], row["status"], milliseconds(row["latency_s"]),
-            percent(row["pct_of_peak"]), session_text(row, found["kernel_hash"]),
+            Text(row["values"]), row["status"], milliseconds(row["latency_s"]),
+            f"±{percent(ci)}" if ci is not None else "", milliseconds(peak),
+            percent(row["pct_of_peak"]), "1.00x" if i == 0 else session_text(row, found),
             "*" if row["kept"] else "",
         )  # fmt: skip
     return table
 
 
-def session_text(row: Mapping[str, Any], kernel_hash: str) -> str:
-    """A variant's time over the kernel's, re-timed side by side (the verdict that counts: the
-    ms beside it are separate evaluations, which carry the machine's drift); '' if never."""
-    ratio, ci = row.get("session_ratio"), row.get("session_ci")
-    if ratio is None:
+def session_text(row: Mapping[str, Any], found: Mapping[str, Any]) -> str:
+    """A variant's speedup over the kernel as written, re-timed side by side (above 1 is faster;
+    ``via`` an earlier winner where it was re-timed against that one), or over the kernel it was
+    re-timed against where no chain leads to the kernel as written; '' if never re-timed."""
+    ratio, kernel = row.get("session_ratio"), found["kernel_hash"]
+    if not ratio:
         return ""
-    spread = f" ± {ci * 100:.1f}%" if ci is not None else ""
     other = row.get("session_reference", "")
-    against = f" of {other[:8]}" if other and other != kernel_hash else ""
-    return f"{ratio:.3f}x{spread}{against}"
+    speedup, ci = row.get("speedup"), row.get("speedup_ci")
+    if speedup is None:
+        speedup, ci = 1.0 / ratio, row.get("session_ci")
+        against = f" over {other[:8]}" if other and other != kernel else ""
+    else:
+        against = f" (via {other[:8]})" if other and other != kernel else ""
+    spread = f" ± {percent(ci)}" if ci is not None else ""
+    return f"{speedup:.2f}x{spread}{against}"

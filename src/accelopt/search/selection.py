@@ -133,7 +133,9 @@ def slower(child: Evaluation, parent: Evaluation) -> bool:
 
 def session_compare(ratio: float | None, ratio_ci: float | None) -> Comparison:
     """The verdict of a one-session re-timing: ``ratio`` = child / parent time (median over
-    interleaved rounds), ``ratio_ci`` its interval's relative half-width."""
+    interleaved rounds; a time ratio, below 1 is faster: what users read is its inverse, the
+    speedup, ``tuning.VariantRow.session_speedup``), ``ratio_ci`` its interval's relative
+    half-width."""
     return Comparison.FASTER if faster(ratio, ratio_ci) else Comparison.NOT_FASTER
 
 
@@ -235,9 +237,9 @@ DISTURBED_NOISE = 0.10
 
 
 def session_verdicts(data: Mapping[str, Any]) -> list[tuple[float | None, float | None]]:
-    """Each child's ratio and interval from a stored session (``settling.retime``), against
-    the faster of the parent's two processes where the session timed a twin (a session stored
-    before twins: against the parent's only one)."""
+    """Each child's time ratio (below 1 is faster) and interval from a stored session
+    (``settling.retime``), against the faster of the parent's two processes where the session
+    timed a twin (a session stored before twins: against the parent's only one)."""
     ratios, cis = data["ratios"], data["ratio_ci"]
     if data.get("disturbed"):  # the slices' floors: believed only beyond DISTURBED_NOISE
         cis = [None if c is None else max(c, DISTURBED_NOISE) for c in cis]

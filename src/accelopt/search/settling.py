@@ -1,6 +1,8 @@
 """Settling an iteration's children: those whose gain over their parent is within twice the noise
 of their evaluations (``selection.compare``: UNSURE) are re-timed beside the parent in one
-session, whose verdict is the one the beam and the run's best are chosen by."""
+session, whose verdict is the one the beam and the run's best are chosen by. A session stores time
+ratios (child / parent: below 1 is faster); what users read of it is the speedup, their inverse
+(``tuning.VariantRow.session_speedup``)."""
 
 from __future__ import annotations
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import hashlib
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -124,7 +125,8 @@ def variant_lines(
 ) -> list[str]:  # fmt: skip
     """What the planner is told of ``kernel``'s variants measured in iterations before
     ``before`` (so a resumed iteration is shown the same): one line each, fastest first, with
-    the time over ``kernel``'s ("values: 1.08x faster"), or its status."""
+    its speedup over ``kernel`` (``kernel``'s time over the variant's, above 1 is faster:
+    "values: speedup 1.08x over this kernel (separate evaluations)"), or its status."""
     language = language_of(backend)
     tunables = declared(kernel.source, backend)
     if not tunables:
@@ -141,7 +143,10 @@ def variant_lines(
         if e is None or e.status is not Status.PASSED or not e.latency_s:
             lines.append(f"{values}: {e.status.value if e else 'stopped early: slower'}")
         elif own is not None and own.latency_s:
-            lines.append(f"{values}: {own.latency_s / e.latency_s:.2f}x as fast as this kernel")
+            speedup = own.latency_s / e.latency_s
+            lines.append(
+                f"{values}: speedup {speedup:.2f}x over this kernel (separate evaluations)"
+            )
         else:
             lines.append(f"{values}: {e.latency_s * 1e3:.3f} ms")
     return lines
@@ -159,27 +164,43 @@ class VariantRow:
     values: str  # ``label``: "BM=32 BN=64"; "(as written)" for the kernel tuned
     status: str
     latency_s: float | None
-    pct_of_peak: float | None
+    pct_of_peak: float | None  # the table's one peak (``VariantTable.peak_s``) / latency_s
     raced: bool
     kept: bool  # the run kept it (its best, or a beam member)
-    # re-timed beside the kernel tuned (its last session): its time over that kernel's, the
-    # interval's half-width, and that kernel's hash (None: never re-timed)
+    # re-timed beside the kernel tuned (its last session): its time over that kernel's (a time
+    # ratio: below 1 is faster), the interval's half-width, and that kernel's hash (None: never
+    # re-timed)
     session_ratio: float | None = None
     session_ci: float | None = None
     session_reference: str = ""
+    ci: float | None = None  # the evaluation's 95 % interval half-width, relative (0.047: ±4.7 %)
+    session_speedup: float | None = None  # 1 / session_ratio: above 1 is faster
+    # the re-timed speedup over the table's kernel (as written), above 1 faster: the session's,
+    # or chained through the kernels it was re-timed against (each an earlier winner re-timed
+    # against the kernel as written, intervals added in quadrature); None where not re-timed
+    speedup: float | None = None
+    speedup_ci: float | None = None
+    # ``selection.compare`` of its evaluation with the kernel as written's: "faster", "unsure"
+    # (re-timed before deciding), "not faster" (within the noise: never re-timed); '' if failed
+    by_evaluations: str = ""
 
 
 @dataclass(frozen=True)
 class VariantTable:
-    """The variants of one kernel of a run."""
+    """The variants of one kernel of a run: its own row first, then the variants in the order
+    that decides (re-timed speedup over it, highest first; then ms; those without a time last)."""
 
     kernel_hash: str  # the kernel they vary (as written or as started)
     iteration: int
     rows: tuple[VariantRow, ...]
+    # the one roofline time every row's % of peak is against (the hardware's cached ceiling,
+    # the same for every row: a calibrated figure has a peak of its own per evaluation)
+    peak_s: float | None = None
+    ceiling: str = "cached"
 
 
 Session = tuple[Sequence[str], Mapping[str, Any]]  # a stored re-timing: its kernels, its data
-Ratio = tuple[float | None, float | None, str]  # a child's ratio, its interval, the reference
+Ratio = tuple[float | None, float | None, str]  # a child's time ratio, its interval, the reference
 
 
 def session_ratios(sessions: Sequence[Session]) -> dict[str, Ratio]:
@@ -201,9 +222,9 @@ def variant_tables(
     backend: str,
     sessions: Sequence[Session] = (),
 ) -> list[VariantTable]:
-    """Every tuned kernel's variant table, in the order the kernels were recorded: its own row
-    first, then the variants fastest first (those that failed last). ``sessions``: the run's
-    re-timings (``Store.retimings``), whose ratios the rows carry."""
+    """Every tuned kernel's variant table, in the order the kernels were recorded
+    (``VariantTable``). ``sessions``: the run's re-timings (``Store.retimings``), whose ratios
+    the rows carry."""
     ratios = session_ratios(sessions)
     language = language_of(backend)
     groups: dict[str, list[KernelRecord]] = {}
@@ -215,42 +236,96 @@ def variant_tables(
         if k.origin == KernelOrigin.TUNED:
             continue
         variants = groups.pop(base(k.source, language), None)
-        if not variants:
-            continue
-        tunables = declared(k.source, backend)
-        rows = [
-            _with_session(_row(v, tunables, language, evaluations, raced, kept), ratios)
-            for v in variants
-        ]
-        rows.sort(key=lambda r: (r.latency_s is None, r.latency_s or 0.0))
-        own = _row(k, tunables, language, evaluations, raced, kept, "(as written)")
-        tables.append(VariantTable(k.hash, k.iteration, (own, *rows)))
+        if variants:
+            found = _Rows(k, variants, evaluations, raced, kept, backend)
+            rows = _chained([_with_session(found.row(v), ratios) for v in variants], k.hash)
+            rows.sort(key=_deciding)
+            own = found.row(k, "(as written)")
+            tables.append(VariantTable(k.hash, k.iteration, (own, *rows), found.peak_s))
     return tables
+
+
+def _deciding(row: VariantRow) -> tuple[int, float]:
+    """Re-timed over the kernel as written first (highest speedup first), then by ms, then
+    those without a time."""
+    if row.speedup is not None:
+        return 0, -row.speedup
+    return (1, row.latency_s) if row.latency_s is not None else (2, 0.0)
 
 
 def _with_session(row: VariantRow, ratios: Mapping[str, Ratio]) -> VariantRow:
     if row.kernel_hash not in ratios:
         return row
     ratio, ci, reference = ratios[row.kernel_hash]
-    return dataclasses.replace(row, session_ratio=ratio, session_ci=ci, session_reference=reference)
+    speedup = 1.0 / ratio if ratio else None
+    return dataclasses.replace(row, session_ratio=ratio, session_ci=ci,
+                               session_reference=reference, session_speedup=speedup)  # fmt: skip
 
 
-def _row(
-    k: KernelRecord, tunables: Sequence[Tunable], language: str,
-    evaluations: Mapping[str, Evaluation], raced: frozenset[str], kept: frozenset[str],
-    values: str = "",
-) -> VariantRow:  # fmt: skip
-    """A raced variant (its timing stopped early: clearly slower than the kernel it varies) has
-    no final figure."""
-    e = evaluations.get(k.hash)
-    shown = values or label(values_of(k.source, tunables, language))
-    if e is None:
-        status = "raced: slower" if k.hash in raced else "not evaluated"
-        return VariantRow(k.hash, shown, status, None, None, k.hash in raced, k.hash in kept)
-    if e.service:
-        return VariantRow(k.hash, shown, COULD_NOT, None, None, False, k.hash in kept)
-    latency = e.latency_s if e.status is Status.PASSED else None
-    return VariantRow(
-        k.hash, shown, e.status.value, latency, e.pct_of_peak if latency else None, False,
-        k.hash in kept,
-    )  # fmt: skip
+def _chained(rows: list[VariantRow], kernel_hash: str) -> list[VariantRow]:
+    """``rows`` with their re-timed speedup over ``kernel_hash``: a row re-timed against another
+    row (an earlier winner) multiplies its speedup by that row's, when that row's is known."""
+    by_hash = {r.kernel_hash: r for r in rows}
+    found: dict[str, tuple[float, float | None] | None] = {}
+
+    def over(row: VariantRow, seen: frozenset[str]) -> tuple[float, float | None] | None:
+        if row.session_speedup is None or row.kernel_hash in seen:
+            return None
+        own = (row.session_speedup, row.session_ci)
+        if row.session_reference == kernel_hash:
+            return own
+        via = by_hash.get(row.session_reference)
+        step = None if via is None else over(via, seen | {row.kernel_hash})
+        if step is None:
+            return None
+        ci = None if own[1] is None or step[1] is None else math.hypot(own[1], step[1])
+        return own[0] * step[0], ci
+
+    for row in rows:
+        found[row.kernel_hash] = over(row, frozenset())
+    return [
+        dataclasses.replace(r, speedup=f[0], speedup_ci=f[1]) if (f := found[r.kernel_hash]) else r
+        for r in rows
+    ]
+
+
+class _Rows:
+    """The rows of one kernel's table: each against the table's one peak (the cached roofline
+    time of the kernel as written, else of the first variant that has one), and compared with
+    the kernel as written by their evaluations."""
+
+    def __init__(
+        self, kernel: KernelRecord, variants: Sequence[KernelRecord],
+        evaluations: Mapping[str, Evaluation], raced: frozenset[str], kept: frozenset[str],
+        backend: str,
+    ) -> None:  # fmt: skip
+        self.language = language_of(backend)
+        self.tunables = declared(kernel.source, backend)
+        self.evaluations, self.raced, self.kept = evaluations, raced, kept
+        self.own = evaluations.get(kernel.hash)
+        found = (evaluations.get(k.hash) for k in [kernel, *variants])
+        self.peak_s = next((p for e in found if e is not None and (p := _cached_peak(e))), None)
+
+    def row(self, k: KernelRecord, values: str = "") -> VariantRow:
+        """A raced variant (its timing stopped early: clearly slower than the kernel it varies)
+        has no final figure."""
+        e, kept = self.evaluations.get(k.hash), k.hash in self.kept
+        shown = values or label(values_of(k.source, self.tunables, self.language))
+        if e is None:
+            status = "raced: slower" if k.hash in self.raced else "not evaluated"
+            return VariantRow(k.hash, shown, status, None, None, k.hash in self.raced, kept)
+        if e.service:
+            return VariantRow(k.hash, shown, COULD_NOT, None, None, False, kept)
+        latency = e.latency_s if e.status is Status.PASSED else None
+        pct = self.peak_s / latency if latency and self.peak_s else None
+        compared = "" if latency is None or self.own is None else compare(e, self.own).value
+        return VariantRow(k.hash, shown, e.status.value, latency, pct, False, kept,
+                          ci=e.ci if latency else None, by_evaluations=compared)  # fmt: skip
+
+
+def _cached_peak(e: Evaluation) -> float | None:
+    """The roofline time at the hardware's cached ceiling (a record from before calibrated
+    figures has it as its ``peak_s``)."""
+    if e.cached_peak_s:
+        return e.cached_peak_s
+    return e.peak_s if not e.calibrated and e.peak_s else None
