@@ -13,7 +13,8 @@ The formats, by where they are shown:
 - a fraction as a percentage to a tenth: ``percent`` (``12.3%``; the profiles' ``12.3 %``);
 - a speedup: ``speedup`` (pages: ``1.23×``), ``speedup_x`` (the CLI: ``1.23x``);
 - dollars: ``usd`` (``$0.1234``), ``usd_plain`` (the CLI's ``$`` columns: ``0.1234``);
-- rates in giga-units: ``giga`` (``1,234.5 GFLOP/s``), ``giga_brief`` (the profiles: ``12.3``);
+- rates in giga-units: ``giga`` (``1,234.5 GFLOP/s``), ``giga_brief`` (the profiles: ``12.3``),
+  ``achieved`` (the CLI's achieved column: ``395.1 GFLOP/s``, ``42.3 GB/s``, by the bound);
 - counts and errors: ``integer`` (``12,345``), ``scientific`` (``4.0e-07``).
 """
 
@@ -95,6 +96,17 @@ def giga_brief(value: float) -> str:
     significant digits (``2.5``, ``0.0123``)."""
     scaled = value / GIGA
     return f"{scaled:,.1f}" if scaled >= 10 else f"{scaled:.3g}"
+
+
+def achieved(per_second: float | None, bound: str) -> str:
+    """What a kernel achieved at its roofline bound, in the bound's unit: FLOP/s for ``matmul``
+    and ``vector`` (``395.1 GFLOP/s``), bytes/s for ``memory`` (``42.3 GB/s``); to a tenth from 10
+    on, else to 3 significant digits, zeros kept (``6.00 GB/s``)."""
+    if per_second is None:
+        return DASH
+    scaled = per_second / GIGA
+    digits = f"{scaled:,.1f}" if scaled >= 10 else f"{scaled:#.3g}"
+    return f"{digits} {'GB/s' if bound == 'memory' else 'GFLOP/s'}"
 
 
 def integer(value: int | float | None) -> str:

@@ -27,6 +27,7 @@ from accelopt.profiling.measurement import KernelMeasurement
 from accelopt.reports.costs import ResultCost, result_cost
 from accelopt.reports.run_report import lineage
 from accelopt.search.evaluations import run_evaluations, run_raced
+from accelopt.search.headline import stored_headline
 from accelopt.search.references import best_reference, over_reference
 from accelopt.search.tuning import VariantTable
 from accelopt.search.tuning import variant_tables as tuned_tables
@@ -104,6 +105,11 @@ def run_row(store: Store, run: RunRecord) -> dict[str, Any]:
     evaluations = run_evaluations(store, run)
     base, top = _latency(evaluations, run.baseline_hash), _latency(evaluations, run.best_hash)
     best_eval = evaluations.get(run.best_hash)
+    speedup = base / top if base and top else None
+    headline = stored_headline(store, run, run_workloads(run).tuned)
+    if headline is not None and headline.best.passed and headline.baseline.passed:
+        base, top, best_eval = headline.baseline.latency_s, headline.best.latency_s, headline.best
+        speedup = headline.speedup
     usage = store.usage_by_agent(run.id)
     return {
         "run": run.id,
@@ -117,7 +123,9 @@ def run_row(store: Store, run: RunRecord) -> dict[str, Any]:
         "baseline_latency_s": base,
         "best_latency_s": top,
         "best_pct_of_peak": best_eval.pct_of_peak if best_eval else None,
-        "speedup": base / top if base and top else None,
+        "speedup": speedup,
+        "speedup_interval": headline.interval if headline is not None else None,
+        "headline": headline.as_json() if headline is not None else None,
         **reference_json(store.references(run.id), top),
         "cost_usd": sum(u.cost_usd or 0 for u in usage.values()),
     }

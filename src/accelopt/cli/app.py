@@ -31,6 +31,7 @@ from accelopt.cli import (
 )
 from accelopt.cli import problem as problem_cli
 from accelopt.cli import store as store_cli
+from accelopt.cli.cells import is_cut
 from accelopt.cli.errors import disk_sentence
 from accelopt.cli.groups import with_groups
 from accelopt.cli.output import (
@@ -113,8 +114,9 @@ def eval_command(
         evaluation = prof.evaluate(kernel, prob, workload)
         hardware = prof.hardware  # a ceiling the evaluation beat is re-measured meanwhile
     if shows_table(json_path):
-        console.print(evaluations_table([evaluation], f"{problem} / {workload} on {hardware.name}"))
-        if evaluation.error:
+        title = f"{problem} / {workload} on {hardware.name}"
+        console.print(evaluations_table([evaluation], title, [prob], hardware))
+        if is_cut(evaluation.error):  # the cell showed it whole: not twice
             # verbatim: compiler output is full of [j] that markup would take for tags
             console.print(f"[bold]error:[/bold] {escape(evaluation.error)}", highlight=False)
         if evaluation.log:

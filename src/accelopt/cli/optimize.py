@@ -24,28 +24,29 @@ from accelopt.cli import common
 from accelopt.cli import export as export_cli
 from accelopt.cli import variants as variants_cli
 from accelopt.cli.groups import with_groups
+from accelopt.cli.one_ceiling import RunCeiling, run_ceiling
 from accelopt.cli.optimize_options import Measuring, Outputs, SearchOptions, Spending, Targets
 from accelopt.cli.output import (
     console,
     err_console,
     generalization_table,
     shows_table,
-    versus_reference,
     write_json,
 )
+from accelopt.cli.run_tables import result_table, suite_results_table
 from accelopt.errors import UserError
-from accelopt.formatting import milliseconds, percent, speedup_x, usd_plain
+from accelopt.formatting import speedup_x, usd_plain
+from accelopt.hardware.spec import HardwareSpec
 from accelopt.llm.budget import Budget
 from accelopt.llm.client import Usage
 from accelopt.llm.config import Config
 from accelopt.problems.loader import suite_names
 from accelopt.problems.records import Problem
 from accelopt.profiling.config import EvalConfig
-from accelopt.profiling.parent.scoring import geometric_mean_pct
+from accelopt.profiling.evaluation import Evaluation
 from accelopt.search.config import SearchConfig
 from accelopt.search.failing import EndpointFailedError
 from accelopt.search.interrupt import RunInterrupted
-from accelopt.search.references import over_reference
 from accelopt.search.run import (
     OptimizeResult,
     RunInputs,
@@ -54,7 +55,7 @@ from accelopt.search.run import (
     new_run,
     run_budget,
 )
-from accelopt.search.spec import RunSpec
+from accelopt.search.spec import RunSpec, run_problem
 from accelopt.search.summary import RunSummary, run_summary
 from accelopt.search.workloads import (
     RunWorkloads,
@@ -112,9 +113,10 @@ def optimize_command(
         except RunInterrupted as exc:
             _interrupted(exc.run_id, workspace)
         several = len(results) > 1
-        summaries = [_finish(store, r, None if several else outputs.out, show) for r in results]
+        finished = [_finish(store, r, None if several else outputs.out, show) for r in results]
+        summaries = [summary for summary, _ in finished]
         if show and several:
-            console.print(suite_results_table(summaries))
+            console.print(suite_results_table(finished, run_spec(results[0].run)))
     if outputs.export is not None:
         _export(results, outputs.export, workspace, show)
     payload = [s.as_json() for s in summaries]
@@ -253,9 +255,11 @@ def _resumable(
     return run
 
 
-def _finish(store: Store, result: OptimizeResult, out: Path | None, show: bool) -> RunSummary:
+def _finish(
+    store: Store, result: OptimizeResult, out: Path | None, show: bool
+) -> tuple[RunSummary, RunCeiling]:
     """Write the best kernel, show the run's tables; its summary, with the usage of all its
-    sessions (the store's)."""
+    sessions (the store's), and the ceiling its tables are scored against."""
     target = (
         out
         or store.path.parent
@@ -271,42 +275,59 @@ def _finish(store: Store, result: OptimizeResult, out: Path | None, show: bool) 
         best_kernel_path=str(target),
         generalization=found if found.workloads.several else None,
     )
+    hardware = run_spec(result.run)
+    ceiling = run_ceiling(_shown(result), run_problem(store, result.run), hardware)
     if show:
-        console.print(result_table(summary))
+        table = result_table(summary, ceiling, hardware, headline_speedup(summary),
+                             headline_caption(summary))  # fmt: skip
+        console.print(table)
         if found.workloads.several:
             console.print(generalization_table(found))
         tables = views.variant_tables(store, result.run)
         for tuned in tables:
             console.print(variants_cli.variant_table(asdict(tuned)))
-        if result.run.strategy == "autotune":
-            found = variants_cli.verdict(tables, result.baseline.hash, result.best.hash,
-                                         summary.speedup)  # fmt: skip
-            console.print(found, highlight=False)
         if summary.usage:
             console.print(usage_table(summary.usage))
         console.print(f"best kernel written to {target}", highlight=False)
-    return summary
+        if result.run.strategy == "autotune":  # the last line: what the tuning confirmed
+            found = variants_cli.verdict(tables, result.baseline.hash, result.best.hash,
+                                         summary.speedup)  # fmt: skip
+            console.print(found, highlight=False, markup=False)
+    return summary, ceiling
 
 
-def result_table(summary: RunSummary) -> Table:
-    tuned = summary.workloads or (summary.workload,)
-    shown = summary.workload if len(tuned) == 1 else f"geomean of {len(tuned)} workloads"
-    title = f"run {summary.run}: {summary.problem} / {shown} ({summary.status})"
-    table = Table(title=title, title_justify="left")
-    ref = summary.reference
-    for col in ("kernel", "ms", "% of peak", "speedup", "vs best reference"):
-        table.add_column(col, justify="left" if col == "kernel" else "right")
-    b, t = summary.baseline, summary.best
-    table.add_row("baseline", milliseconds(b.latency_s), percent(b.pct_of_peak), "1.00x",
-                  speedup_x(over_reference(ref, b.latency_s)))  # fmt: skip
-    versus = speedup_x(summary.speedup_over_reference)
-    table.add_row("best", milliseconds(t.latency_s), percent(t.pct_of_peak),
-                  speedup_x(summary.speedup), versus)  # fmt: skip
-    if ref is not None:
-        over_baseline = b.latency_s / ref.latency_s if b.latency_s else None
-        table.add_row(f"best reference: {ref.kind}", milliseconds(ref.latency_s), "",
-                      speedup_x(over_baseline), "1.00x")  # fmt: skip
-    return table
+def run_spec(run: RunRecord) -> HardwareSpec | None:
+    """The ceilings the run is scored against, as recorded (None where the record lacks them)."""
+    spec = RunSpec.of(run).hardware_spec
+    return spec if spec is not None and spec.key() == run.hardware else None
+
+
+def _shown(result: OptimizeResult) -> list[Evaluation]:
+    """The evaluations the run's table shows: its closing session's, else the search's."""
+    if (h := result.headline) is not None:
+        return [h.best, h.baseline]
+    return [result.best.evaluation, result.baseline.evaluation]
+
+
+def headline_speedup(summary: RunSummary) -> str:
+    """The best kernel's speedup, with the interval of the session that measured it."""
+    h = summary.headline
+    shown = speedup_x(summary.speedup)
+    if h is None or h.interval is None or summary.speedup is None or h.speedup is None:
+        return shown
+    return f"{shown} ± {h.interval:.1%}"
+
+
+def headline_caption(summary: RunSummary) -> str:
+    """Where the table's figures come from."""
+    h = summary.headline
+    if h is None:
+        return ("speedup (higher is faster) from the search's own evaluations, not re-timed "
+                "together: the run ended before its closing session")  # fmt: skip
+    where = "in one session" if not h.disturbed else "in one session (disturbed: slices' floors)"
+    return (f"speedup (higher is faster), ms and % of peak: the starting and the best kernel "
+            f"re-timed side by side {where} at the run's end, {h.rounds} rounds, "
+            f"{h.measured_at}; the best reference timed again right after")  # fmt: skip
 
 
 def usage_table(usage: Mapping[str, Usage]) -> Table:
@@ -319,33 +340,4 @@ def usage_table(usage: Mapping[str, Usage]) -> Table:
             agent, str(u.calls), str(u.failed), str(u.replayed), str(u.tokens_in),
             str(u.tokens_out), usd_plain(u.cost_usd) + unknown,
         )  # fmt: skip
-    return table
-
-
-def suite_results_table(summaries: Sequence[RunSummary]) -> Table:
-    table = Table(title="suite results", title_justify="left")
-    for col in ("problem", "status", "baseline %", "best %", "speedup", "vs best ref", "$",
-                "tokens"):  # fmt: skip
-        table.add_column(col, justify="left" if col in {"problem", "status"} else "right")
-    total_usd, total_tokens = 0.0, 0
-    for s in summaries:
-        usd = sum(u.cost_usd for u in s.usage.values())
-        tokens = sum(u.tokens_in + u.tokens_out for u in s.usage.values())
-        total_usd, total_tokens = total_usd + usd, total_tokens + tokens
-        table.add_row(
-            s.problem, s.status, percent(s.baseline.pct_of_peak), percent(s.best.pct_of_peak),
-            speedup_x(s.speedup),
-            versus_reference(s.reference and s.reference.kind, s.speedup_over_reference),
-            usd_plain(usd), str(tokens),
-        )  # fmt: skip
-    table.add_section()
-    base = geometric_mean_pct([s.baseline.pct_of_peak for s in summaries])
-    top = geometric_mean_pct([s.best.pct_of_peak for s in summaries])
-    speed = geometric_mean_pct([s.speedup for s in summaries if s.speedup])
-    versus = geometric_mean_pct([s.speedup_over_reference for s in summaries
-                                 if s.speedup_over_reference])  # fmt: skip
-    table.add_row(
-        "geomean / total", "", percent(base), percent(top), speedup_x(speed), speedup_x(versus),
-        usd_plain(total_usd), str(total_tokens), style="bold",
-    )  # fmt: skip
     return table

@@ -12,18 +12,28 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
-from rich.text import Text
 
 from accelopt import settings
 from accelopt.backends.base import REFERENCE_KINDS
 from accelopt.backends.status import Status
+from accelopt.cli.cells import error_cell
+from accelopt.cli.one_ceiling import (
+    CALIBRATED_COLUMNS,
+    SUITE_CALIBRATED,
+    Roof,
+    calibrated_cells,
+    ceiling_lines,
+    problem_roof,
+    roof_of,
+    titled,
+)
 from accelopt.errors import UserError
-from accelopt.formatting import milliseconds, percent, scientific, speedup_x
+from accelopt.formatting import DASH, milliseconds, percent, scientific, speedup_x
 from accelopt.hardware.spec import HardwareSpec
 from accelopt.problems.records import Problem
 from accelopt.profiling.evaluation import Evaluation
-from accelopt.profiling.parent.rescoring import CACHED_MARK, cached_peak, ceiling_notes
 from accelopt.profiling.parent.scoring import geometric_mean_pct
 from accelopt.search.references import fastest_reference
 from accelopt.search.workloads import Generalization
@@ -139,30 +149,44 @@ def status_text(status: Status) -> str:
     return f"[{style}]{status.value}[/{style}]"
 
 
-def evaluations_table(evaluations: Sequence[Evaluation], title: str) -> Table:
-    table = Table(title=title, title_justify="left")
+def evaluations_table(
+    evaluations: Sequence[Evaluation],
+    title: str,
+    problems: Sequence[Problem] = (),
+    hardware: HardwareSpec | None = None,
+) -> Table:
+    """A row per evaluation, against one ceiling (``one_ceiling``): ms, its interval, the
+    roofline at ``hardware``'s cached ceilings (``problems``: the evaluations' cost models; without
+    them, each evaluation's own cached roofline), % of peak and the rate achieved; where a kernel
+    was calibrated, the roofline at its control's figure and the % against it."""
+    by_name = {p.name: p for p in problems}
+    roofs = [roof_of(e, by_name.get(e.problem), hardware) for e in evaluations]
+    calibrated = any(e.calibrated_peak_s for e in evaluations)
+    table = Table(title=titled(title, hardware), title_justify="left", caption_justify="left")
     for name, justify in [
         ("problem", "left"), ("status", "left"), ("ms", "right"), ("ms ± (95% CI)", "right"),
-        ("peak ms", "right"), ("% peak", "right"), ("cached %", "right"),
-        ("calibrated %", "right"), ("bound", "left"), ("noise", "right"), ("rel err", "right"),
+        ("peak ms", "right"), ("% of peak", "right"), ("achieved", "right"),
+        *([("calibrated peak ms", "right"), ("calibrated %", "right")] if calibrated else []),
+        ("bound", "left"), ("noise", "right"), ("rel err", "right"),
     ]:  # fmt: skip
         table.add_column(name, justify=justify, no_wrap=True)  # type: ignore[arg-type]
     table.add_column("error", ratio=1, overflow="fold")
-    for e in evaluations:
+    for e, roof in zip(evaluations, roofs, strict=True):
         table.add_row(
             e.problem,
             status_text(e.status) + (" [yellow](disturbed)[/yellow]" if e.disturbed else ""),
             milliseconds(e.latency_s),
             percent(e.ci),
-            milliseconds(e.peak_s),
-            percent(e.pct_of_peak),
-            percent(e.cached_pct),
-            percent(e.calibrated_pct),
-            e.bound,
+            milliseconds(roof.peak_s),
+            *roof.cells(e.latency_s),
+            *(calibrated_cells(e.calibrated_peak_s, e.latency_s) if calibrated else []),
+            roof.bound,
             percent(e.noise),
             scientific(e.max_rel_err),
-            Text(e.error[:120]),  # verbatim: [j] in compiler output is not markup
+            error_cell(e.error),  # verbatim ([j] is not markup), cut at a word
         )
+    lines = ceiling_lines(hardware, CALIBRATED_COLUMNS if calibrated else "")
+    table.caption = escape("\n".join(lines))
     return table
 
 
@@ -231,15 +255,27 @@ def isolation_warnings(evaluations: Sequence[Evaluation]) -> list[str]:
     return lines
 
 
-def _cell(e: Evaluation | None) -> tuple[str, str]:
-    if e is None:
-        return "", ""
+def _cells(e: Evaluation | None, roof: Roof | None, kind: str) -> list[str]:
+    """A kind's cells in a suite row (``_columns``): ms and % of the row's peak (in one cell,
+    ``ms (%)``, for ``ONE_COLUMN``), and the expert's rate achieved; a failure's status."""
+    width = len(_columns(kind))
+    if e is None or roof is None:
+        return [""] * width
     if e.status is not Status.PASSED:
-        return status_text(e.status), "—"
+        return [status_text(e.status)] + [DASH] * (width - 1)
     ms = milliseconds(e.latency_s) if e.latency_s is not None else "ok"
-    if e.pct_of_peak is None:
-        return ms, percent(None)
-    return ms, percent(e.pct_of_peak) + ("" if e.calibrated else CACHED_MARK)
+    pct, rate = roof.cells(e.latency_s)
+    if kind in ONE_COLUMN:
+        return [f"{ms} ({pct})" if e.latency_s else ms]
+    return [ms, pct, rate][:width]
+
+
+def _columns(kind: str) -> list[str]:
+    """A kind's columns in the suite table: the references' ms and % in one (the table stays
+    readable at 200 columns), the expert's rate achieved beside its %."""
+    if kind in ONE_COLUMN:
+        return [f"{kind} ms (%)"]
+    return [f"{kind} ms", f"{kind} %"] + ([f"{kind} achieved"] if kind == "expert" else [])
 
 
 ONE_COLUMN = ("numpy", "torch", "inductor", "max-autotune")
@@ -258,13 +294,13 @@ def best_reference(by_key: dict[tuple[str, str], Evaluation], problem: str) -> E
 
 
 def _versus(expert: Evaluation | None, ref: Evaluation | None, ratios: list[float]) -> list[str]:
-    """The best reference's cell, and the expert's time over it (measured in this run)."""
+    """The best reference's cell, and the expert's speedup over it (measured in this run)."""
     if ref is None or ref.latency_s is None:
         return ["—", "—"]
     cell = f"{ref.kernel} {milliseconds(ref.latency_s)}"
     if expert is None or not expert.passed or not expert.latency_s:
         return [cell, "—"]
-    ratios.append(expert.latency_s / ref.latency_s)
+    ratios.append(ref.latency_s / expert.latency_s)  # a speedup: above 1, the expert is faster
     return [cell, f"{ratios[-1]:.2f}x"]
 
 
@@ -275,53 +311,60 @@ def suite_table(
     title: str,
     hardware: HardwareSpec | None = None,
 ) -> Table:
-    """A row per problem: bound, the roofline at the cached ceilings, then ms and % of peak per
-    kernel kind; geometric means. A % against the cached ceiling, not calibrated by a control
-    timed with the kernel, ends with ``CACHED_MARK``; the caption says which ceilings
-    (``hardware``: the spec every evaluation was scored against, ``rescoring.rescore_all``)."""
+    """A row per problem against one ceiling (``one_ceiling``): bound, the roofline at
+    ``hardware``'s cached ceilings (without it, the first evaluation's cached roofline), then ms
+    and % of that peak per kernel kind, the expert's rate achieved beside its %; geometric
+    means. The calibrated figures are in the JSON (the caption says so)."""
     by_key = {(e.problem, e.kernel): e for e in evaluations}
-    table = Table(title=title, title_justify="left", caption_justify="left")
+    roofs = {p.name: problem_roof(p, evaluations, hardware) for p in problems}
+    table = Table(title=titled(title, hardware), title_justify="left", caption_justify="left")
     table.add_column("problem", no_wrap=True)
     table.add_column("bound")
-    table.add_column("cached peak ms", justify="right")
-    for kind in kinds:
-        if kind in ONE_COLUMN:  # ms and % in one cell: the table stays readable at 200 columns
-            table.add_column(f"{kind} ms (%)", justify="right", no_wrap=True)
-            continue
-        table.add_column(f"{kind} ms", justify="right", no_wrap=True)
-        table.add_column(f"{kind} %", justify="right")
+    table.add_column("peak ms", justify="right", no_wrap=True)
+    for column in (column for kind in kinds for column in _columns(kind)):
+        table.add_column(column, justify="right", no_wrap=not column.endswith("achieved"))
     compare = any(kind in REFERENCE_KINDS for kind in kinds) and "expert" in kinds
     if compare:
         table.add_column("best reference", justify="right", no_wrap=True)
-        table.add_column("expert / it", justify="right")
+        table.add_column("expert speedup", justify="right")
     ratios: list[float] = []
     for p in problems:
-        first = next((e for e in evaluations if e.problem == p.name), None)
-        peak = milliseconds(cached_peak(first)) if first else ""
-        row = [p.name, first.bound if first else "", peak]
+        roof = roofs[p.name]
+        row = [p.name, roof.bound if roof else "", milliseconds(roof.peak_s) if roof else ""]
         for kind in kinds:
-            cell = _cell(by_key.get((p.name, kind)))
-            row.extend([f"{cell[0]} ({cell[1]})" if cell[1] not in ("—", "") else cell[0]]
-                       if kind in ONE_COLUMN else cell)  # fmt: skip
+            row.extend(_cells(by_key.get((p.name, kind)), roof, kind))
         if compare:
             row.extend(_versus(by_key.get((p.name, "expert")), best_reference(by_key, p.name),
                                ratios))  # fmt: skip
         table.add_row(*row)
+    table.add_section()
+    table.add_row(*_suite_means(kinds, evaluations, roofs, ratios if compare else None),
+                  style="bold")  # fmt: skip
+    calibrated = any(e.calibrated or e.calibrated_pct is not None for e in evaluations)
+    lines = ceiling_lines(hardware, SUITE_CALIBRATED if calibrated else "")
+    table.caption = escape("\n".join(lines))
+    return table
+
+
+def _suite_means(
+    kinds: Sequence[str],
+    evaluations: Sequence[Evaluation],
+    roofs: dict[str, Roof | None],
+    ratios: list[float] | None,
+) -> list[str]:
+    """The geomean row: per kind, the geometric mean of its % of peak (how many passed); the
+    expert's speedup over the best reference (above 1: faster)."""
     means = ["geomean", "", ""]
     for kind in kinds:
         passed = [e for e in evaluations if e.kernel == kind and e.passed]
-        mean = geometric_mean_pct([e.pct_of_peak for e in passed if e.pct_of_peak is not None])
-        cached = sum(1 for e in passed if e.pct_of_peak is not None and not e.calibrated)
-        count = f"{len(passed)}, {cached}{CACHED_MARK}" if cached else f"{len(passed)}"
-        shown = f"{percent(mean)} ({count})" if mean is not None else "—"
-        means.extend([shown] if kind in ONE_COLUMN else ["", shown])
-    if compare:
+        pcts = [roof.pct(e.latency_s) for e in passed if (roof := roofs.get(e.problem))]
+        mean = geometric_mean_pct([p for p in pcts if p is not None])
+        shown = f"{percent(mean)} ({len(passed)})" if mean is not None else DASH
+        means.extend([shown] if kind in ONE_COLUMN else ["", shown, *([""] * (kind == "expert"))])
+    if ratios is not None:
         mean_ratio = math.exp(sum(map(math.log, ratios)) / len(ratios)) if ratios else None
-        means.extend(["", f"{mean_ratio:.2f}x ({len(ratios)})" if mean_ratio else "—"])
-    table.add_section()
-    table.add_row(*means, style="bold")
-    table.caption = "\n".join(ceiling_notes(evaluations, hardware)) or None
-    return table
+        means.extend(["", f"{mean_ratio:.2f}x ({len(ratios)})" if mean_ratio else DASH])
+    return means
 
 
 def generalization_table(g: Generalization) -> Table:

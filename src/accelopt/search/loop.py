@@ -35,6 +35,7 @@ from accelopt.search.children import ChildMaker, ParentBrief
 from accelopt.search.config import SearchConfig
 from accelopt.search.evaluations import run_evaluations, run_raced
 from accelopt.search.failing import CallTally
+from accelopt.search.headline import closing_session
 from accelopt.search.history import plans_tried
 from accelopt.search.lessons import Lessons
 from accelopt.search.measuring import Measurer
@@ -182,7 +183,8 @@ class Optimizer:
         self, baseline: Candidate, beam: list[Candidate], overall: Candidate, start: int
     ) -> RunStatus:
         """Iterations ``start..T`` from ``beam``, then the baseline and the best measured on the
-        held-out workloads (no LLM call: also when the budget ran out); returns the run's final
+        held-out workloads and re-timed side by side (``headline``; no LLM call: also when the
+        budget ran out); returns the run's final
         status. An iteration whose every LLM call failed is not committed: the run stops there,
         failed, and says why in ``stopped`` (a resume runs that iteration again)."""
         try:
@@ -195,6 +197,7 @@ class Optimizer:
                     return RunStatus.FAILED
                 self.commit(t, beam, overall)
             await self.measurer.hold_out([baseline, overall])
+            await closing_session(self.measurer, baseline, overall)  # what the run reports
         finally:
             self.measurer.close()
         return RunStatus.BUDGET if self.exhausted() else RunStatus.FINISHED

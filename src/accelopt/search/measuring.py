@@ -152,9 +152,12 @@ class Measurer:
         ]
         await asyncio.gather(*jobs)
 
-    async def session(self, t: int, group: Sequence[Candidate]) -> dict[str, Any]:
+    async def session(
+        self, t: int, group: Sequence[Candidate], extra: dict[str, Any] | None = None
+    ) -> dict[str, Any]:
         """``group`` timed in one session per tuned workload (the first is the reference; a
-        second that is the first again is its twin), or as the store kept it."""
+        second that is the first again is its twin), or as the store kept it; ``extra`` is
+        kept with it."""
         hashes = [c.hash for c in group]
         data = self.store.get_retiming(self.run.id, t, hashes)
         if data is not None:
@@ -176,7 +179,18 @@ class Measurer:
                                 for s in sessions),
             "disturbed": any(s.disturbed for s in sessions),
             "evaluations": [e.model_dump() for s in sessions for e in s.evaluations],
+            **(extra or {}),
         })  # fmt: skip
+
+    async def retimed(self, kernel: Kernel) -> Evaluation | None:
+        """A fresh evaluation of ``kernel`` (never cached) on each tuned workload, combined;
+        None when its backend cannot be timed in a session here."""
+        try:
+            sessions = [await self._off_loop(self.profiler.retime, [kernel], self.problem, w)
+                        for w in self.tuned]  # fmt: skip
+        except (ValueError, NotImplementedError):
+            return None
+        return combine([s.evaluations[0] for s in sessions], self.tuned)
 
     async def profile(self, cand: Candidate) -> Profile:
         """The kernel's profile for the agents, made once however many ask for it."""

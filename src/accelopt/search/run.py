@@ -26,6 +26,7 @@ from accelopt.search.children import DRAFT_SAMPLES
 from accelopt.search.config import SearchConfig
 from accelopt.search.evaluations import run_evaluations
 from accelopt.search.failing import EndpointFailedError
+from accelopt.search.headline import Headline, stored_headline
 from accelopt.search.interrupt import RunInterrupted, run_interruptible
 from accelopt.search.loop import Optimizer
 from accelopt.search.phases import PhaseHook
@@ -47,6 +48,7 @@ class OptimizeResult:
     usage: Mapping[str, Usage]  # this session's calls, per agent
     stopped: str = ""  # why the run stopped early, failed: its LLM endpoint failed every call
     references: tuple[Evaluation, ...] = ()  # what the run timed of NumPy and PyTorch
+    headline: Headline | None = None  # the baseline and the best re-timed side by side at its end
 
 
 @dataclass(frozen=True)
@@ -243,10 +245,7 @@ def execute_run(store: Store, run: RunRecord, inputs: RunInputs, resume: bool) -
         raise UserError(f"run {run.id} is an `accelopt mcp` session, not a search: it has no loop")
     problem = run_problem(store, run)
     backend = get_backend(run.backend)
-    hardware = run_hardware(run, inputs.hardware)
-    if resume and re_measured_higher(hardware, inputs.hardware):  # not pinned to a busy figure
-        run = rescore_run(store, run, problem, inputs.hardware)
-        hardware = run_hardware(run, inputs.hardware)
+    run, hardware = _scored_against(store, run, problem, inputs.hardware, resume)
     try:
         client = _client(store, run, search, inputs, resume)
     except BaseException:  # an endpoint that cannot be reached: a new run never ran, say so
@@ -293,8 +292,21 @@ def execute_run(store: Store, run: RunRecord, inputs: RunInputs, resume: bool) -
     if final.hardware != hardware.key():
         baseline, top = rescored(store, final, baseline), rescored(store, final, top)
     usage = {agent: dataclasses.replace(u) for agent, u in client.usage.items()}  # a snapshot
-    references = tuple(store.references(run.id))
-    return OptimizeResult(final, status, baseline, top, usage, optimizer.stopped, references)
+    headline = stored_headline(store, final, run_workloads(final).tuned) if completed else None
+    return OptimizeResult(final, status, baseline, top, usage, optimizer.stopped,
+                          tuple(store.references(run.id)), headline)  # fmt: skip
+
+
+def _scored_against(
+    store: Store, run: RunRecord, problem: Problem, current: HardwareSpec, resume: bool
+) -> tuple[RunRecord, HardwareSpec]:
+    """The run and the ceilings it is scored against: its own, or this machine's where a resume
+    finds them re-measured higher (a run is not pinned to a figure measured while busy)."""
+    hardware = run_hardware(run, current)
+    if resume and re_measured_higher(hardware, current):
+        run = rescore_run(store, run, problem, current)
+        hardware = run_hardware(run, current)
+    return run, hardware
 
 
 def _client(

@@ -9,6 +9,7 @@ from typing import Any
 
 from accelopt.hardware.roofline import Bound
 from accelopt.llm.client import Usage
+from accelopt.search.headline import Headline
 from accelopt.search.references import BestReference, best_reference, over_reference
 from accelopt.search.run import OptimizeResult
 from accelopt.search.workloads import Generalization, run_workloads
@@ -45,6 +46,7 @@ class RunSummary:
     stopped: str = ""  # why the run stopped early (its LLM endpoint failed), or ""
     reference: BestReference | None = None  # the fastest of NumPy and PyTorch, timed in the run
     speedup_over_reference: float | None = None  # its latency over the best kernel's
+    headline: Headline | None = None  # where the figures come from: the run's closing session
 
     def as_json(self) -> dict[str, Any]:
         """The JSON object: every field, the usage as its counts; the best reference, the kernel
@@ -62,6 +64,9 @@ class RunSummary:
             "bound": self.bound,
             "usage": {agent: usage_json(u) for agent, u in self.usage.items()},
         }
+        if self.headline is not None:
+            data["speedup_interval"] = self.headline.interval
+            data["headline"] = self.headline.as_json()
         if self.reference is not None:
             data["best_reference"] = self.reference.as_json()
             data["speedup_over_reference"] = self.speedup_over_reference
@@ -75,9 +80,13 @@ class RunSummary:
 
 
 def run_summary(result: OptimizeResult) -> RunSummary:
-    """The summary of a run that ended, with this session's usage."""
+    """The summary of a run that ended, with this session's usage: the figures of its closing
+    session (the baseline and the best re-timed side by side) where it had one, else those of
+    the search's own evaluations."""
     b, t = result.baseline.evaluation, result.best.evaluation
     speedup = (b.latency_s / t.latency_s) if b.latency_s and t.latency_s else None
+    if (h := result.headline) is not None and h.best.passed and h.baseline.passed:
+        b, t, speedup = h.baseline, h.best, h.speedup
     chosen = run_workloads(result.run)
     return RunSummary(
         run=result.run.id,
@@ -94,4 +103,5 @@ def run_summary(result: OptimizeResult) -> RunSummary:
         stopped=result.stopped,
         reference=(reference := best_reference(result.references)),
         speedup_over_reference=over_reference(reference, t.latency_s),
+        headline=result.headline,
     )

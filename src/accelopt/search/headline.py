@@ -1,0 +1,122 @@
+"""A run's headline: its best and starting kernels re-timed side by side at its end.
+
+The figures a run reports are measured in that run, together: the search's evaluations were made
+at different times, under different loads, some carried from the cache of an earlier run, so
+their ratio is not a speedup anyone measured. At the end of a run the starting kernel and the best
+are timed interleaved in one session per tuned workload (``Measurer.session``, kept under the
+iteration ``FINAL``); the session's median ratio is the headline speedup, with its interval, and
+the latency and % of peak shown are the session's. The best reference (NumPy, PyTorch) is timed
+again right after, alone (a session times kernels of one backend), and replaces the run's
+earlier figure of that kind.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from accelopt.backends.base import reference_kernels
+from accelopt.backends.kernel import Kernel
+from accelopt.profiling.composite import combine
+from accelopt.profiling.evaluation import Evaluation
+from accelopt.search.references import fastest_reference
+from accelopt.search.selection import Candidate
+from accelopt.store.records import RunRecord
+from accelopt.store.store import Store
+
+if TYPE_CHECKING:
+    from accelopt.search.measuring import Measurer
+
+FINAL = -1  # the iteration a run's closing session is kept under
+
+
+@dataclass(frozen=True)
+class Headline:
+    """What a run reports, measured at its end in one session."""
+
+    baseline: Evaluation  # fresh, from the session (combined over the tuned workloads)
+    best: Evaluation
+    speedup: float | None  # the baseline's time over the best's: the session's median ratio
+    interval: float | None  # the relative half-width of its 95 % interval
+    rounds: int
+    measured_at: str  # ISO 8601, UTC
+    disturbed: bool = False  # too few clean rounds: the figures are of the slices' floors
+    best_by_workload: dict[str, Evaluation] = field(default_factory=dict)  # the session's own
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "speedup": self.speedup,
+            "speedup_interval": self.interval,
+            "rounds": self.rounds,
+            "measured_at": self.measured_at,
+            "disturbed": self.disturbed,
+            "baseline_latency_s": self.baseline.latency_s,
+            "best_latency_s": self.best.latency_s,
+            "best_pct_of_peak": self.best.pct_of_peak,
+        }
+
+
+def headline_of(data: dict[str, Any], tuned: Sequence[str]) -> Headline | None:
+    """The headline in a closing session's stored ``data`` (``Measurer.session``: evaluations
+    per workload, then per kernel; the first kernel the baseline, the last the best)."""
+    found = [Evaluation.model_validate(e) for e in data.get("evaluations", [])]
+    kinds = len(found) // max(1, len(tuned))
+    if kinds == 0 or kinds * len(tuned) != len(found):
+        return None
+    per_kernel = [[found[w * kinds + i] for w in range(len(tuned))] for i in range(kinds)]
+    baseline, best = combine(per_kernel[0], tuned), combine(per_kernel[-1], tuned)
+    ratio = data["ratios"][-1] if kinds > 1 else 1.0
+    interval = data["ratio_ci"][-1] if kinds > 1 else 0.0
+    return Headline(
+        baseline=baseline,
+        best=best,
+        speedup=1.0 / ratio if ratio else None,
+        interval=interval,
+        rounds=int(data.get("rounds", 0)),
+        measured_at=str(data.get("measured_at", "")),
+        disturbed=bool(data.get("disturbed", False)),
+        best_by_workload=dict(zip(tuned, per_kernel[-1], strict=True)),
+    )
+
+
+def stored_headline(store: Store, run: RunRecord, tuned: Sequence[str]) -> Headline | None:
+    """The run's closing session for its baseline and committed best, or None (a run that
+    stopped before its end, or whose best changed since)."""
+    if not run.baseline_hash or not run.best_hash:
+        return None
+    data = store.get_retiming(run.id, FINAL, _hashes(run.baseline_hash, run.best_hash))
+    return None if data is None else headline_of(data, tuned)
+
+
+def _hashes(baseline: str, best: str) -> list[str]:
+    return [baseline] if best == baseline else [baseline, best]
+
+
+async def closing_session(measurer: Measurer, baseline: Candidate, best: Candidate) -> Headline:
+    """The baseline and the best timed side by side (``FINAL``; a resumed run that already
+    did it reads it back), then the run's best reference timed again."""
+    group = [baseline] if best.hash == baseline.hash else [baseline, best]
+    measurer.phase("re-timing side by side", 0)
+    stamp = datetime.now(UTC).isoformat(timespec="seconds")
+    data = await measurer.session(FINAL, group, extra={"measured_at": stamp})
+    headline = headline_of(data, measurer.tuned)
+    assert headline is not None
+    await _retime_reference(measurer)
+    return headline
+
+
+async def _retime_reference(measurer: Measurer) -> None:
+    """The run's fastest reference timed again, on each tuned workload, replacing its figure."""
+    store, run = measurer.store, measurer.run
+    fastest = fastest_reference(store.references(run.id))
+    if fastest is None:
+        return
+    kernels = [k for k in reference_kernels(measurer.problem, measurer.backend.name)
+               if k.backend == fastest.backend]  # fmt: skip
+    if not kernels:
+        return
+    fresh = await measurer.retimed(Kernel(kernels[0].source, kernels[0].backend, fastest.kernel))
+    if fresh is not None and fresh.passed:
+        store.put_reference(run.id, fresh)
