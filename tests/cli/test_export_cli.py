@@ -10,11 +10,14 @@ from exported_calls import call_export
 
 
 def test_export_the_shipped_expert_and_call_it(run_cli, tmp_path) -> None:
-    folder = tmp_path / "matmul-expert"
+    folder = tmp_path / "matmul-[expert]"  # printed verbatim: [expert] is not markup
     out = run_cli("export", "matmul", "--kernel", "expert", "--workload", "small",
                   "--to", folder, "--workspace", tmp_path / "ws")  # fmt: skip
     assert out.returncode == 0, out.stderr
     assert "small: PASSED" in out.stdout and f"exported to {folder}" in out.stdout
+    # issue 46, defect 17: the export's C symbol is its own, and the command names it
+    symbol = json.loads((folder / "manifest.json").read_text())["symbol"]
+    assert symbol.startswith("matmul_") and f"C: {symbol}() in kernel.h" in out.stdout
     for name in (
         "kernel.c",
         "kernel.h",

@@ -73,17 +73,19 @@ def test_evidence_header_and_replacing_an_export(export_with, tmp_path) -> None:
     for key in ("hardware", "harness_version", "exported_at", "run", "accelopt_version"):
         assert key in evidence
     header = (first.folder / "kernel.h").read_text()
-    assert "void kernel(const float *x, float *y);" in header
+    symbol = json.loads((first.folder / "manifest.json").read_text())["symbol"]
+    assert f"void {symbol}(const float *x, float *y);" in header and "kernel(" not in header
     assert "#define SILU_SMALL_M 64" in header
     program = tmp_path / "app.c"
     program.write_text(
         '#include "kernel.h"\n#include <stdio.h>\nint main(void) {\n'
         "  static float x[SILU_TINY_M * SILU_TINY_N], y[SILU_TINY_M * SILU_TINY_N];\n"
-        '  x[0] = 1.0f; kernel(x, y); printf("%.4f\\n", y[0]); return 0;\n}\n'
+        f'  x[0] = 1.0f; {symbol}(x, y); printf("%.4f\\n", y[0]); return 0;\n}}\n'
     )
     built = subprocess.run(
         ["cc", "-O2", "-fopenmp", f"-I{first.folder}", str(program), "-DM=24", "-DN=100",
-         str(first.folder / "kernel.c"), "-o", str(tmp_path / "app"), "-lm"],
+         f"-Dkernel={symbol}", str(first.folder / "kernel.c"), "-o", str(tmp_path / "app"),
+         "-lm"],
         capture_output=True, text=True,
     )  # fmt: skip
     assert built.returncode == 0, built.stderr

@@ -18,6 +18,7 @@ from accelopt.cli import variants as variants_cli
 from accelopt.cli.output import console
 from accelopt.errors import UserError
 from accelopt.export.bundle import Exported, Source, author_of, export_kernel, refusal
+from accelopt.export.runtime import MANIFEST
 from accelopt.formatting import milliseconds, percent
 from accelopt.problems.loader import load_problem
 from accelopt.problems.records import Problem
@@ -25,6 +26,7 @@ from accelopt.profiling.config import EvalConfig, harness_key
 from accelopt.profiling.evaluation import Evaluation
 from accelopt.profiling.factory import make_profiler
 from accelopt.search.evaluations import run_evaluations
+from accelopt.search.headline import stored_headline
 from accelopt.search.spec import RunSpec
 from accelopt.search.workloads import run_workloads
 from accelopt.store.records import KernelOrigin, KernelRecord
@@ -65,8 +67,9 @@ def export_command(
 def export_run(
     name: str, run_id: str, to: Path, workloads: Sequence[str] | None, workspace: Path | None
 ) -> Exported:
-    """Export run ``run_id``'s best kernel, with the run's evaluations as evidence (a workload
-    the run never measured it on is evaluated now)."""
+    """Export run ``run_id``'s best kernel, with the run's evaluations as evidence: those of its
+    closing session (the figures the run reports), else the search's; a workload the run never
+    measured it on is evaluated now."""
     with Store.open(common.workspace_dir(workspace)) as store:
         run = common.find_run(store, run_id)
         if run.problem != name:
@@ -77,7 +80,10 @@ def export_run(
         chosen = list(workloads or run_workloads(run).tuned)
         version = harness_key(RunSpec.of(run).problem_version)
         lineage = _lineage(store.kernels(run.id), run.best_hash)
-        found = {w: run_evaluations(store, run, workload=w).get(run.best_hash) for w in chosen}
+        session = stored_headline(store, run, run_workloads(run).tuned)  # the run's headline
+        closing = session.best_by_workload if session is not None and session.best.passed else {}
+        found = {w: closing.get(w) or run_evaluations(store, run, workload=w).get(run.best_hash)
+                 for w in chosen}  # fmt: skip
     kernel = Kernel(source, run.backend, f"run {run.id}")
     problem = _problem(name, chosen, workspace)
     if run.backend == "cpu" and not _measured_here(run.hardware):
@@ -164,7 +170,8 @@ def _export(
 
 
 def show(exported: Exported) -> None:
-    console.print(f"exported to {exported.folder}", highlight=False)
+    """What was exported, where, and how to call it (paths and names printed verbatim)."""
+    console.print(f"exported to {exported.folder}", highlight=False, markup=False)
     evidence = (exported.folder / "EVIDENCE.json").read_text()
     for workload, figures in json.loads(evidence)["workloads"].items():
         console.print(
@@ -175,9 +182,13 @@ def show(exported: Exported) -> None:
     module = exported.module.stem
     console.print(
         f"Python: sys.path.insert(0, {str(exported.folder)!r}); from {module} import "
-        f"{module.removesuffix('_kernel')}   (or accelopt.load(DIR)); C: see its README.md",
+        f"{module.removesuffix('_kernel')}   (or accelopt.load(DIR))",
         highlight=False,
+        markup=False,
     )
+    manifest = json.loads((exported.folder / MANIFEST).read_text())
+    if manifest.get("backend") == "cpu" and manifest.get("symbol"):
+        console.print(f"C: {manifest['symbol']}() in kernel.h (see its README.md)", highlight=False)
     if not exported.reference:
         console.print(
             "note: no standalone reference was exported, so calls at new sizes cannot be "

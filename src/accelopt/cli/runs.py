@@ -6,6 +6,7 @@ from typing import Any
 
 import typer
 from rich.table import Table
+from rich.text import Text
 
 from accelopt.cli.common import RunIdArgument, WorkspaceOption, find_run, open_store_readonly
 from accelopt.cli.output import (
@@ -45,13 +46,28 @@ def list_command(workspace: WorkspaceOption = None, json_path: JsonOption = None
                 r["run"], r["problem"], _workloads_text(r), r["strategy"], r["status"],
                 r["created_at"], milliseconds(r["baseline_latency_s"]),
                 milliseconds(r["best_latency_s"]), percent(r["best_pct_of_peak"]),
-                speedup_x(r["speedup"]),
+                _speedup(r),
                 versus_reference((r["best_reference"] or {}).get("kind"),
                                  r["speedup_over_reference"]),
                 usd_plain(r["cost_usd"]),
             )  # fmt: skip
+        table.caption = SPEEDUP_NOTE
+        table.caption_justify = "left"
         console.print(table)
     write_json(json_path, rows)
+
+
+SPEEDUP_NOTE = (
+    "speedup (higher is faster): with ±, the starting and the best kernel re-timed side by side "
+    "at the run's end (its interval); without, from the search's own evaluations (a run that "
+    "ended before its closing session)"
+)
+
+
+def _speedup(row: dict[str, Any]) -> str:
+    interval = row.get("speedup_interval")
+    shown = speedup_x(row["speedup"])
+    return f"{shown} ± {interval:.1%}" if interval is not None and row["speedup"] else shown
 
 
 def _row_or_warn(store: Store, run: RunRecord) -> dict[str, Any] | None:
@@ -94,7 +110,7 @@ def _print_show(p: dict[str, Any]) -> None:
     )  # fmt: skip
     for label, key in (("parameters", "search"), ("models", "models")):
         if p["config"].get(key) is not None:  # an agent session (accelopt mcp) has neither
-            console.print(f"{label}: {p['config'][key]}", highlight=False)
+            console.print(f"{label}: {p['config'][key]}", highlight=False, markup=False)
     table = Table(title="best per iteration", title_justify="left")
     for col in ("iteration", "best ms", "% of peak", "beam", "evaluated", "failed", "$",
                 "calls without a result"):  # fmt: skip
@@ -114,7 +130,7 @@ def _print_show(p: dict[str, Any]) -> None:
     for s in p["lineage"]:
         speed = s["speedup_over_parent"]
         table.add_row(
-            str(s["iteration"]), s["hash"], s["origin"], s["plan"] or "—",
+            str(s["iteration"]), s["hash"], s["origin"], Text(s["plan"] or "—"),  # LLM text
             milliseconds(s["latency_s"]), speedup_x(speed),
         )  # fmt: skip
     console.print(table)

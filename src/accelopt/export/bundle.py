@@ -12,6 +12,7 @@ import contextlib
 import json
 import keyword
 import os
+import re
 import shutil
 import tempfile
 from collections.abc import Mapping, Sequence
@@ -21,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from accelopt import __version__, templating
-from accelopt.backends.base import get_backend
+from accelopt.backends.base import BuildResult, get_backend
 from accelopt.backends.kernel import Kernel
 from accelopt.backends.status import Status
 from accelopt.errors import UserError
@@ -37,6 +38,8 @@ RUNTIME_DIR = "_accelopt"  # runtime.py and the two files beside it, as in this 
 RUNTIME_FILES = ("runtime.py", "runtime_build.py", "runtime_torch.py")
 HEADER_NAME = "kernel.h"
 BUILD_TIMEOUT_S = 300.0
+# A kernel that defines or undefines the macro ``kernel`` itself would undo the export's rename.
+_KERNEL_MACRO = re.compile(r"^[ \t]*#[ \t]*(?:define|undef)[ \t]+kernel\b", re.MULTILINE)
 _templates = templating.environment("accelopt.export", kind="source")
 
 
@@ -84,6 +87,28 @@ def author_of(source: str, problem: Problem, backend: str, llm_wrote: bool = Fal
         return "llm"
     shipped = [problem.kernel_path(kind, backend) for kind in ("baseline", "expert")]
     return "shipped" if any(p.is_file() and p.read_text() == source for p in shipped) else "user"
+
+
+def c_symbol(problem: str, kernel_hash: str) -> str:
+    """The C symbol of an export: ``<problem>_<first 12 of the kernel's hash>``, a C identifier
+    (``matmul_ef639af5b277``), so that two exports link into one program. The kernel defines
+    ``kernel`` (the contract); the export renames it when it compiles (``rename_prefix``)."""
+    name = re.sub(r"[^A-Za-z0-9_]", "_", problem)
+    return f"{'p' if name[:1].isdigit() else ''}{name}_{kernel_hash[:12]}"
+
+
+def c_prototype(problem: Problem, symbol: str) -> str:
+    """``void <symbol>(const float *x, float *y)``: inputs, then outputs."""
+    args = [f"const float *{t.name}" for t in problem.inputs]
+    args += [f"float *{t.name}" for t in problem.outputs]
+    return f"void {symbol}({', '.join(args)})"
+
+
+def rename_prefix(problem: Problem, symbol: str) -> str:
+    """What the export puts before the kernel's source when it builds the objects: ``kernel``
+    is a macro for ``symbol`` (as ``-Dkernel=<symbol>`` does for a build at new sizes), and the
+    prototype, so that the kernel's definition is checked against the header's."""
+    return f"#define kernel {symbol}\n{c_prototype(problem, symbol)};\n"
 
 
 def refusal(problem: Problem, evaluations: Mapping[str, Evaluation | None]) -> str | None:
@@ -163,6 +188,11 @@ def _write(
         raise UserError(f"the kernel is not exported: its source is refused ({refused})")
     source_name = "kernel.c" if backend == "cpu" else "kernel_triton.py"
     (folder / source_name).write_text(kernel.source, encoding="utf-8")
+    if backend == "cpu" and _KERNEL_MACRO.search(kernel.source):
+        raise UserError(
+            "the kernel is not exported: it defines or undefines a macro named kernel, which "
+            "the export needs for its C symbol (rename that macro)"
+        )
     variants = [_variant(problem, kernel, w, folder) for w in evaluations]
     reference = standalone_reference(problem)
     if reference is not None:
@@ -200,22 +230,32 @@ def _variant(problem: Problem, kernel: Kernel, workload: str, folder: Path) -> d
     found: dict[str, Any] = {"workload": workload, "sizes": sizes, "object": ""}
     if kernel.backend != "cpu":
         return found  # Triton compiles at its first launch, for any sizes
-    backend = get_backend("cpu")
-    with (
-        tempfile.TemporaryDirectory(prefix="accelopt-export-") as scratch,
-        contextlib.chdir(scratch),
-    ):
-        built = backend.build(kernel, problem, sizes, BUILD_TIMEOUT_S)
+    symbol = c_symbol(problem.name, kernel.hash)
+    renamed = Kernel(rename_prefix(problem, symbol) + kernel.source, "cpu", kernel.name)
+    built = _build(problem, renamed, sizes)
     if not built.ok or built.artifact is None:
+        failed = _build(problem, kernel, sizes)  # as written: its own line numbers
+        why = built if failed.ok else failed
+        named = f" as {symbol} (kernel renamed)" if failed.ok else ""
         raise UserError(
-            f"the kernel no longer builds for {problem.name}/{workload} "
-            f"({built.status.value if built.status else 'no object'}): {built.error[:200]}"
+            f"the kernel no longer builds{named} for {problem.name}/{workload} "
+            f"({why.status.value if why.status else 'no object'}): {why.error[:200]}"
         )
     target = folder / "build" / f"{workload}.so"
     target.parent.mkdir(exist_ok=True)
     shutil.copyfile(built.artifact, target)
     target.chmod(0o755)
     return {**found, "object": f"build/{workload}.so"}
+
+
+def _build(problem: Problem, kernel: Kernel, sizes: Mapping[str, int]) -> BuildResult:
+    """The cpu backend's build of ``kernel`` (its checks, flags, cache-size macros and limits:
+    the object the evaluation ran, but for its name), in a scratch directory."""
+    with (
+        tempfile.TemporaryDirectory(prefix="accelopt-export-") as scratch,
+        contextlib.chdir(scratch),
+    ):
+        return get_backend("cpu").build(kernel, problem, dict(sizes), BUILD_TIMEOUT_S)
 
 
 def _manifest(
@@ -237,6 +277,7 @@ def _manifest(
         "source": source_name,
         "author": source.author,
         "header": HEADER_NAME,
+        "symbol": c_symbol(problem.name, kernel.hash),  # the C name of the kernel: kernel.h
         "build": recipe,
         "machine": machine_fingerprint(),
         "variants": list(variants),
@@ -312,6 +353,8 @@ def _context(
         "args": [t.name for t in problem.inputs],
         "outs": [t.name for t in problem.outputs],
         "upper": problem.name.upper(),
+        "symbol": manifest["symbol"],
+        "prototype": c_prototype(problem, manifest["symbol"]),
         "c_flags": " ".join(_caller_flags(manifest.get("build") or {})),
     }
 

@@ -324,7 +324,7 @@ class ExportedKernel:
             path = _sibling("runtime_build").build_object(self, key)
         library = ctypes.CDLL(str(path), mode=ctypes.RTLD_LOCAL)
         self._libraries.append(library)
-        entry = library.kernel
+        entry = getattr(library, self.manifest.get("symbol") or "kernel")  # kernel.h's name
         entry.restype = None
         entry.argtypes = [ctypes.c_void_p] * (len(self.inputs) + len(self.outputs))
 

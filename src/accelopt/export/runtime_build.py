@@ -17,9 +17,11 @@ COMPILE_TIMEOUT_S = 300
 
 def build_object(kernel: Any, key: tuple[int, ...]) -> Path:
     """Build the object for these sizes with the flags the kernel was evaluated with, in the
-    folder's build/ (or a cache of the user's where the folder is read-only)."""
+    folder's build/ (or a cache of the user's where the folder is read-only). The kernel defines
+    ``kernel``; ``-Dkernel=<symbol>`` gives it the export's own C name, as the exported objects."""
     build = kernel.manifest["build"]
-    identity = f"{machine_fingerprint()} {key} {kernel.manifest['kernel_hash']}"
+    symbol = kernel.manifest.get("symbol")  # the export's C name for `kernel` (an old one: none)
+    identity = f"{machine_fingerprint()} {key} {kernel.manifest['kernel_hash']} {symbol}"
     tag = hashlib.sha256(identity.encode()).hexdigest()[:16]
     target = _build_dir(kernel.folder, kernel.manifest["kernel_hash"]) / f"{tag}.so"
     if target.is_file():
@@ -27,6 +29,7 @@ def build_object(kernel: Any, key: tuple[int, ...]) -> Path:
     compiler = os.environ.get("CC") or shutil.which(build["compiler"]) or "cc"
     target_flags = _target_flags(build)
     defines = [f"-D{p}={v}" for p, v in zip(kernel.params, key, strict=True)]
+    defines += [f"-Dkernel={symbol}"] if symbol else []
     with tempfile.TemporaryDirectory(dir=target.parent) as scratch:
         out = Path(scratch) / "kernel.so"
         command = [
