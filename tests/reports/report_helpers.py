@@ -149,3 +149,88 @@ def assert_self_contained(html: str, page: Page) -> None:
     assert all(not ref.startswith(("http:", "https:", "//")) for ref in page.refs), page.refs
     assert not {"script", "link", "img", "iframe", "object"} & set(page.tags)
     assert "@import" not in html and "url(http" not in html and "@font-face" not in html
+
+
+# -- the tables of a page, and the check that their % of peak is their own peak over latency ----
+
+
+class Tables(HTMLParser):
+    """Every ``<table>`` of a page: its header cells and its rows, as text."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.found: list[tuple[list[str], list[list[str]]]] = []
+        self._cell: list[str] | None = None
+        self._row: list[str] | None = None
+        self._head = False
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag == "table":
+            self.found.append(([], []))
+        elif tag == "tr":
+            self._row = []
+        elif tag in ("td", "th"):
+            self._cell, self._head = [], tag == "th"
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag in ("td", "th") and self._cell is not None and self._row is not None:
+            self._row.append(" ".join("".join(self._cell).split()))
+            self._cell = None
+        elif tag == "tr" and self._row is not None and self.found:
+            headers, rows = self.found[-1]
+            if self._head and not headers:
+                headers.extend(self._row)
+            else:
+                rows.append(self._row)
+            self._row = None
+
+    def handle_data(self, data: str) -> None:
+        if self._cell is not None:
+            self._cell.append(data)
+
+
+def page_tables(html: str) -> list[tuple[list[str], list[list[str]]]]:
+    parser = Tables()
+    parser.feed(html)
+    parser.close()
+    return parser.found
+
+
+def _seconds(text: str) -> tuple[float, float] | None:
+    """A shown time as the interval of what it may have been before rounding; None for none."""
+    parts = text.split()[-2:]  # a cell may name a status first: "SUSPICIOUS 1.234 ms"
+    if len(parts) != 2 or parts[1] not in ("ms", "µs"):
+        return None
+    value, unit = parts[0], {"ms": 1e-3, "µs": 1e-6}[parts[1]]
+    half = 0.5 * 10 ** -len(value.split(".")[1]) if "." in value else 0.5
+    return (float(value) - half) * unit, (float(value) + half) * unit
+
+
+def check_pct_columns(html: str) -> int:
+    """Every table with a "% of peak" column also has the "peak" it is against, and in every row
+    that % is that peak over the row's latency (the "latency" column of the same prefix: "best %
+    of peak" goes with "best latency"), within the rounding of the three figures shown. Returns
+    how many figures were checked. Rows without a figure (—), and totals (a geometric mean,
+    which shows neither a peak nor a latency), are passed over."""
+    checked = 0
+    for headers, rows in page_tables(html):
+        pcts = [i for i, h in enumerate(headers) if h.endswith("% of peak")]
+        if not pcts:
+            continue
+        assert "peak" in headers, f"a % of peak without its peak: {headers}"
+        peak = headers.index("peak")
+        for i in pcts:
+            prefix = headers[i][: -len("% of peak")].strip()
+            latency = headers.index(f"{prefix} latency".strip())
+            for row in rows:
+                if len(row) != len(headers) or row[i] == "—":
+                    continue
+                if not row[peak] and not row[latency]:
+                    continue  # a geometric mean over rows: no one peak
+                p, ms = _seconds(row[peak]), _seconds(row[latency])
+                assert p is not None and ms is not None, (headers, row)
+                shown = float(row[i].rstrip("%"))
+                low, high = 100 * p[0] / ms[1], 100 * p[1] / ms[0]
+                assert low - 0.05 <= shown <= high + 0.05, (headers, row)
+                checked += 1
+    return checked

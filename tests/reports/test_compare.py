@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
-from report_helpers import SPEC, assert_self_contained, call, make_fake_run, parse
+from report_helpers import SPEC, assert_self_contained, call, make_fake_run, page_tables, parse
+from tuned_run import make_tuned_run
 
 from accelopt.llm.client import Usage
 from accelopt.reports.compare import (
@@ -14,6 +17,7 @@ from accelopt.reports.compare import (
     render_compare,
     spend_by_iteration,
 )
+from accelopt.search.evaluations import run_evaluations
 from accelopt.store.records import IterationRecord, RunRecord
 from accelopt.store.store import Store
 
@@ -70,3 +74,34 @@ def test_the_comparison_page_has_both_plots(tmp_path):
     assert page.svg_parents == ["by-cost", "by-iteration"]
     assert_self_contained(html, page)
     assert "samplerun001" in html and "sampling" in html
+
+
+def test_an_autotune_run_says_what_it_tries_and_runs_at_no_cost_get_no_dollar_axis(tmp_path):
+    """Defect 16: a $0 run drew a −$0.04..$0.04 axis, and an autotune run showed B·N·K."""
+    with Store.open(tmp_path / "ws") as store:
+        comparisons = [load_comparison(store, make_tuned_run(store))]
+    (tuned,) = comparisons
+    assert tuned.search_size == "8 variants per iteration" and tuned.cost_usd == 0
+    html = render_compare(comparisons)
+    page = parse(html)
+    assert page.svg_parents == ["by-iteration"]  # no $ chart: nothing was spent
+    assert "every run cost $0" in html
+    assert "8 variants per iteration" in html and "B·N·K" not in html
+    assert "none (no LLM call)" in html
+
+
+def test_wall_time_and_candidates_per_minute(tmp_path):
+    with Store.open(tmp_path / "ws") as store:
+        made = make_fake_run(store)
+        run = dataclasses.replace(made, created_at="2026-01-01T10:00:00+00:00",
+                                  updated_at="2026-01-01T10:02:00+00:00")  # fmt: skip
+        c = compare_run(run, store.kernels(run.id), run_evaluations(store, run), [], [], {})
+    assert c.wall_s == 120 and c.candidates == 6 and c.per_minute == pytest.approx(3.0)
+    assert c.search_size == "B·N·K = 2·2·1"
+    assert comparison_json(c)["candidates_per_minute"] == pytest.approx(3.0)
+    headers, rows = next(t for t in page_tables(render_compare([c])) if "wall time" in t[0])
+    shown = dict(zip(headers, rows[0], strict=True))
+    assert shown["wall time"] == "2 min 00 s" and shown["candidates"] == "6"
+    assert shown["per minute"] == "3.0" and shown["search"] == "B·N·K = 2·2·1"
+    broken = dataclasses.replace(run, updated_at="")
+    assert compare_run(broken, [], {}, [], [], {}).per_minute is None

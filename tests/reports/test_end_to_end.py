@@ -42,8 +42,9 @@ def test_reports_of_a_scripted_run_and_a_comparison(
         comparisons = [load_comparison(store, r) for r in (beam, sampling)]
     assert beam.status == "finished"
     assert report.best.speedup > 3 and report.ceilings is not None
-    assert report.lineage[0].origin == "baseline" and report.lineage[-1].hash == beam.best_hash
-    assert any(step.plan.startswith("variant ") for step in report.lineage[1:])
+    steps = [row.step for row in report.lineage]
+    assert steps[0].origin == "baseline" and steps[-1].hash == beam.best_hash
+    assert any(step.plan.startswith("variant ") for step in steps[1:])
     assert report.lessons and report.failures  # the broken and wrong variants
     assert {u.agent for u in report.usage} >= {"planner", "executor", "summarizer"}
     assert report.cost.usd_per_point is not None and report.cost.usd_per_point > 0

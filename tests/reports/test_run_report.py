@@ -32,7 +32,7 @@ def test_baseline_best_and_cost_per_point(report):
 
 
 def test_lineage_runs_from_the_baseline_with_plans_and_speedups(report):
-    steps = report.lineage
+    steps = [row.step for row in report.lineage]
     assert [s.hash for s in steps] == ["base", "k1", "k4"]
     assert [s.plan for s in steps] == ["", "Vectorize <the> loop & unroll", "Use OpenMP"]
     assert steps[0].speedup_over_parent is None

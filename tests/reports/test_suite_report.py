@@ -6,13 +6,18 @@ from __future__ import annotations
 import json
 
 import pytest
-from report_helpers import SPEC, assert_self_contained, parse
+from report_helpers import SPEC, assert_self_contained, check_pct_columns, parse
 
 from accelopt.backends.status import Status
 from accelopt.hardware.cache import load_cpu_spec
 from accelopt.problems.loader import load_problem
 from accelopt.profiling.evaluation import Evaluation
-from accelopt.reports.suite_report import roofline_points, suite_report, write_suite_report
+from accelopt.reports.suite_report import (
+    render_suite_report,
+    roofline_points,
+    suite_report,
+    write_suite_report,
+)
 
 KINDS = ("baseline", "expert", "numpy")
 PROBLEMS = ("matmul", "silu")
@@ -96,3 +101,17 @@ def test_the_model_places_kernels_by_the_cost_model_and_lists_failures():
     assert [c.status for c in row.cells] == ["PASSED", "INCORRECT", "PASSED"]
     assert [m.count for m in report.means] == [1, 0, 1]
     assert report.means[0].pct == pytest.approx(0.25)
+
+
+def test_every_cell_is_its_rows_peak_over_its_latency():
+    """One ceiling for the table (issue 46, defect 2): a calibrated kernel's cell is against the
+    row's peak too, not its control's."""
+    matmul = load_problem("matmul")
+    calibrated = _evaluation("matmul", "expert", Status.PASSED, 2.5e-5).model_copy(
+        update={"peak_s": 7e-6, "pct_of_peak": 7e-6 / 2.5e-5, "ceiling": "calibrated",
+                "cached_peak_s": 1e-5, "calibrated_peak_s": 7e-6}
+    )  # fmt: skip
+    evaluations = [_evaluation("matmul", "baseline", Status.PASSED, 4e-5), calibrated]
+    report = suite_report(evaluations, [matmul], SPEC, KINDS, "t")
+    assert [c.pct for c in report.rows[0].cells[:2]] == pytest.approx([0.25, 0.4])
+    assert check_pct_columns(render_suite_report(report)) == 2

@@ -18,7 +18,6 @@ import select
 import socket
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import urllib.error
@@ -33,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).parents[1] / "search"))
 sys.path.append(str(Path(__file__).parents[1] / "reports"))
 
 from agents_pool import AgentPool, variant, write_config
-from browser_support import BROWSER_FLAGS, CHROMIUM, needs_chromium
+from browser_support import BROWSER_FLAGS, CHROMIUM, dump_dom, needs_chromium
 from cli_timing import QUICK_TIMING
 from report_helpers import SPEC, make_fake_run
 
@@ -226,19 +225,6 @@ class _NoRedirect(urllib.request.HTTPRedirectHandler):
 
 
 # -- in Chromium --------------------------------------------------------------------------------
-
-
-def dump_dom(url: str, budget_ms: int = 4000) -> str:
-    """The page's DOM after its script ran (and fetched) for ``budget_ms`` of virtual time."""
-    assert CHROMIUM is not None
-    with tempfile.TemporaryDirectory(prefix="chromium-") as profile:
-        done = subprocess.run(
-            [CHROMIUM, *BROWSER_FLAGS, f"--user-data-dir={profile}",
-             f"--virtual-time-budget={budget_ms}", "--dump-dom", url],
-            capture_output=True, text=True, timeout=90,
-        )  # fmt: skip
-    assert done.returncode == 0, done.stderr[-2000:]
-    return done.stdout
 
 
 @pytest.mark.browser

@@ -24,6 +24,7 @@ from accelopt.errors import UserError
 from accelopt.formatting import percent, speedup_x, usd_plain
 from accelopt.hardware.cache import load_cpu_spec
 from accelopt.hardware.spec import HardwareSpec
+from accelopt.reports import html
 from accelopt.reports.compare import (
     RunComparison,
     comparison_json,
@@ -126,16 +127,18 @@ def compare_command(
 
 def compare_table(comparisons: list[RunComparison]) -> Table:
     table = Table(title="runs compared", title_justify="left")
-    for col in ("run", "problem", "strategy", "models", "iterations", "baseline %", "best %",
-                "speedup", "vs best ref", "$", "tokens", "$ / point", "calls / kept",
-                "free variants"):  # fmt: skip
+    for col in ("run", "problem", "strategy", "search", "models", "iterations", "wall",
+                "per min", "baseline %", "best %", "speedup", "vs best ref", "$", "tokens",
+                "$ / point", "calls / kept", "free variants"):  # fmt: skip
         table.add_column(col, justify="right" if col in _NUMERIC else "left",
                          no_wrap=col == "run")  # fmt: skip
     for c in comparisons:
         unknown = f" (+{c.unknown_cost_calls} unpriced)" if c.unknown_cost_calls else ""
         table.add_row(
-            c.run, c.problem, c.strategy, models_text(c.models), str(c.iterations),
-            percent(c.baseline_pct), percent(c.best_pct), speedup_x(c.speedup),
+            c.run, c.problem, c.strategy, c.search_size, models_text(c.models),
+            str(c.iterations), html.duration(c.wall_s) if c.wall_s is not None else "—",
+            _or_dash(c.per_minute, "{:.1f}"), percent(c.baseline_pct), percent(c.best_pct),
+            speedup_x(c.speedup) + _within(c.speedup_interval),
             versus_reference(c.reference and c.reference.kind, c.speedup_over_reference),
             usd_plain(c.cost_usd) + unknown,
             f"{c.tokens:,}", _or_dash(c.cost.usd_per_point, "{:.4f}"),
@@ -144,8 +147,12 @@ def compare_table(comparisons: list[RunComparison]) -> Table:
     return table
 
 
-_NUMERIC = {"iterations", "baseline %", "best %", "speedup", "vs best ref", "$", "tokens",
-            "$ / point", "calls / kept", "free variants"}  # fmt: skip
+def _within(interval: float | None) -> str:
+    return f" ± {interval:.1%}" if interval is not None else ""
+
+
+_NUMERIC = {"iterations", "wall", "per min", "baseline %", "best %", "speedup", "vs best ref",
+            "$", "tokens", "$ / point", "calls / kept", "free variants"}  # fmt: skip
 
 
 def _or_dash(value: float | None, form: str) -> str:

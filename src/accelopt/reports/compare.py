@@ -7,6 +7,7 @@ numbers and the curve; ``write_compare_report`` draws both charts into one page.
 
 from __future__ import annotations
 
+import datetime
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -20,8 +21,10 @@ from accelopt.reports.costs import ResultCost, result_cost
 from accelopt.reports.html import render, svg, write_page
 from accelopt.search import samples
 from accelopt.search.evaluations import run_evaluations
+from accelopt.search.headline import Headline, stored_headline
 from accelopt.search.references import BestReference, best_reference, over_reference
 from accelopt.search.spec import RunSpec
+from accelopt.search.workloads import run_workloads
 from accelopt.store.records import (
     IterationRecord,
     KernelOrigin,
@@ -61,6 +64,25 @@ class RunComparison:
     speedup: float | None = None  # the best kernel over the baseline
     reference: BestReference | None = None  # the fastest of NumPy and PyTorch the run timed
     speedup_over_reference: float | None = None  # the best kernel over it
+    speedup_interval: float | None = None  # of ``speedup``, from the run's closing session
+    wall_s: float | None = None  # from the run's start to its last update (pauses included)
+    candidates: int = 0  # kernels evaluated (variants included)
+
+    @property
+    def per_minute(self) -> float | None:
+        """Candidates evaluated per minute of wall time."""
+        return self.candidates / (self.wall_s / 60) if self.wall_s else None
+
+    @property
+    def search_size(self) -> str:
+        """What one iteration of the search does: B·N·K kernels written (beam, sampling), or
+        the variants measured (autotune)."""
+        s = self.search
+        if self.strategy == "autotune":
+            return f"{s.get('variants', '?')} variants per iteration"
+        if not s:
+            return "—"
+        return f"B·N·K = {s.get('beam', '?')}·{s.get('plans', '?')}·{s.get('samples', '?')}"
 
     @property
     def label(self) -> str:
@@ -115,11 +137,16 @@ def compare_run(
     calls: Sequence[LLMCall],
     usage: Mapping[str, Usage],
     references: Sequence[Evaluation] = (),
+    closing: Headline | None = None,
 ) -> RunComparison:
     """One run reduced to what the comparison shows (pure); ``usage``: ``Store.usage_by_agent``;
-    ``references``: what the run timed of NumPy and PyTorch (``Store.references``)."""
+    ``references``: what the run timed of NumPy and PyTorch (``Store.references``);
+    ``closing``: its baseline and best re-timed side by side at its end (the figures shown)."""
     base = next((k.hash for k in kernels if k.origin == KernelOrigin.BASELINE), "")
     base_eval, best_eval = evaluations.get(base), evaluations.get(run.best_hash)
+    speedup = _ratio(_latency(base_eval), _latency(best_eval))
+    if closing is not None and closing.baseline.passed and closing.best.passed:
+        base_eval, best_eval, speedup = closing.baseline, closing.best, closing.speedup
     best_pct = best_eval.pct_of_peak if best_eval else None
     if best_pct is None and iterations:
         best_pct = iterations[-1].best_pct_of_peak
@@ -139,10 +166,23 @@ def compare_run(
         tokens=sum(u.tokens_in + u.tokens_out for u in usage.values()),
         curve=tuple(curve(iterations, calls)),
         cost=result_cost(usage, _pct(base_eval), best_pct, iterations, kernels),
-        speedup=_ratio(_latency(base_eval), _latency(best_eval)),
+        speedup=speedup,
+        speedup_interval=closing.interval if closing is not None else None,
         reference=(reference := best_reference(references)),
         speedup_over_reference=over_reference(reference, _latency(best_eval)),
+        wall_s=wall_seconds(run),
+        candidates=len(evaluations),
     )
+
+
+def wall_seconds(run: RunRecord) -> float | None:
+    """Seconds from the run's creation to its last update; None where a time is unreadable."""
+    try:
+        start = datetime.datetime.fromisoformat(run.created_at)
+        end = datetime.datetime.fromisoformat(run.updated_at)
+    except ValueError:
+        return None
+    return max(0.0, (end - start).total_seconds())
 
 
 def _latency(evaluation: Evaluation | None) -> float | None:
@@ -166,11 +206,13 @@ def load_comparison(store: Store, run: RunRecord) -> RunComparison:
         store.llm_calls(run.id),
         store.usage_by_agent(run.id),
         store.references(run.id),
+        stored_headline(store, run, run_workloads(run).tuned),
     )
 
 
 def comparison_json(c: RunComparison) -> dict[str, Any]:
-    return asdict(c) | {"curve": [asdict(p) for p in c.curve], "cost": asdict(c.cost)}
+    return asdict(c) | {"curve": [asdict(p) for p in c.curve], "cost": asdict(c.cost),
+                        "candidates_per_minute": c.per_minute}  # fmt: skip
 
 
 def _curves(comparisons: Sequence[RunComparison], x: str) -> list[plots.Curve]:
@@ -184,12 +226,20 @@ def _curves(comparisons: Sequence[RunComparison], x: str) -> list[plots.Curve]:
     ]
 
 
+def spent_nothing(comparisons: Sequence[RunComparison]) -> bool:
+    """Every run cost $0 and no call went unpriced: a $ axis would have nothing to show."""
+    return all(c.cost_usd == 0 and not c.unknown_cost_calls for c in comparisons)
+
+
 def render_compare(comparisons: Sequence[RunComparison]) -> str:
+    free = spent_nothing(comparisons)
     return render(
         "compare",
         title=f"comparison of {len(comparisons)} runs",
         runs=comparisons,
-        usd_svg=svg(plots.compare_plot(_curves(comparisons, "spent_usd"), "$ spent")),
+        usd_svg=None
+        if free
+        else svg(plots.compare_plot(_curves(comparisons, "spent_usd"), "$ spent")),
         iterations_svg=svg(
             plots.compare_plot(_curves(comparisons, "iteration"), "iteration", integer_x=True)
         ),

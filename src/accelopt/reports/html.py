@@ -46,7 +46,18 @@ _ENV.filters.update(
     usd=formatting.usd,
     rate=formatting.giga,
     num=formatting.integer,
+    duration=lambda s: "—" if s is None else duration(s),
 )
+
+
+def duration(seconds: float) -> str:
+    """A wall time as people read it: ``42 s``, ``3 min 05 s``, ``2 h 07 min``."""
+    whole = round(seconds)
+    if whole < 60:
+        return f"{whole} s"
+    if whole < 3600:
+        return f"{whole // 60} min {whole % 60:02d} s"
+    return f"{whole // 3600} h {whole % 3600 // 60:02d} min"
 
 
 def svg(text: str) -> Markup:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import html
 import io
 import itertools
+import math
 import re
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -32,7 +33,9 @@ STATUS_COLORS = {
     "TIMEOUT": "#757575",
 }
 KIND_COLORS = {"baseline": "#1565c0", "expert": "#2e7d32", "numpy": "#ef6c00", "torch": "#6a1b9a",
-               "inductor": "#c62828", "max-autotune": "#ad1457"}  # fmt: skip
+               "inductor": "#c62828", "max-autotune": "#ad1457", "best": "#2e7d32",
+               "candidate": "#bdbdbd"}  # fmt: skip
+BEST_LINE = "committed best (noise-aware)"
 _OTHER = "#7b1fa2"
 _RC = {
     "svg.fonttype": "none",  # <text>, not glyph paths: smaller, and still no font download
@@ -51,11 +54,13 @@ _ids = itertools.count(1)
 @dataclass(frozen=True)
 class CandidatePoint:
     """One evaluated kernel of a run: its iteration, % of peak (a fraction, None when it did
-    not pass timing) and status."""
+    not pass timing), status, and the 95 % interval of its % of peak (None: none known)."""
 
     iteration: int
     pct: float | None
     status: str
+    low: float | None = None
+    high: float | None = None
 
 
 @dataclass(frozen=True)
@@ -146,11 +151,27 @@ def _spread(points: Sequence[CandidatePoint]) -> list[float]:
     return xs
 
 
+def _error_bars(ax, xs: Sequence[float], points: Sequence[CandidatePoint], status: str) -> None:
+    """Each point's 95 % interval of its % of peak, as a vertical bar in its colour."""
+    bars = [(x, p) for x, p in zip(xs, points, strict=True)
+            if p.pct is not None and p.low is not None and p.high is not None]  # fmt: skip
+    if not bars:
+        return
+    ys = [100 * p.pct for _, p in bars if p.pct is not None]
+    below = [100 * (p.pct - p.low) for _, p in bars if p.pct is not None and p.low is not None]
+    above = [100 * (p.high - p.pct) for _, p in bars if p.pct is not None and p.high is not None]
+    ax.errorbar([x for x, _ in bars], ys, yerr=[below, [min(a, 1e3) for a in above]], fmt="none",
+                ecolor=STATUS_COLORS.get(status, _OTHER), elinewidth=1, capsize=2, alpha=0.5,
+                zorder=2)  # fmt: skip
+
+
 def progress_plot(
     candidates: Sequence[CandidatePoint], best: Sequence[tuple[int, float | None]]
 ) -> str:
-    """Best % of peak after each iteration (a line) and every candidate as a point coloured
-    by status; kernels without a % of peak (failed) sit at 0 as crosses."""
+    """The committed best % of peak after each iteration (a line: a kernel joins it only once
+    the search found it faster beyond the noise) and every candidate as a point coloured by
+    status, its 95 % interval as a bar; kernels without a % of peak (failed) sit at 0 as
+    crosses."""
     with _style():
         fig = _figure()
         ax = fig.axes[0]
@@ -164,6 +185,7 @@ def progress_plot(
                 color=STATUS_COLORS.get(status, _OTHER), label=f"{status} ({len(chosen)})",
                 alpha=0.85, zorder=3, clip_on=False,
             )  # fmt: skip
+            _error_bars(ax, [x for x, _ in chosen], [c for _, c in chosen], status)
         line = [(t, 100 * p) for t, p in best if p is not None]
         if line:
             ax.plot(
@@ -173,7 +195,7 @@ def progress_plot(
                 color="#1565c0",
                 markersize=4,
                 linewidth=2,
-                label="best after iteration",
+                label=BEST_LINE,
                 zorder=2,
             )
         if not candidates and not line:
@@ -231,16 +253,29 @@ def roofline_chart(
             mine = [p for p in points if p.kind == kind]
             ax.scatter([p.intensity for p in mine], [p.flops_per_s for p in mine], s=26,
                        color=KIND_COLORS.get(kind, _OTHER), label=kind, zorder=3)  # fmt: skip
-        for p in _labelled(points):
+        for p in _labelled([p for p in points if p.label]):
             ax.annotate(p.label, (p.intensity, p.flops_per_s), fontsize=7, xytext=(3, 3),
                         textcoords="offset points", color="#424242")  # fmt: skip
         if not points:
             _empty(ax, "no timed kernels (--check-only?)")
         ax.set_xlim(lo, hi)
         ax.set_xlabel("arithmetic intensity (FLOP / byte)")
-        ax.set_ylabel("achieved FLOP/s")
+        ax.set_ylabel("achieved GFLOP/s")
+        ax.yaxis.set_major_formatter(_giga)
+        ax.yaxis.set_minor_formatter(_giga_minor)
         ax.legend(fontsize=8, frameon=False, loc="upper left", bbox_to_anchor=(1.0, 1.0))
         return _svg(fig, "roofline: arithmetic intensity against achieved FLOP/s")
+
+
+def _giga(value: float, _position: object = None) -> str:
+    """A tick of a FLOP/s axis in GFLOP/s (``250``, ``1,000``, ``0.5``)."""
+    return f"{value / 1e9:,.4g}"
+
+
+def _giga_minor(value: float, _position: object = None) -> str:
+    """Minor ticks of a log axis: labelled at 2 and 5 of a decade only, as numbers."""
+    mantissa = value / 10 ** math.floor(math.log10(value)) if value > 0 else 0.0
+    return _giga(value) if round(mantissa) in (2, 5) else ""
 
 
 def _labelled(points: Sequence[RooflinePoint]) -> list[RooflinePoint]:
@@ -279,6 +314,8 @@ def compare_plot(curves: Sequence[Curve], xlabel: str, integer_x: bool = False) 
         ax.set_xlabel(xlabel)
         ax.set_ylabel("best % of peak")
         ax.set_ylim(bottom=0)
+        if any(x > 0 for c in curves for x, _ in c.points):
+            ax.set_xlim(left=0)  # $ and iterations start at 0: no negative half of an axis
         if integer_x:
             ax.xaxis.get_major_locator().set_params(integer=True)
         return _svg(fig, f"best % of peak against {xlabel}")

@@ -1,15 +1,16 @@
 """The report of one optimization run (``accelopt report RUN``).
 
 ``load_run`` reads what the store holds about the run; ``run_report`` turns it into the page's
-data model (pure: no store, no clock, no files); ``render_run_report`` draws the chart and fills
-the template; ``write_run_report`` does all three and writes the file.
+data model (pure: no store, no clock, no files); ``render_run_report`` draws the charts and fills
+the template; ``write_run_report`` does all three and writes the file. Every table and chart of
+the page is against the run's cached ceilings (``figures``), each row with the roofline time
+its % of peak uses; a calibrated figure has a table of its own.
 """
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -17,20 +18,35 @@ from accelopt.hardware.roofline import Bound
 from accelopt.hardware.spec import HardwareSpec
 from accelopt.llm.client import Usage
 from accelopt.memory.records import Experience
+from accelopt.problems.records import Problem
 from accelopt.profiling.evaluation import Evaluation
-from accelopt.reports import plots
+from accelopt.reports import figures, plots
 from accelopt.reports.costs import ResultCost, result_cost
+from accelopt.reports.figures import Cached, Calibrated
 from accelopt.reports.hardware import Ceiling, ceilings
 from accelopt.reports.html import DiffLine, render, svg, unified_diff, write_page
+from accelopt.reports.run_roofline import Work, peaks, problem_of, roofline_points, work_of
+from accelopt.reports.run_tables import (
+    AgentUsage,
+    FailureGroup,
+    GeneralizationView,
+    LineageStep,
+    agent_usage,
+    failures,
+    generalization_view,
+    lineage,
+    shown_parameters,
+)
+from accelopt.reports.tuning_plot import sensitivity_plot
+from accelopt.reports.tuning_view import TunedKernel, sensitivity, tuned_kernels
 from accelopt.search.evaluations import run_evaluations, run_raced
+from accelopt.search.headline import Headline, stored_headline
 from accelopt.search.references import fastest_reference
 from accelopt.search.spec import RunSpec
-from accelopt.search.tuning import VariantTable, variant_tables
+from accelopt.search.tuning import variant_tables
 from accelopt.search.workloads import Generalization, generalization
 from accelopt.store.records import IterationRecord, KernelOrigin, KernelRecord, RunRecord
 from accelopt.store.store import Store
-
-ERROR_CHARS = 600  # an example error is clipped to this many characters
 
 
 @dataclass(frozen=True)
@@ -47,11 +63,19 @@ class RunData:
     raced: frozenset[str] = frozenset()  # kernels whose timing stopped early (Store.run_raced)
     retimings: tuple[tuple[list[str], dict[str, Any]], ...] = ()  # Store.retimings
     references: tuple[Evaluation, ...] = ()  # NumPy and PyTorch, timed by the run (references)
+    problem: Problem | None = None  # read for the page only (the roofline chart)
+    # the run's evaluations on its first workload alone, where it tunes on several (the chart)
+    first_workload: Mapping[str, Evaluation] | None = None
+    closing: Headline | None = None  # its baseline and best re-timed side by side at its end
 
 
-def load_run(store: Store, run: RunRecord) -> RunData:
+def load_run(store: Store, run: RunRecord, with_problem: bool = False) -> RunData:
+    """What the store holds about ``run``; ``with_problem``: its problem too (the page's
+    roofline chart; the dashboard, which polls, does without)."""
     kernels = tuple(store.kernels(run.id))
     tuned = any(k.origin == KernelOrigin.TUNED for k in kernels)  # else no variant table to draw
+    found = generalization(store, run)
+    several = found.workloads.several
     return RunData(
         run=run,
         kernels=kernels,
@@ -59,16 +83,22 @@ def load_run(store: Store, run: RunRecord) -> RunData:
         iterations=tuple(store.iterations(run.id)),
         experiences=tuple(store.experiences(run_id=run.id)),
         usage=store.usage_by_agent(run.id),
-        generalization=found if (found := generalization(store, run)).workloads.several else None,
+        generalization=found if several else None,
         raced=frozenset(run_raced(store, run)) if tuned else frozenset(),
         retimings=tuple(store.retimings(run.id)) if tuned else (),
         references=tuple(store.references(run.id)),
+        problem=problem_of(store, run) if with_problem else None,
+        first_workload=run_evaluations(store, run, run.workload)
+        if with_problem and several
+        else None,
+        closing=stored_headline(store, run, found.workloads.tuned),
     )
 
 
 @dataclass(frozen=True)
 class KernelFigures:
-    """Baseline or best: the numbers of the headline table."""
+    """Baseline, best or the best reference: a row of the headline table, against the run's
+    cached ceilings (``pct`` = ``peak_s`` / ``latency_s``), its calibrated figure apart."""
 
     label: str
     hash: str
@@ -79,41 +109,19 @@ class KernelFigures:
     bound: Bound
     peak_s: float | None
     over_reference: float | None = None  # the best reference's latency over this one's
+    ci_low_s: float | None = None  # the latency's 95 % interval
+    ci_high_s: float | None = None
+    achieved: float | None = None  # FLOP/s or B/s (``unit``) of the unit that bounds it
+    unit: str = ""
+    calibrated: Calibrated | None = None  # against the control timed with it, if any
 
 
 @dataclass(frozen=True)
-class LineageStep:
-    iteration: int
-    hash: str
-    origin: KernelOrigin
-    plan: str
-    steps: tuple[str, ...]
-    latency_s: float | None
-    pct: float | None
-    speedup_over_parent: float | None
-    speedup_over_baseline: float | None
+class LineageRow:
+    """A lineage step as the report's table shows it: against the run's cached ceilings."""
 
-
-@dataclass(frozen=True)
-class FailureGroup:
-    status: str
-    count: int
-    example_hash: str
-    example_iteration: int
-    example_error: str
-
-
-@dataclass(frozen=True)
-class AgentUsage:
-    agent: str
-    model: str
-    calls: int
-    failed: int
-    replayed: int
-    tokens_in: int
-    tokens_out: int
-    cost_usd: float
-    unknown_cost: int
+    step: LineageStep
+    figures: Cached | None
 
 
 @dataclass(frozen=True)
@@ -128,7 +136,7 @@ class CostSummary:
 @dataclass(frozen=True)
 class RunReport:
     run: RunRecord
-    ceilings: tuple[Ceiling, ...] | None  # None: this machine's spec is not the run's hardware
+    ceilings: tuple[Ceiling, ...] | None  # None: the run's ceilings are not known here
     parameters: Mapping[str, Any]
     models: Mapping[str, str]
     baseline: KernelFigures | None
@@ -136,60 +144,105 @@ class RunReport:
     candidates: tuple[plots.CandidatePoint, ...]
     best_curve: tuple[tuple[int, float | None], ...]
     not_evaluated: int  # kernels of the run without an evaluation in the store
-    lineage: tuple[LineageStep, ...]
+    lineage: tuple[LineageRow, ...]
     best_source: str
     diff: tuple[DiffLine, ...]
     lessons: tuple[Experience, ...]
     failures: tuple[FailureGroup, ...]
     usage: tuple[AgentUsage, ...]
     cost: CostSummary
-    generalization: Generalization | None = None
+    generalization: GeneralizationView | None = None
     result_cost: ResultCost | None = None  # LLM calls per kept improvement, free variants
-    variants: tuple[VariantTable, ...] = ()  # each tuned kernel's variants (search/tuning.py)
+    variants: tuple[TunedKernel, ...] = ()  # each tuned kernel's variants (search/tuning.py)
     reference: KernelFigures | None = None  # the fastest of NumPy and PyTorch the run timed
+    spec: HardwareSpec | None = None  # the run's ceilings (those ``ceilings`` lists)
+    roofline: tuple[plots.RooflinePoint, ...] = ()  # the run's kernels on its first workload
+    work: Work | None = None  # what the cost model says a call does there
+    closing: Headline | None = None  # where the headline's figures come from, when re-timed
+
+    @property
+    def headline(self) -> tuple[KernelFigures, ...]:
+        return tuple(k for k in (self.baseline, self.best, self.reference) if k is not None)
 
 
 # -- the data model (pure) --------------------------------------------------------------------
 
 
 def run_report(data: RunData, hardware: HardwareSpec | None) -> RunReport:
-    """The page's data model. ``hardware``: this machine's spec; its ceilings are shown only if
-    it is the hardware the run was measured on (same key)."""
+    """The page's data model. ``hardware``: this machine's spec; the run's ceilings are those
+    it recorded, else these if they are the run's (same key), else not known."""
     run, kernels = data.run, {k.hash: k for k in data.kernels}
+    spec = RunSpec.of(run)
+    ceiling = figures.run_spec(spec.hardware_spec, run.hardware, hardware)
     base_kernel = next((k for k in data.kernels if k.origin == KernelOrigin.BASELINE), None)
     base_eval = data.evaluations.get(base_kernel.hash) if base_kernel else None
     best_kernel = kernels.get(run.best_hash)
     fastest = fastest_reference(data.references)
-    baseline = _figures("baseline", base_eval, None, fastest)
-    best = _figures("best", data.evaluations.get(run.best_hash), base_eval, fastest)
+    shown_base, shown_best = _shown(data, base_eval)
+    baseline = _figures("baseline", shown_base, None, fastest, ceiling)
+    best = _figures("best", shown_best, shown_base, fastest, ceiling)
+    if best is not None and (h := data.closing) is not None and shown_best is h.best:
+        best = replace(best, speedup=h.speedup)  # the session's ratio, not of two latencies
     reference = (
-        _figures(f"best reference: {fastest.kernel}", fastest, base_eval, fastest)
+        _figures(f"best reference: {fastest.kernel}", fastest, base_eval, fastest, ceiling)
         if fastest
         else None
     )
-    spec = RunSpec.of(run)
+    work = work_of(data.problem, run.workload) if data.problem else None
     return RunReport(
         run=run,
-        ceilings=ceilings(hardware) if hardware and hardware.key() == run.hardware else None,
-        parameters=spec.parameters(),
+        ceilings=ceilings(ceiling) if ceiling else None,
+        parameters=shown_parameters(spec.parameters()),
         models=dict(spec.models),
         baseline=baseline,
         best=best,
         reference=reference,
         candidates=tuple(candidate_points(data.kernels, data.evaluations)),
-        best_curve=tuple((i.iteration, i.best_pct_of_peak) for i in data.iterations),
+        best_curve=tuple(best_curve(data.iterations, data.evaluations)),
         not_evaluated=sum(1 for k in data.kernels if k.hash not in data.evaluations),
-        lineage=tuple(lineage(kernels, data.evaluations, run.best_hash, _latency(base_eval))),
+        lineage=tuple(
+            LineageRow(s, _cached(data.evaluations.get(s.hash), ceiling))
+            for s in lineage(kernels, data.evaluations, run.best_hash, _latency(base_eval))
+        ),
         best_source=best_kernel.source if best_kernel else "",
         diff=tuple(_diff(base_kernel, best_kernel)),
         lessons=data.experiences,
         failures=tuple(failures(data.kernels, data.evaluations)),
         usage=tuple(agent_usage(data.usage, spec.models)),
         cost=cost_summary(data.usage, baseline, best),
-        generalization=data.generalization,
-        variants=tuple(_variants(data)),
+        generalization=_generalization(data, ceiling),
+        variants=tuple(_variants(data, kernels, ceiling)),
         result_cost=_result_cost(data, baseline, best),
+        spec=ceiling,
+        roofline=tuple(_roofline(data, work)),
+        work=work,
+        closing=data.closing,
     )
+
+
+def _shown(data: RunData, base: Evaluation | None) -> tuple[Evaluation | None, Evaluation | None]:
+    """The baseline's and the best's evaluations the headline shows: the run's closing session
+    (the two re-timed side by side at its end), else the search's own."""
+    h = data.closing
+    if h is not None and h.baseline.passed and h.best.passed:
+        return h.baseline, h.best
+    return base, data.evaluations.get(data.run.best_hash)
+
+
+def _generalization(data: RunData, spec: HardwareSpec | None) -> GeneralizationView | None:
+    found = data.generalization
+    if found is None:
+        return None
+    known = peaks(data.problem, found.workloads.all, spec) if data.problem and spec else {}
+    return generalization_view(found, known)
+
+
+def _roofline(data: RunData, work: Work | None) -> list[plots.RooflinePoint]:
+    if work is None or not work.placeable:
+        return []
+    evaluations = data.evaluations if data.first_workload is None else data.first_workload
+    references = [e for e in data.references if e.workload == work.workload]
+    return roofline_points(work, data.kernels, evaluations, data.run.best_hash, references)
 
 
 def _result_cost(
@@ -200,11 +253,14 @@ def _result_cost(
     return result_cost(data.usage, base_pct, best_pct, data.iterations, data.kernels)
 
 
-def _variants(data: RunData) -> list[VariantTable]:
+def _variants(
+    data: RunData, kernels: Mapping[str, KernelRecord], spec: HardwareSpec | None
+) -> list[TunedKernel]:
     best = frozenset([data.run.best_hash])
-    return variant_tables(
+    tables = variant_tables(
         data.kernels, data.evaluations, data.raced, best, data.run.backend, data.retimings
     )
+    return tuned_kernels(tables, kernels, data.evaluations, data.run.backend, spec)
 
 
 def _latency(evaluation: Evaluation | None) -> float | None:
@@ -215,58 +271,47 @@ def _ratio(slow: float | None, fast: float | None) -> float | None:
     return slow / fast if slow and fast else None
 
 
+def _cached(e: Evaluation | None, spec: HardwareSpec | None) -> Cached | None:
+    return figures.cached(e, spec) if e is not None else None
+
+
 def _figures(
-    label: str, e: Evaluation | None, base: Evaluation | None, reference: Evaluation | None
-) -> KernelFigures | None:
+    label: str, e: Evaluation | None, base: Evaluation | None, reference: Evaluation | None,
+    spec: HardwareSpec | None,
+) -> KernelFigures | None:  # fmt: skip
     if e is None:
         return None
     speedup = 1.0 if base is None and e.passed else _ratio(_latency(base), _latency(e))
-    return KernelFigures(label, e.kernel_hash, e.status.value, e.latency_s, e.pct_of_peak,
-                         speedup, e.bound, e.peak_s,
-                         _ratio(_latency(reference), _latency(e)))  # fmt: skip
+    c = figures.cached(e, spec)
+    return KernelFigures(label, e.kernel_hash, e.status.value, e.latency_s, c.pct, speedup,
+                         e.bound, c.peak_s, _ratio(_latency(reference), _latency(e)),
+                         e.ci_low_s, e.ci_high_s, c.achieved, c.unit,
+                         figures.calibrated(e))  # fmt: skip
 
 
 def candidate_points(
     kernels: Sequence[KernelRecord], evaluations: Mapping[str, Evaluation]
 ) -> list[plots.CandidatePoint]:
-    """Every evaluated kernel as a point: its iteration, % of peak (when timed) and status."""
+    """Every evaluated kernel as a point: its iteration, % of peak against the cached ceilings
+    with its 95 % interval (when timed), and its status."""
     return [
-        plots.CandidatePoint(k.iteration, e.pct_of_peak, e.status.value)
+        plots.CandidatePoint(k.iteration, c.pct, e.status.value, c.low, c.high)
         for k in kernels
-        if (e := evaluations.get(k.hash)) is not None
+        if (e := evaluations.get(k.hash)) is not None and (c := figures.cached(e, None))
     ]
 
 
-def lineage(
-    kernels: Mapping[str, KernelRecord],
-    evaluations: Mapping[str, Evaluation],
-    best_hash: str,
-    baseline_latency: float | None,
-) -> list[LineageStep]:
-    """From the baseline to the best kernel, each step with its plan and speedups."""
-    steps: list[LineageStep] = []
-    current, seen = kernels.get(best_hash), set()
-    while current is not None and current.hash not in seen:
-        seen.add(current.hash)
-        parent = kernels.get(current.parent_hash) if current.parent_hash else None
-        e = evaluations.get(current.hash)
-        mine = _latency(e)
-        theirs = _latency(evaluations.get(parent.hash)) if parent else None
-        steps.append(
-            LineageStep(
-                iteration=current.iteration,
-                hash=current.hash,
-                origin=current.origin,
-                plan=current.plan_title,
-                steps=current.plan_steps,
-                latency_s=mine,
-                pct=e.pct_of_peak if e else None,
-                speedup_over_parent=_ratio(theirs, mine),
-                speedup_over_baseline=_ratio(baseline_latency, mine),
-            )
-        )
-        current = parent
-    return steps[::-1]
+def best_curve(
+    iterations: Sequence[IterationRecord], evaluations: Mapping[str, Evaluation]
+) -> list[tuple[int, float | None]]:
+    """The committed best after each iteration, at the % of peak its own point has (the cached
+    ceilings); the figure the iteration stored where its best has no evaluation here."""
+    curve = []
+    for i in iterations:
+        e = evaluations.get(i.best_hash)
+        pct = figures.cached(e, None).pct if e is not None else None
+        curve.append((i.iteration, pct if pct is not None else i.best_pct_of_peak))
+    return curve
 
 
 def _diff(base: KernelRecord | None, best: KernelRecord | None) -> list[DiffLine]:
@@ -274,35 +319,6 @@ def _diff(base: KernelRecord | None, best: KernelRecord | None) -> list[DiffLine
         return []
     return unified_diff(base.source, best.source, f"baseline {base.hash[:12]}",
                         f"best {best.hash[:12]}")  # fmt: skip
-
-
-def _clip(text: str, limit: int = ERROR_CHARS) -> str:
-    text = text.strip()
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def failures(
-    kernels: Sequence[KernelRecord], evaluations: Mapping[str, Evaluation]
-) -> list[FailureGroup]:
-    """Kernels that did not pass, by status (most frequent first), with the first one's error."""
-    groups: dict[str, list[tuple[KernelRecord, Evaluation]]] = {}
-    for k in kernels:
-        e = evaluations.get(k.hash)
-        if e is not None and not e.passed:
-            groups.setdefault(e.status.value, []).append((k, e))
-    ordered = sorted(groups.items(), key=lambda item: -len(item[1]))
-    return [
-        FailureGroup(status, len(members), members[0][0].hash, members[0][0].iteration,
-                     _clip(members[0][1].error or members[0][1].log or "(no message)"))
-        for status, members in ordered
-    ]  # fmt: skip
-
-
-def agent_usage(usage: Mapping[str, Usage], models: Mapping[str, str]) -> list[AgentUsage]:
-    return [
-        AgentUsage(agent=agent, model=models.get(agent, ""), **dataclasses.asdict(u))
-        for agent, u in usage.items()
-    ]
 
 
 def cost_summary(
@@ -326,14 +342,21 @@ def cost_summary(
 
 def render_run_report(report: RunReport) -> str:
     chart = plots.progress_plot(report.candidates, report.best_curve)
-    shown = report.generalization.workloads.tuned if report.generalization else ()
+    spec, roof = report.spec, None
+    if spec is not None and report.roofline:
+        roof = svg(plots.roofline_chart(report.roofline, spec.matmul_rate, spec.vector_rate,
+                                        spec.bandwidth))  # fmt: skip
+    tuned = [svg(sensitivity_plot(sensitivity(t))) for t in report.variants]
+    shown = report.generalization.tuned if report.generalization else ()
     workload = "+".join(shown) or report.run.workload
     title = f"{report.run.problem} / {workload} — run {report.run.id}"
-    return render("run_report", title=title, r=report, progress_svg=svg(chart))
+    return render("run_report", title=title, r=report, progress_svg=svg(chart),
+                  roofline_svg=roof, sensitivity_svgs=tuned)  # fmt: skip
 
 
 def write_run_report(
     path: Path, store: Store, run: RunRecord, hardware: HardwareSpec | None
 ) -> Path:
     """Read the run from ``store``, build its report and write the page to ``path``."""
-    return write_page(path, render_run_report(run_report(load_run(store, run), hardware)))
+    data = load_run(store, run, with_problem=True)
+    return write_page(path, render_run_report(run_report(data, hardware)))

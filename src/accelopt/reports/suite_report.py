@@ -14,9 +14,9 @@ from pathlib import Path
 from accelopt.hardware.spec import HardwareSpec
 from accelopt.problems.records import Problem
 from accelopt.profiling.evaluation import Evaluation
-from accelopt.profiling.parent.rescoring import CACHED_MARK, cached_peak, ceiling_notes
+from accelopt.profiling.parent.rescoring import cached_peak
 from accelopt.profiling.parent.scoring import geometric_mean_pct
-from accelopt.reports import plots
+from accelopt.reports import figures, plots
 from accelopt.reports.hardware import Ceiling, ceilings
 from accelopt.reports.html import render, svg, write_page
 
@@ -28,8 +28,7 @@ class Cell:
     kind: str
     status: str | None
     latency_s: float | None
-    pct: float | None
-    cached: bool = False  # ``pct`` is against the cached ceiling, not calibrated by a control
+    pct: float | None  # its row's peak over its latency (one ceiling for the table: the cached)
 
 
 @dataclass(frozen=True)
@@ -46,7 +45,6 @@ class KindMean:
     kind: str
     pct: float | None  # geometric mean of % of peak over the kind's passed, timed kernels
     count: int
-    cached: int = 0  # how many of them are against the cached ceiling, not calibrated
 
 
 @dataclass(frozen=True)
@@ -70,8 +68,6 @@ class SuiteReport:
     skipped_points: tuple[str, ...]  # problems without FLOPs or bytes: no place on the chart
     failures: tuple[Failure, ...]
     notes: tuple[str, ...]
-    ceiling_notes: tuple[str, ...] = ()  # what the % and the roofline time are against
-    cached_mark: str = CACHED_MARK
 
 
 def suite_report(
@@ -103,13 +99,13 @@ def suite_report(
             if not e.passed
         ),
         notes=tuple(notes),
-        ceiling_notes=tuple(ceiling_notes(evaluations, hardware)),
     )
 
 
 def _timed_pct(e: Evaluation) -> float | None:
-    """% of peak where the kernel was timed: passed or suspicious (shown, never averaged)."""
-    return e.pct_of_peak if e.latency_s is not None else None
+    """% of peak where the kernel was timed (passed or suspicious: shown, never averaged):
+    the roofline time at the cached ceilings over the latency, as every cell of the table."""
+    return figures.cached(e, None).pct
 
 
 def _row(
@@ -125,7 +121,7 @@ def _row(
         cells.append(
             Cell(kind, None, None, None)
             if e is None
-            else Cell(kind, e.status.value, e.latency_s, _timed_pct(e), not e.calibrated)
+            else Cell(kind, e.status.value, e.latency_s, _timed_pct(e))
         )
     return SuiteRow(
         problem=problem.name,
@@ -137,15 +133,13 @@ def _row(
 
 
 def kind_means(evaluations: Sequence[Evaluation], kinds: Sequence[str]) -> list[KindMean]:
-    """Per kind, the geometric mean of % of peak over passed, timed kernels (as ``bench run``)."""
+    """Per kind, the geometric mean of % of peak (against the cached ceilings, as the table's
+    cells) over passed, timed kernels."""
     means = []
     for kind in kinds:
-        timed = [
-            e for e in evaluations if e.kernel == kind and e.passed and e.pct_of_peak is not None
-        ]
-        fractions = [e.pct_of_peak for e in timed if e.pct_of_peak is not None]
-        cached = sum(1 for e in timed if not e.calibrated)
-        means.append(KindMean(kind, geometric_mean_pct(fractions), len(fractions), cached))
+        timed = [_timed_pct(e) for e in evaluations if e.kernel == kind and e.passed]
+        fractions = [pct for pct in timed if pct is not None]
+        means.append(KindMean(kind, geometric_mean_pct(fractions), len(fractions)))
     return means
 
 

@@ -10,12 +10,14 @@ take the bearer token from the URL's fragment and fetch the JSON with it.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
 from accelopt import __version__, templating
+from accelopt.reports import figures
 from accelopt.reports.plots import STATUS_COLORS
 from accelopt.reports.run_report import (
     KernelFigures,
@@ -23,6 +25,7 @@ from accelopt.reports.run_report import (
     load_run,
     run_report,
 )
+from accelopt.reports.tuning_view import Sensitivity, TunedKernel, sensitivity
 from accelopt.search.spec import RunSpec
 from accelopt.store.records import RunStatus
 from accelopt.store.store import Store
@@ -40,17 +43,19 @@ def live_json(store: Store, run_id: str) -> dict[str, Any] | None:
 
 
 def live_figures(data: RunData) -> dict[str, Any]:
-    """What the run's page shows, as JSON: its status, the best % of peak after each iteration,
-    every candidate (its iteration, % of peak and status) and the counts by status, the current
-    beam, baseline and best, $ and tokens spent, and the lessons learned. Percentages of peak
-    are fractions (1.0 = 100 %), as in the store and the CLI's JSON; a number the store does not
-    have (or that is not finite) is null."""
+    """What the run's page shows, as JSON: its status, the committed best % of peak after each
+    iteration, every candidate (its iteration, % of peak with its 95 % interval, and status) and
+    the counts by status, the current beam, baseline and best, $ and tokens spent, each tuned
+    kernel's variants with their sensitivity to each tunable, and the lessons learned. Every %
+    of peak is against the run's cached ceilings (as the report's), a fraction (1.0 = 100 %); a
+    number the store does not have (or that is not finite) is null."""
     report = run_report(data, None)
     run = report.run
     candidates = [
-        {"iteration": c.iteration, "pct": _finite(c.pct), "status": c.status}
+        {"iteration": c.iteration, "pct": _finite(c.pct), "status": c.status,
+         "low": _finite(c.low), "high": _finite(c.high)}
         for c in report.candidates
-    ]
+    ]  # fmt: skip
     last = data.iterations[-1] if data.iterations else None
     search = RunSpec.of(run).search
     planned = search.iterations if search is not None else None
@@ -85,6 +90,7 @@ def live_figures(data: RunData) -> dict[str, Any]:
             "gain_points": _finite(cost.gain_points),
             "usd_per_point": _finite(cost.usd_per_point),
         },
+        "variants": [tuned_json(t) for t in report.variants],
         "lessons": [
             {
                 "id": e.id,
@@ -107,19 +113,22 @@ def status_counts(statuses: Any) -> dict[str, int]:
 
 
 def beam_rows(data: RunData, beam: tuple[str, ...]) -> list[dict[str, Any]]:
-    """The kernels of the beam, best first: hash, latency, % of peak, status, and where each
-    came from (iteration, origin, plan)."""
+    """The kernels of the beam, best first: hash, latency, the peak and % of peak against the
+    run's cached ceilings (as every figure of the page), status, and where each came from
+    (iteration, origin, plan)."""
     kernels = {k.hash: k for k in data.kernels}
     rows = []
     for kernel_hash in beam:
         e = data.evaluations.get(kernel_hash)
         k = kernels.get(kernel_hash)
+        c = figures.cached(e, None) if e else None
         rows.append(
             {
                 "hash": kernel_hash,
                 "status": e.status.value if e else None,
                 "latency_s": _finite(e.latency_s) if e and e.passed else None,
-                "pct": _finite(e.pct_of_peak) if e else None,
+                "peak_s": _finite(c.peak_s) if c else None,
+                "pct": _finite(c.pct) if c else None,
                 "iteration": k.iteration if k else None,
                 "origin": k.origin if k else None,
                 "plan": k.plan_title if k else "",
@@ -133,7 +142,30 @@ def _kernel_json(k: KernelFigures | None) -> dict[str, Any] | None:
         return None
     return {"hash": k.hash, "status": k.status, "latency_s": _finite(k.latency_s),
             "pct": _finite(k.pct), "speedup": _finite(k.speedup), "bound": k.bound,
-            "peak_s": _finite(k.peak_s)}  # fmt: skip
+            "peak_s": _finite(k.peak_s), "ci_low_s": _finite(k.ci_low_s),
+            "ci_high_s": _finite(k.ci_high_s), "achieved": _finite(k.achieved),
+            "unit": k.unit}  # fmt: skip
+
+
+def tuned_json(t: TunedKernel) -> dict[str, Any]:
+    """A tuned kernel's variant table and its sensitivity plot's data, as the page draws them:
+    every % of peak against the cached ceilings, its peak beside it (``reports.tuning_view``)."""
+    return {
+        "kernel_hash": t.kernel_hash,
+        "iteration": t.iteration,
+        "tunables": list(t.tunables),
+        "rows": [_finite_all(dataclasses.asdict(r)) for r in t.rows],
+        "sensitivity": [_sensitivity_json(s) for s in sensitivity(t)],
+    }
+
+
+def _sensitivity_json(s: Sensitivity) -> dict[str, Any]:
+    points = [_finite_all(dataclasses.asdict(p)) for p in s.points]
+    return {"tunable": s.tunable, "values": list(s.values), "untimed": s.untimed, "points": points}
+
+
+def _finite_all(record: dict[str, Any]) -> dict[str, Any]:
+    return {k: _finite(v) if isinstance(v, float) else v for k, v in record.items()}
 
 
 def _finite(value: float | None) -> float | None:
