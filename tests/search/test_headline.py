@@ -29,10 +29,13 @@ STALE = 3.0  # how much slower the cached figure of the starting kernel reads th
 ONE = SearchConfig(beam=1, plans=2, samples=1, iterations=1, fixer=0, memory="off")
 
 
-def _stale_start(store: Store, hw) -> None:
+TUNABLE = "\n#ifndef BM\n#define BM 64 /* tune: 32 64 128 */\n#endif\n"
+
+
+def _stale_start(store: Store, hw, source: str) -> None:
     """The starting kernel's evaluation in the cache, from "an earlier, busy run"."""
     problem = load_problem("matmul")
-    kernel = Kernel(variant("slow"), "cpu", "baseline")
+    kernel = Kernel(source, "cpu", "baseline")
     true = FakeRunner(hw, EvalConfig()).evaluate(kernel, problem, "small")
     assert true.latency_s is not None and true.pct_of_peak is not None
     stale = true.model_copy(update={
@@ -45,7 +48,7 @@ def test_the_headline_is_the_closing_session_not_a_stale_cached_figure(
     tmp_path, llm, hw, server, accelopt_cache, fake_evaluations
 ):
     with Store.open(tmp_path / "ws") as store:
-        _stale_start(store, hw)
+        _stale_start(store, hw, variant("slow"))
         run = new_run(store, "matmul", "small", "cpu", hw, ONE, llm, variant("slow"))
         result = execute_run(store, run, RunInputs(llm, hw, FAST_EVAL, check_llm=False), False)
         best = variant_of(result.best.kernel.source)
@@ -62,6 +65,27 @@ def test_the_headline_is_the_closing_session_not_a_stale_cached_figure(
         assert row["baseline_latency_s"] == summary.baseline.latency_s
         assert "re-timed side by side" in headline_caption(summary)
         assert " ± " in headline_speedup(summary)  # the session's interval, beside the speedup
+
+
+def test_an_autotune_run_reports_its_session_not_the_stale_cached_start(
+    tmp_path, llm, hw, accelopt_cache, fake_evaluations
+):
+    """The Done-when case: an autotune run (no LLM) whose starting kernel's cached evaluation is
+    stale and 3x slow. Its variants (fake: the same latency) confirm nothing faster, so the
+    kernel as written stays and is re-timed alone: the headline is its fresh figure, 1.00x."""
+    start = variant("slow") + TUNABLE
+    tune = SearchConfig(strategy="autotune", iterations=1, variants=2)
+    with Store.open(tmp_path / "ws") as store:
+        _stale_start(store, hw, start)
+        run = new_run(store, "matmul", "small", "cpu", hw, tune, llm, start)
+        result = execute_run(store, run, RunInputs(llm, hw, FAST_EVAL, check_llm=False), False)
+        assert result.best.hash == result.baseline.hash
+        assert result.baseline.evaluation.latency_s == pytest.approx(LATENCY_S["slow"] * STALE)
+        summary = run_summary(result)
+        assert summary.headline is not None and summary.speedup == 1.0
+        assert summary.best.latency_s == pytest.approx(LATENCY_S["slow"])  # fresh, not stale
+        row = views.run_row(store, store.get_run(run.id))
+        assert row["best_latency_s"] == pytest.approx(LATENCY_S["slow"])
 
 
 def test_a_closing_session_of_one_kernel_is_a_speedup_of_one():
