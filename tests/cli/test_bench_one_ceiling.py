@@ -163,7 +163,7 @@ def test_every_row_is_scored_against_the_ceiling_the_run_ended_with(raising, tmp
     for problem in ("adamw", "silu"):
         assert page_latency(by[(problem, "baseline")]["cached_peak_s"]) in html
         assert f"{by[(problem, 'expert')]['cached_pct']:.1%}" in html  # that peak over its ms
-    assert "<td>bandwidth</td><td class=\"num\">46.0 GB/s</td>" in html  # the ceilings table
+    assert '<td>bandwidth</td><td class="num">46.0 GB/s</td>' in html  # the ceilings table
 
 
 def test_without_a_raise_nothing_is_rescored_or_noted(raising, tmp_path, monkeypatch):

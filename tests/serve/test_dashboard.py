@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from dashboard_server import dashboard_over
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "search"))
 sys.path.append(str(Path(__file__).parents[1] / "reports"))
@@ -36,7 +37,6 @@ from browser_support import BROWSER_FLAGS, CHROMIUM, dump_dom, needs_chromium
 from cli_timing import QUICK_TIMING
 from report_helpers import SPEC, make_fake_run
 
-from accelopt.cli.runs import run_row
 from accelopt.cli.serve import dashboard_hint, dashboard_url
 from accelopt.formatting import percent, usd
 from accelopt.memory.records import Experience, Lesson
@@ -48,7 +48,6 @@ from accelopt.testing.scripted import RecordedRequest, Reply, ScriptedServer
 
 pytest.importorskip("fastapi")
 
-from accelopt.serve.api import Views, create_app
 
 TOKEN = "dashboard-t0ken-0123456789"
 FAKE = "fakerun00001"
@@ -95,23 +94,8 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Store]:
 @pytest.fixture(scope="module")
 def base(store: Store, serve_in_thread) -> Iterator[str]:
     """The API over ``store`` (a real uvicorn in a thread), its token ``TOKEN``."""
-    views = Views(
-        problems=lambda: [],
-        problem=lambda name: {},
-        runs=lambda: [run_row(store, r) for r in store.list_runs()],
-        run=lambda run_id: None,
-        live=lambda run_id: live_json(store, run_id),
-    )
-    jobs: Any = _NoJobs()
-    with serve_in_thread(create_app(jobs, views, TOKEN)) as url:
+    with dashboard_over(store, TOKEN, serve_in_thread) as url:
         yield url
-
-
-class _NoJobs:
-    capacity, max_queued = 1, 1
-
-    def counts(self) -> dict[str, int]:
-        return {}
 
 
 # -- the figures --------------------------------------------------------------------------------

@@ -11,9 +11,9 @@ import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
+from dashboard_server import dashboard_over
 
 sys.path.append(str(Path(__file__).parents[1] / "reports"))
 
@@ -21,23 +21,14 @@ from browser_support import dump_dom, needs_chromium, screenshot
 from report_helpers import make_fake_run
 from tuned_run import RUN, cached_peak_s, make_tuned_run
 
-from accelopt.cli.runs import run_row
 from accelopt.reports.run_report import load_run
 from accelopt.serve.dashboard import live_figures, live_json
 from accelopt.store.store import Store
 
 pytest.importorskip("fastapi")
 
-from accelopt.serve.api import Views, create_app
 
 TOKEN = "autotune-t0ken-0123456789"
-
-
-class _NoJobs:
-    capacity, max_queued = 1, 1
-
-    def counts(self) -> dict[str, int]:
-        return {}
 
 
 @pytest.fixture(scope="module")
@@ -50,15 +41,7 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Store]:
 
 @pytest.fixture(scope="module")
 def base(store: Store, serve_in_thread) -> Iterator[str]:
-    views = Views(
-        problems=lambda: [],
-        problem=lambda name: {},
-        runs=lambda: [run_row(store, r) for r in store.list_runs()],
-        run=lambda run_id: None,
-        live=lambda run_id: live_json(store, run_id),
-    )
-    jobs: Any = _NoJobs()
-    with serve_in_thread(create_app(jobs, views, TOKEN)) as url:
+    with dashboard_over(store, TOKEN, serve_in_thread) as url:
         yield url
 
 
