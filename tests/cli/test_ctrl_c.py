@@ -32,7 +32,7 @@ def _workers_of(pid: int) -> list[int]:
 
 def test_ctrl_c_says_stopping_exits_and_says_how_to_resume(cli_env, run_cli, tmp_path) -> None:
     ws = tmp_path / "ws"
-    args = ["optimize", "silu", "--strategy", "autotune", "--kernel", "expert",
+    args = ["optimize", "silu", "--strategy", "autotune", "--kernel", "expert", "--no-references",
             "--workload", "small", "--workspace", str(ws)]  # fmt: skip
     proc = subprocess.Popen([sys.executable, "-m", "accelopt", *args], env=cli_env, text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip

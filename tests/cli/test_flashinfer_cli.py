@@ -12,7 +12,7 @@ import pytest
 
 pytest.importorskip("torch")
 
-from cli_timing import QUICK_TIMING
+from cli_timing import NO_REFERENCES, QUICK_TIMING
 
 from accelopt.problems.flashinfer import schema as fi
 from accelopt.testing.scripted import RecordedRequest, Reply, ScriptedServer
@@ -68,6 +68,7 @@ def optimize(run_cli, config, ws, problem, *workloads):
         problem,
         *workloads,
         *QUICK_TIMING,
+        *NO_REFERENCES,
         "--beam",
         "1",
         "--plans",

@@ -31,7 +31,7 @@ from accelopt.store.store import Store
 pytestmark = pytest.mark.slow
 UNSET = {"ACCELOPT_LLM_BASE_URL": "", "ACCELOPT_LLM_MODEL": "", "COLUMNS": "1000"}
 AUTOTUNE = ("--strategy", "autotune", "--kernel", "expert", "--iterations", "1", "--variants",
-            "2", "--workload", "small", *QUICK_TIMING)  # fmt: skip
+            "2", "--workload", "small", *QUICK_TIMING, "--no-references")  # fmt: skip
 # The command line with the pre-flight's free-space floor at 0, so that a small disk is let in
 # and fills mid-run (what the floor is for is tested on its own).
 NO_FLOOR = (

@@ -19,8 +19,10 @@ from accelopt.store.store import Store
 
 pytestmark = [pytest.mark.timeout(300), pytest.mark.slow]
 
-BEAM = SearchConfig(beam=2, plans=2, samples=1, iterations=2, fixer=1)
-SAMPLING = SearchConfig(strategy="sampling", beam=2, plans=1, samples=1, iterations=2)
+BEAM = SearchConfig(beam=2, plans=2, samples=1, iterations=2, fixer=1, references=False)
+SAMPLING = SearchConfig(
+    strategy="sampling", beam=2, plans=1, samples=1, iterations=2, references=False
+)
 
 
 def optimize(store, llm, hw, search):

@@ -37,7 +37,7 @@ from accelopt.search.selection import Comparison
 from accelopt.search.workloads import choose_workloads
 from accelopt.store.store import Store
 
-SEARCH = SearchConfig(beam=2, plans=2, samples=1, iterations=2, fixer=1)
+SEARCH = SearchConfig(beam=2, plans=2, samples=1, iterations=2, fixer=1, references=False)
 EVAL = EvalConfig(seeds=2, min_calls=5, min_time_s=0.02, ci_time_cap_s=0.5, workers=2)
 
 
@@ -57,7 +57,7 @@ def main() -> None:
     args = parser.parse_args()
     if args.fake:
         run_module.make_profiler = fake_profiler  # type: ignore[assignment]
-    search = SearchConfig(**args.search) if args.search else SEARCH
+    search = SearchConfig(**{"references": False, **args.search}) if args.search else SEARCH
     settling.compare = always_unsure  # type: ignore[assignment]
     lessons.slower = lambda child, parent: False  # type: ignore[assignment]
     hardware = HardwareSpec.model_validate_json(args.hardware.read_text())

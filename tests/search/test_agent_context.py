@@ -20,7 +20,7 @@ from conftest import FAST_EVAL
 
 pytestmark = [pytest.mark.timeout(300), pytest.mark.slow]
 
-SEARCH = SearchConfig(beam=1, plans=2, samples=1, iterations=2, fixer=0)
+SEARCH = SearchConfig(beam=1, plans=2, samples=1, iterations=2, fixer=0, references=False)
 
 
 class Team:

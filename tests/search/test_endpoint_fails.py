@@ -9,7 +9,7 @@ import json
 
 import pytest
 from agents_pool import AgentPool, write_config
-from cli_timing import QUICK_TIMING
+from cli_timing import NO_REFERENCES, QUICK_TIMING
 
 from accelopt.cli.optimize import ENDPOINT_FAILED_EXIT
 from accelopt.search.evaluations import run_evaluations
@@ -18,7 +18,8 @@ from accelopt.testing.scripted import RecordedRequest, Reply, ScriptedServer
 
 pytestmark = [pytest.mark.timeout(300), pytest.mark.slow]  # two runs of one iteration: ~12 s
 
-SEARCH = ("--beam", "1", "--plans", "1", "--samples", "1", "--workload", "small", *QUICK_TIMING)
+SEARCH = ("--beam", "1", "--plans", "1", "--samples", "1", "--workload", "small", *QUICK_TIMING,
+          *NO_REFERENCES)  # fmt: skip
 DOWN = "the model is overloaded, try again later"
 
 

@@ -10,14 +10,14 @@ from pathlib import Path
 
 import mounts
 import pytest
-from cli_timing import QUICK_TIMING
+from cli_timing import NO_REFERENCES, QUICK_TIMING
 
 from accelopt.backends.tunables import find_tunables
 from accelopt.problems import load_problem
 
 pytestmark = pytest.mark.slow
 AUTOTUNE = ("optimize", "silu", "--strategy", "autotune", "--kernel", "expert", "--iterations",
-            "1", "--workload", "small", *QUICK_TIMING)  # fmt: skip
+            "1", "--workload", "small", *QUICK_TIMING, *NO_REFERENCES)  # fmt: skip
 UNMEASURED = ("not evaluated", "could not be evaluated", "COMPILE_ERROR", "CRASH")
 
 

@@ -15,7 +15,7 @@ from conftest import FAST_EVAL
 
 pytestmark = [pytest.mark.timeout(300), pytest.mark.slow]
 
-SMALL = SearchConfig(beam=2, plans=2, samples=1, iterations=2, fixer=1)
+SMALL = SearchConfig(beam=2, plans=2, samples=1, iterations=2, fixer=1, references=False)
 
 
 def start_run(store, llm, hw, search=SMALL, problem="matmul"):
@@ -54,7 +54,9 @@ def test_the_next_run_sees_the_lessons(tmp_path, llm, hw, server, accelopt_cache
         start_run(store, llm, hw)
         titles = {e.lesson.title for e in store.experiences()}
         first_run_requests = len(server.requests)
-        start_run(store, llm, hw, SearchConfig(beam=1, plans=1, samples=1, iterations=1))
+        start_run(
+            store, llm, hw, SearchConfig(beam=1, plans=1, samples=1, iterations=1, references=False)
+        )
     planner = [r for r in server.requests[first_run_requests:] if r.model == "planner"]
     prompt = planner[0].messages[-1]["content"]
     assert "Lessons from earlier optimizations" in prompt
@@ -67,7 +69,7 @@ def test_memory_off_gives_no_lessons_and_writes_none(
     with Store.open(tmp_path / "ws") as store:
         start_run(store, llm, hw)
         before = len(server.requests)
-        off = SearchConfig(beam=1, plans=1, samples=1, iterations=1, memory="off")
+        off = SearchConfig(beam=1, plans=1, samples=1, iterations=1, memory="off", references=False)
         run, _ = start_run(store, llm, hw, off)
         assert store.experiences(run_id=run.id) == []
     later = server.requests[before:]
@@ -78,7 +80,9 @@ def test_memory_off_gives_no_lessons_and_writes_none(
 def test_sampling_starts_every_plan_from_the_start_kernel(
     tmp_path, llm, hw, server, accelopt_cache, fake_evaluations
 ):
-    search = SearchConfig(strategy="sampling", beam=2, plans=1, samples=1, iterations=2)
+    search = SearchConfig(
+        strategy="sampling", beam=2, plans=1, samples=1, iterations=2, references=False
+    )
     with Store.open(tmp_path / "ws") as store:
         run, result = start_run(store, llm, hw, search)
         start = Kernel(variant("slow")).hash

@@ -12,7 +12,7 @@ import time
 
 import pytest
 from agents_pool import AgentPool, write_config
-from cli_timing import QUICK_TIMING
+from cli_timing import NO_REFERENCES, QUICK_TIMING
 from exported_calls import call_export
 
 from accelopt.search.evaluations import run_evaluations
@@ -21,7 +21,8 @@ from accelopt.testing.scripted import ScriptedServer
 
 pytestmark = [pytest.mark.timeout(600), pytest.mark.slow, pytest.mark.alone]  # speedups
 
-SEARCH = ("--beam", "2", "--plans", "2", "--samples", "1", "--workload", "small", *QUICK_TIMING)
+SEARCH = ("--beam", "2", "--plans", "2", "--samples", "1", "--workload", "small", *QUICK_TIMING,
+          *NO_REFERENCES)  # fmt: skip
 
 
 def optimize_args(config, workspace, start, *extra):
@@ -131,13 +132,14 @@ def test_several_problems_share_memory_and_end_with_a_results_table(run_cli, tmp
         config = write_config(tmp_path / "accelopt.yaml", server.base_url)
         args = ("optimize", "matmul", "silu", "--workload", "small", "--beam", "1", "--plans",
                 "1", "--samples", "1", "--iterations", "1", "--config", config,
-                "--workspace", tmp_path / "ws", *QUICK_TIMING)  # fmt: skip
+                "--workspace", tmp_path / "ws", *QUICK_TIMING, *NO_REFERENCES)  # fmt: skip
         out = run_cli(*args)
         assert out.returncode == 0, out.stderr
         assert "suite results" in out.stdout and "geomean / total" in out.stdout
         data = json.loads(run_cli(*args, "--json", "-").stdout)
     assert [d["problem"] for d in data] == ["matmul", "silu"]
     assert all(d["status"] == "finished" for d in data)
+    assert not [d for d in data if "best_reference" in d]  # --no-references: none was timed
 
 
 def test_autotune_needs_no_endpoint_and_shows_its_variants(run_cli, tmp_path):

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from agents_pool import write_config
-from cli_timing import QUICK_TIMING
+from cli_timing import NO_REFERENCES, QUICK_TIMING
 
 from accelopt.store.store import Store
 from accelopt.testing.scripted import RecordedRequest, Reply, ScriptedServer
@@ -98,7 +98,7 @@ def test_a_problem_without_a_kernel_is_drafted_then_optimized_and_resumes(
         config = write_config(tmp_path / "accelopt.yaml", server.base_url)
         args = ["optimize", name, "--workload", workload, "--beam", "1", "--plans", "1",
                 "--samples", "1", "--iterations", "2", "--fixer", "0", "--config", str(config),
-                "--workspace", str(ws), "--json", "-", *QUICK_TIMING]  # fmt: skip
+                "--workspace", str(ws), "--json", "-", *QUICK_TIMING, *NO_REFERENCES]  # fmt: skip
         proc = subprocess.Popen([sys.executable, "-m", "accelopt", *args], env=cli_env,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
         assert team.paused.wait(timeout=300), "the run never reached iteration 2"
@@ -148,7 +148,7 @@ def test_a_kernelbench_problem_is_drafted_from_its_pytorch_reference(run_cli, tm
         config = write_config(tmp_path / "accelopt.yaml", server.base_url)
         out = run_cli("optimize", name, "--workload", workload, "--beam", "1", "--plans", "1",
                       "--samples", "1", "--iterations", "1", "--fixer", "0", "--config", config,
-                      "--workspace", ws, "--json", "-", *QUICK_TIMING)  # fmt: skip
+                      "--workspace", ws, "--json", "-", *QUICK_TIMING, *NO_REFERENCES)  # fmt: skip
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout)["status"] == "finished"
     with Store.open(ws) as store:

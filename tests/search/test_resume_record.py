@@ -16,7 +16,9 @@ from conftest import FAST_EVAL
 
 pytestmark = [pytest.mark.timeout(300), pytest.mark.slow]
 
-QUIET = SearchConfig(beam=1, plans=1, samples=1, iterations=2, fixer=0, memory="off")
+QUIET = SearchConfig(
+    beam=1, plans=1, samples=1, iterations=2, fixer=0, memory="off", references=False
+)
 
 
 class Stop(Exception):

@@ -28,7 +28,7 @@ def test_a_kernel_tuned_to_one_shape_fails_and_the_best_passes_on_all(
     """Beside two spinners per CPU and a memory hog (``busy``): the speedups hold."""
     matmul = load_problem("matmul")
     chosen = choose_workloads(matmul, ["small", "tiny"])
-    search = SearchConfig(beam=1, plans=2, samples=1, iterations=1, fixer=1)
+    search = SearchConfig(beam=1, plans=2, samples=1, iterations=1, fixer=1, references=False)
     sizes = {w: matmul.workload(w).sizes for w in chosen.all}
     with ScriptedServer(default=AgentPool(plan_order=("sized", "good"))) as server:
         llm = load_config(write_config(tmp_path / "accelopt.yaml", server.base_url))

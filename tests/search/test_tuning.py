@@ -127,7 +127,9 @@ def autotune(opt: Optimizer) -> str:
 
 
 def test_autotune_keeps_the_fastest_variant_and_never_tries_one_twice(tmp_path, hw):
-    search = SearchConfig(strategy="autotune", iterations=3, variants=4, memory="off")
+    search = SearchConfig(
+        strategy="autotune", iterations=3, variants=4, memory="off", references=False
+    )
     opt, profiler = optimizer(tmp_path, hw, NoLLM(), search)  # an LLM call would raise
     best = autotune(opt)
     kernels = {k.hash: k for k in opt.store.kernels("r1")}
@@ -149,7 +151,9 @@ def test_autotune_keeps_the_fastest_variant_and_never_tries_one_twice(tmp_path, 
 
 
 def test_a_variant_that_does_not_build_is_recorded_and_skipped(tmp_path, hw):
-    search = SearchConfig(strategy="autotune", iterations=1, variants=8, memory="off")
+    search = SearchConfig(
+        strategy="autotune", iterations=1, variants=8, memory="off", references=False
+    )
     opt, _ = optimizer(tmp_path, hw, NoLLM(), search)
     best = autotune(opt)
     evaluations = run_evaluations(opt.store, "r1")
@@ -167,7 +171,9 @@ def test_a_variant_that_does_not_build_is_recorded_and_skipped(tmp_path, hw):
 
 
 def test_the_planner_is_told_the_variants_measured_before_its_iteration(tmp_path, hw):
-    search = SearchConfig(strategy="autotune", iterations=1, variants=4, memory="off")
+    search = SearchConfig(
+        strategy="autotune", iterations=1, variants=4, memory="off", references=False
+    )
     opt, _ = optimizer(tmp_path, hw, NoLLM(), search)
     autotune(opt)
     kernels = opt.store.kernels("r1")
@@ -216,7 +222,9 @@ def test_a_written_kernel_that_declares_tunables_is_tuned_with_no_llm_request(tm
 
 
 def test_an_autotune_run_killed_while_it_tunes_resumes_and_measures_nothing_twice(tmp_path, hw):
-    search = SearchConfig(strategy="autotune", iterations=3, variants=4, memory="off")
+    search = SearchConfig(
+        strategy="autotune", iterations=3, variants=4, memory="off", references=False
+    )
     cache: dict = {}
     references = len(reference_kernels(load_problem("matmul"), "cpu"))  # NumPy, PyTorch kinds
     killed, first = optimizer(tmp_path, hw, NoLLM(), search, cache, kill_after=7 + references)
@@ -239,7 +247,9 @@ def test_a_tunable_named_as_a_size_of_the_problem_is_never_varied(tmp_path, hw):
     """The sizes are the harness's (``-D`` flags): a variant redefining M would compute another
     problem. A model that declares one gets its other tunables tuned, that one left alone."""
     sized = "#ifndef M\n#define M 64 /* tune: 1 2 4 */\n#endif\n" + KERNEL
-    search = SearchConfig(strategy="autotune", iterations=1, variants=8, memory="off")
+    search = SearchConfig(
+        strategy="autotune", iterations=1, variants=8, memory="off", references=False
+    )
     opt, _ = optimizer(tmp_path, hw, NoLLM(), search)
 
     async def go():

@@ -34,7 +34,7 @@ sys.path.append(str(Path(__file__).parents[1] / "reports"))
 
 from agents_pool import AgentPool, variant, write_config
 from browser_support import BROWSER_FLAGS, CHROMIUM, dump_dom, needs_chromium
-from cli_timing import QUICK_TIMING
+from cli_timing import NO_REFERENCES, QUICK_TIMING
 from report_helpers import SPEC, make_fake_run
 
 from accelopt.cli.serve import dashboard_hint, dashboard_url
@@ -405,7 +405,8 @@ def test_chromium_follows_a_run_while_it_goes(cli_env: dict[str, str], tmp_path:
         config = write_config(tmp_path / "accelopt.yaml", llm.base_url)
         run = start_cli(("optimize", "matmul", "--workload", "small", "--beam", "2", "--plans",
                          "2", "--samples", "1", "--iterations", "2", "--kernel", start,
-                         "--config", config, "--workspace", ws, "--json", "-", *QUICK_TIMING),
+                         "--config", config, "--workspace", ws, "--json", "-", *QUICK_TIMING,
+                         *NO_REFERENCES),
                         cli_env, run_log)  # fmt: skip
         stack.callback(stop, run)
         page = Browser(CHROMIUM, tmp_path / "profile")

@@ -93,6 +93,14 @@ class SearchOptions:
         ),
     ] = 8
     memory: Annotated[str, typer.Option(help="lessons from: off, run or workspace")] = "workspace"
+    references: Annotated[
+        bool,
+        typer.Option(
+            "--references/--no-references",
+            help="time NumPy and the PyTorch kinds beside the run, to compare the best kernel "
+            "with (several seconds and a torch import a run)",
+        ),
+    ] = True
 
     def config(self) -> SearchConfig:
         """The search's settings, validated; a UserError naming a bad one."""

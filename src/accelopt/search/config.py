@@ -28,6 +28,11 @@ class SearchConfig(BaseModel):
     per_plan: int = Field(
         1, ge=1, description="children of one (parent, plan) the beam may keep (published: 1)"
     )
+    references: bool = Field(
+        True,
+        description="time NumPy and the problem's PyTorch kinds in the run's first session, and "
+        "the fastest again at its end (the best kernel's speedup over what a user would pick)",
+    )
 
     def executor_calls_per_iteration(self) -> int:
         """B x N x K: the same for both strategies, so that they compare at equal cost."""

@@ -207,7 +207,7 @@ async def _drive(optimizer: Optimizer, resume: bool) -> tuple[RunStatus, Candida
         raise UserError(
             f"the starting kernel of {run.problem} does not pass: {e.status.value} {e.error}"
         )
-    if not store.references(run.id):  # timed once, in the run's first session
+    if optimizer.config.references and not store.references(run.id):  # once, its first session
         for reference in await optimizer.measurer.references():
             store.put_reference(run.id, reference)
     records = store.iterations(run.id) if resume else []
