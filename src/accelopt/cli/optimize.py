@@ -23,13 +23,13 @@ from accelopt.backends.kernel import source_suffix
 from accelopt.cli import common
 from accelopt.cli import export as export_cli
 from accelopt.cli import variants as variants_cli
+from accelopt.cli.generalization import generalization_table, workload_peaks
 from accelopt.cli.groups import with_groups
 from accelopt.cli.one_ceiling import RunCeiling, run_ceiling
 from accelopt.cli.optimize_options import Measuring, Outputs, SearchOptions, Spending, Targets
 from accelopt.cli.output import (
     console,
     err_console,
-    generalization_table,
     shows_table,
     write_json,
 )
@@ -282,7 +282,8 @@ def _finish(
                              headline_caption(summary))  # fmt: skip
         console.print(table)
         if found.workloads.several:
-            console.print(generalization_table(found))
+            problem = run_problem(store, result.run)
+            console.print(generalization_table(found, workload_peaks(found, problem, hardware)))
         tables = views.variant_tables(store, result.run)
         for tuned in tables:
             console.print(variants_cli.variant_table(asdict(tuned)))

@@ -36,7 +36,6 @@ from accelopt.problems.records import Problem
 from accelopt.profiling.evaluation import Evaluation
 from accelopt.profiling.parent.scoring import geometric_mean_pct
 from accelopt.search.references import fastest_reference
-from accelopt.search.workloads import Generalization
 
 # Piped output (CI logs, files) gets a width that fits the tables instead of rich's default 80.
 _WIDTH = None if sys.stdout.isatty() or settings.columns_set() else 220
@@ -365,29 +364,3 @@ def _suite_means(
         mean_ratio = math.exp(sum(map(math.log, ratios)) / len(ratios)) if ratios else None
         means.extend(["", f"{mean_ratio:.2f}x ({len(ratios)})" if mean_ratio else DASH])
     return means
-
-
-def generalization_table(g: Generalization) -> Table:
-    """Baseline vs best on each workload of a run, tuned-on first, then the geometric means of
-    the tuned and the held-out workloads."""
-    table = Table(title="generalization: baseline vs best per workload", title_justify="left")
-    for col in ("workload", "role", "sizes", "baseline ms", "baseline %", "best ms", "best %",
-                "speedup"):  # fmt: skip
-        table.add_column(col, justify="left" if col in {"workload", "role", "sizes"} else "right")
-    for r in g.rows:
-        sizes = ", ".join(f"{k}={v}" for k, v in r.sizes.items())
-        best_ms = milliseconds(r.best_latency_s)
-        if r.best_latency_s is None:
-            best_ms = r.best_status or "not measured"
-        table.add_row(
-            r.workload, r.role, sizes, milliseconds(r.baseline_latency_s), percent(r.baseline_pct),
-            best_ms, percent(r.best_pct), speedup_x(r.speedup),
-        )  # fmt: skip
-    table.add_section()
-    for group in g.groups:
-        table.add_row(
-            f"geomean ({group.workloads})", group.role, "", "", percent(group.baseline_pct), "",
-            percent(group.best_pct), speedup_x(group.speedup),
-            style="bold",
-        )  # fmt: skip
-    return table

@@ -9,19 +9,21 @@ from rich.table import Table
 from rich.text import Text
 
 from accelopt.cli.common import RunIdArgument, WorkspaceOption, find_run, open_store_readonly
+from accelopt.cli.generalization import generalization_table, workload_peaks
 from accelopt.cli.output import (
     JsonOption,
     console,
     err_console,
-    generalization_table,
     shows_table,
     versus_reference,
     write_json,
 )
 from accelopt.cli.variants import variant_table
+from accelopt.errors import UserError
 from accelopt.formatting import milliseconds, percent, speedup_x, usd_plain
 from accelopt.reports.costs import ResultCost
-from accelopt.search.workloads import generalization
+from accelopt.search.spec import RunSpec, run_problem
+from accelopt.search.workloads import Generalization, generalization
 from accelopt.store.errors import BadRowError
 from accelopt.store.records import RunRecord
 from accelopt.store.store import Store
@@ -96,11 +98,23 @@ def show_command(
         run = find_run(store, run_id)
         payload = run_show_json(store, run)
         found = generalization(store, run)
+        peaks = _peaks(store, run, found) if found.workloads.several else {}
     if shows_table(json_path):
         _print_show(payload)
         if found.workloads.several:
-            console.print(generalization_table(found))
+            console.print(generalization_table(found, peaks))
     write_json(json_path, payload)
+
+
+def _peaks(store: Store, run: RunRecord, found: Generalization) -> dict[str, float]:
+    """Each workload's roofline time at the run's recorded ceilings ({} where the problem or
+    the ceilings are not known here: the table then shows the search's own figures)."""
+    spec = RunSpec.of(run).hardware_spec
+    try:
+        problem = run_problem(store, run)
+    except (UserError, LookupError):
+        return {}
+    return workload_peaks(found, problem, spec if spec and spec.key() == run.hardware else None)
 
 
 def _print_show(p: dict[str, Any]) -> None:
