@@ -57,7 +57,7 @@ def main() -> None:
     args = parser.parse_args()
     if args.fake:
         run_module.make_profiler = fake_profiler  # type: ignore[assignment]
-    search = SearchConfig(**{"references": False, **args.search}) if args.search else SEARCH
+    search = SearchConfig(**args.search) if args.search else SEARCH
     settling.compare = always_unsure  # type: ignore[assignment]
     lessons.slower = lambda child, parent: False  # type: ignore[assignment]
     hardware = HardwareSpec.model_validate_json(args.hardware.read_text())
