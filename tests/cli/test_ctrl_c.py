@@ -52,3 +52,22 @@ def test_ctrl_c_says_stopping_exits_and_says_how_to_resume(cli_env, run_cli, tmp
     assert run["status"] == "interrupted"
     assert f"Resume it with: accelopt optimize --resume {run['run']} --workspace {ws}" in err
     assert not [pid for pid in _workers_of(proc.pid) if os.path.exists(f"/proc/{pid}")]
+
+
+def test_ctrl_c_in_bench_run_says_so_and_does_not_wait_for_the_evaluations(cli_env) -> None:
+    """Any command: "interrupted" at once (typer's exit 130 said nothing), and the evaluations in
+    flight are dropped, not waited for (the local profiler waited for them before)."""
+    args = ["bench", "run", "--problem", "matmul", "--kernel", "baseline", "--workload", "cpu"]
+    proc = subprocess.Popen([sys.executable, "-m", "accelopt", *args], env=cli_env, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+    deadline = time.monotonic() + WAIT_S
+    while not _workers_of(proc.pid) and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.05)
+    time.sleep(1.0)  # into the evaluation: the baseline takes seconds on this workload
+    assert proc.poll() is None, proc.communicate()
+    proc.send_signal(signal.SIGINT)
+    sent = time.monotonic()
+    _, err = proc.communicate(timeout=WAIT_S)
+    assert proc.returncode == 130, err
+    assert time.monotonic() - sent < 20
+    assert "interrupted (Ctrl-C)" in err

@@ -6,6 +6,7 @@ errors (unknown problem, missing file, no C compiler), with one sentence saying 
 
 from __future__ import annotations
 
+import signal
 import sys
 from pathlib import Path
 from typing import Annotated, Any
@@ -167,7 +168,17 @@ def _hide_flag_metavars(cmd: Any) -> None:
         _hide_flag_metavars(sub)
 
 
+def _interrupted(signum: int, frame: object) -> None:
+    """Ctrl-C: said at once, then the KeyboardInterrupt that stops the command (typer turns it
+    into exit status 130, silently); ``optimize`` replaces this while its search runs."""
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # a second Ctrl-C: at once
+    err_console.print("interrupted (Ctrl-C): stopping", highlight=False, markup=False)
+    raise KeyboardInterrupt
+
+
 def main() -> None:
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:  # not ignored by a shell
+        signal.signal(signal.SIGINT, _interrupted)
     try:
         command()()
     except (UserError, UnknownProblemError) as exc:

@@ -27,6 +27,7 @@ class LocalRunner:
         if not jobs:
             return
         executor = ThreadPoolExecutor(max_workers=min(len(jobs), self.workers))
+        interrupted = False
         try:
             futures = {
                 executor.submit(self.evaluator.evaluate, *job): i for i, job in enumerate(jobs)
@@ -34,10 +35,14 @@ class LocalRunner:
             for future in as_completed(futures):
                 evaluation = future.result()  # a service failure: retried already, not kept
                 yield Measured(futures[future], evaluation, measured=not evaluation.service)
+        except KeyboardInterrupt:
+            interrupted = True
+            raise
         finally:
             # A caller that stops early waits for the running evaluations (each is bounded by its
-            # phase deadlines), so that no worker is left busy behind a closed pool.
-            executor.shutdown(wait=True, cancel_futures=True)
+            # phase deadlines), so that no worker is left busy behind a closed pool; on Ctrl-C it
+            # does not: closing the pool kills the busy workers (``WorkerPool.close``).
+            executor.shutdown(wait=not interrupted, cancel_futures=True)
 
     def retime(self, kernels: Sequence[Kernel], problem: Problem, workload: str) -> Retiming:
         return self.evaluator.retime(kernels, problem, workload)
