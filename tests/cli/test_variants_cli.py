@@ -90,3 +90,19 @@ def test_a_kept_variant_whose_last_retiming_is_within_its_interval_is_not_called
     found = verdict(tables(closing, "close32"), "start", "close32", 1.04)
     assert "confirmed 1.02x" not in found
     assert "its last re-timing beside the kernel as written reads 1.02x ± 3.0 %" in found
+
+
+def test_a_figure_carried_from_the_cache_says_when_and_under_what_load():
+    """Issue 46: an autotune run's own row can come from an earlier, busy run's cached evaluation;
+    the table says so, with when and how busy the machine was, and says nothing of the others."""
+    from accelopt.cli.variants import carried_from_cache
+
+    rows = [
+        {"values": "(as written)", "measured_at": "2026-12-07T10:02:11+00:00", "load_others": 0.37},
+        {"values": "BM=32", "measured_at": "2026-12-07T11:00:05+00:00", "load_others": 0.0},
+        {"values": "BM=16", "measured_at": ""},  # a record from before measured_at
+    ]
+    (line,) = carried_from_cache(rows, since="2026-12-07T10:59:00+00:00")
+    assert "(as written) on 2026-12-07T10:02:11+00:00, others using 37% of the CPUs" in line
+    assert "BM=32" not in line and "BM=16" not in line
+    assert carried_from_cache(rows, since="") == []  # no run: nothing to compare with

@@ -286,7 +286,7 @@ def _finish(
             console.print(generalization_table(found, workload_peaks(found, problem, hardware)))
         tables = views.variant_tables(store, result.run)
         for tuned in tables:
-            console.print(variants_cli.variant_table(asdict(tuned)))
+            console.print(variants_cli.variant_table(asdict(tuned), result.run.created_at))
         if summary.usage:
             console.print(usage_table(summary.usage))
         console.print(f"best kernel written to {target}", highlight=False)

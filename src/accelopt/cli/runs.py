@@ -149,7 +149,7 @@ def _print_show(p: dict[str, Any]) -> None:
         )  # fmt: skip
     console.print(table)
     for tuned in p.get("variants", []):
-        console.print(variant_table(tuned))
+        console.print(variant_table(tuned, p.get("created_at", "")))
     if "cost" in p:
         console.print(f"cost: {ResultCost(**p['cost']).text}", highlight=False)
     cut = p.get("cut_off", {})

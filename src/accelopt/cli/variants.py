@@ -214,11 +214,14 @@ LEGEND = (
 )
 
 
-def variant_table(found: Mapping[str, Any]) -> Table:
+def variant_table(found: Mapping[str, Any], since: str = "") -> Table:
     """One kernel's variants (a ``VariantTable`` as JSON): its own row first, then in the order
-    that decides (``LEGEND``); ``*`` marks the run's best kernel."""
+    that decides (``LEGEND``); ``*`` marks the run's best kernel. ``since``: when the run started;
+    a row measured before it (read from the evaluation cache) is named under the table, with
+    when and under what load it was measured."""
     title = f"variants of kernel {found['kernel_hash'][:12]} (iteration {found['iteration']})"
-    table = Table(title=title, title_justify="left", caption=LEGEND, caption_justify="left")
+    caption = "\n".join([LEGEND, *carried_from_cache(found["rows"], since)])
+    table = Table(title=title, title_justify="left", caption=caption, caption_justify="left")
     for col in ("values", "status", "ms", "±", "peak ms", "% of peak", "speedup", "best"):
         table.add_column(col, justify="left" if col in {"values", "status"} else "right")
     peak = found.get("peak_s")
@@ -231,6 +234,20 @@ def variant_table(found: Mapping[str, Any]) -> Table:
             "*" if row["kept"] else "",
         )  # fmt: skip
     return table
+
+
+def carried_from_cache(rows: Sequence[Mapping[str, Any]], since: str) -> list[str]:
+    """A line naming the rows whose figures were measured before ``since`` (an earlier run's,
+    from the evaluation cache): when, and the share of the CPUs others used meanwhile."""
+    old = [r for r in rows if since and r.get("measured_at") and r["measured_at"] < since]
+    if not old:
+        return []
+    said = [f"{r['values']} on {r['measured_at']}" + _load(r.get("load_others")) for r in old]
+    return ["carried from the evaluation cache (measured before this run): " + "; ".join(said)]
+
+
+def _load(share: float | None) -> str:
+    return f", others using {share:.0%} of the CPUs" if share is not None else ""
 
 
 def session_text(row: Mapping[str, Any], found: Mapping[str, Any]) -> str:

@@ -59,6 +59,9 @@ class Evaluation(KernelMeasurement):
     seeds: list[int] = Field(default_factory=list)
     threads: int | None = None
     wall_s: float | None = None
+    # when it was measured (ISO 8601, UTC; "" in records from before): a figure another run reads
+    # from the evaluation cache says when it was taken, and its load (``load_others``) under what
+    measured_at: str = ""
 
     @property
     def passed(self) -> bool:

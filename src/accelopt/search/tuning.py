@@ -183,6 +183,8 @@ class VariantRow:
     # ``selection.compare`` of its evaluation with the kernel as written's: "faster", "unsure"
     # (re-timed before deciding), "not faster" (within the noise: never re-timed); '' if failed
     by_evaluations: str = ""
+    measured_at: str = ""  # when its evaluation was made (``Evaluation.measured_at``)
+    load_others: float | None = None  # the share of the CPUs others used while it was timed
 
 
 @dataclass(frozen=True)
@@ -320,7 +322,8 @@ class _Rows:
         pct = self.peak_s / latency if latency and self.peak_s else None
         compared = "" if latency is None or self.own is None else compare(e, self.own).value
         return VariantRow(k.hash, shown, e.status.value, latency, pct, False, kept,
-                          ci=e.ci if latency else None, by_evaluations=compared)  # fmt: skip
+                          ci=e.ci if latency else None, by_evaluations=compared,
+                          measured_at=e.measured_at, load_others=e.load_others)  # fmt: skip
 
 
 def _cached_peak(e: Evaluation) -> float | None:

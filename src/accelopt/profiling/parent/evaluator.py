@@ -21,6 +21,7 @@ import time
 from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager
+from datetime import UTC, datetime
 from functools import partial
 
 from accelopt import settings
@@ -233,11 +234,16 @@ class Evaluator(AbstractContextManager["Evaluator"]):
         only for beating the roofline is scored again after the ceiling that bounds it is
         re-measured (the higher figure kept)."""
         control = self.control(job[1], job[2])
-        score = partial(
+        stamp = datetime.now(UTC).isoformat(timespec="seconds")
+        build = partial(
             build_evaluation, job, threads=self.threads, result=result, seeds=seeds,
             wall_s=wall_s, secrets=_secrets(), drift=self._drift(control, result),
             control=control, headline=self.config.headline,
         )  # fmt: skip
+
+        def score(spec: HardwareSpec) -> Evaluation:
+            return build(spec).model_copy(update={"measured_at": stamp})
+
         evaluation = score(hardware)
         if not blames_the_ceiling(evaluation.status, evaluation.pct_of_peak):
             return evaluation
