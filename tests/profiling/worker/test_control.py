@@ -40,9 +40,12 @@ def test_a_kernel_process_left_running_gets_no_control_figure():
     try:
         time.sleep(0.2)  # it is running
         c = Control(spec_for("matmul", 1, 1), threads=1, pids=[spinner.pid], span_bytes=0)
-        rates = [c.measure() for _ in range(8)]
         # on a loaded machine the spinner may be off its CPU for a whole control: it then
-        # disturbed nothing, and that control counts
+        # disturbed nothing, and that control counts; so controls are taken until three were
+        # disturbed (a quiet machine: the first three), up to a bound a starved spinner meets
+        rates: list[float | None] = []
+        while sum(r is None for r in rates) < 3 and len(rates) < 60:
+            rates.append(c.measure())
         assert sum(r is None for r in rates) >= 3, rates
         assert "ran while" in c.note
     finally:
