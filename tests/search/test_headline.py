@@ -114,3 +114,13 @@ def _evaluation(latency: float, workload: str = "small") -> dict:
         "latency_s": latency, "peak_s": 1e-3, "pct_of_peak": 1e-3 / latency, "bound": "matmul",
         "tolerance": 1e-3,
     }  # fmt: skip
+
+
+def test_a_session_without_a_figure_for_each_kernel_gives_no_headline():
+    """A closing session whose worker failed part-way: no headline (the run then reports the
+    search's own figures and says so), never a crash at the run's end."""
+    data = {"ratios": [1.0, None], "ratio_ci": [0.0, None], "rounds": 0, "measured_at": "t",
+            "evaluations": [_evaluation(4e-3, "small"), _evaluation(2e-3, "small"),
+                            _evaluation(8e-3, "cpu")]}  # fmt: skip
+    assert headline_of(data, ["small", "cpu"]) is None
+    assert headline_of({**data, "evaluations": []}, ["small"]) is None

@@ -94,16 +94,20 @@ def _hashes(baseline: str, best: str) -> list[str]:
     return [baseline] if best == baseline else [baseline, best]
 
 
-async def closing_session(measurer: Measurer, baseline: Candidate, best: Candidate) -> Headline:
+async def closing_session(
+    measurer: Measurer, baseline: Candidate, best: Candidate
+) -> Headline | None:
     """The baseline and the best timed side by side (``FINAL``; a resumed run that already
-    did it reads it back), then the run's best reference timed again."""
+    did it reads it back), then the run's best reference timed again. None where the session
+    gave no figure for each kernel on each workload (its worker failed): the run then reports
+    the search's own figures, and says so."""
     group = [baseline] if best.hash == baseline.hash else [baseline, best]
     measurer.phase("re-timing side by side", 0)
     stamp = datetime.now(UTC).isoformat(timespec="seconds")
     data = await measurer.session(FINAL, group, extra={"measured_at": stamp})
     headline = headline_of(data, measurer.tuned)
-    assert headline is not None
-    await _retime_reference(measurer)
+    if headline is not None and headline.best.passed:
+        await _retime_reference(measurer)
     return headline
 
 
@@ -118,5 +122,5 @@ async def _retime_reference(measurer: Measurer) -> None:
     if not kernels:
         return
     fresh = await measurer.retimed(Kernel(kernels[0].source, kernels[0].backend, fastest.kernel))
-    if fresh is not None and fresh.passed:
+    if fresh.passed:
         store.put_reference(run.id, fresh)

@@ -182,14 +182,10 @@ class Measurer:
             **(extra or {}),
         })  # fmt: skip
 
-    async def retimed(self, kernel: Kernel) -> Evaluation | None:
-        """A fresh evaluation of ``kernel`` (never cached) on each tuned workload, combined;
-        None when its backend cannot be timed in a session here."""
-        try:
-            sessions = [await self._off_loop(self.profiler.retime, [kernel], self.problem, w)
-                        for w in self.tuned]  # fmt: skip
-        except (ValueError, NotImplementedError):
-            return None
+    async def retimed(self, kernel: Kernel) -> Evaluation:
+        """A fresh evaluation of ``kernel`` (never cached) on each tuned workload, combined."""
+        sessions = [await self._off_loop(self.profiler.retime, [kernel], self.problem, w)
+                    for w in self.tuned]  # fmt: skip
         return combine([s.evaluations[0] for s in sessions], self.tuned)
 
     async def profile(self, cand: Candidate) -> Profile:
