@@ -25,10 +25,13 @@ from accelopt.views import run_show_json
 
 pytestmark = [pytest.mark.timeout(300)]
 
-SEARCH = {"beam": 2, "plans": 1, "samples": 1, "iterations": 3, "fixer": 1}
+SEARCH = {"beam": 2, "plans": 1, "samples": 1, "iterations": 4, "fixer": 1}
 KILLS = ("writing 1", "fixing 1", "learning 1", "planning 2", "evaluating 2")
-BUDGET_USD = 0.004
-PRICE = Price(0.3, 0.6)  # $ per million tokens: the budget runs out in the second iteration
+BUDGET_USD = 0.005
+# $ per million tokens: the budget runs out after "evaluating 2" and before the fourth iteration
+# ends, whatever the kills cut off in flight (a held call counts its whole max_tokens; at 0.004 and
+# three iterations, a kill that cut off two calls spent it before "evaluating 2" one run in four)
+PRICE = Price(0.3, 0.6)
 
 
 def charged(request) -> float:
