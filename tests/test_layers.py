@@ -53,6 +53,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("search",),
     ("reports",),
     ("views",),  # what the front ends above show and look up alike (JSON of problems and runs)
+    ("model",),  # a user's nn.Module with accelopt's kernels: the torch.compile backend
     ("serve", "agentserver"),
     ("cli",),
     ("testing",),  # test doubles (a scripted LLM server and chat model): nothing imports them

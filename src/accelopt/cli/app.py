@@ -24,6 +24,7 @@ from accelopt.cli import (
     llm,
     memory,
     optimize,
+    model,
     prompt,
     report,
     runs,
@@ -59,6 +60,7 @@ app = typer.Typer(
 app.add_typer(bench.app, name="bench")
 app.add_typer(llm.app, name="llm")
 app.add_typer(runs.app, name="runs")
+app.add_typer(model.app, name="model")
 app.add_typer(memory.app, name="memory")
 app.add_typer(problem_cli.app, name="problem")
 app.add_typer(store_cli.app, name="store")

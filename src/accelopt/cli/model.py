@@ -1,0 +1,131 @@
+"""``accelopt model``: a user's PyTorch model, with the kernels accelopt found swapped in through
+its ``torch.compile`` backend: ``profile`` (where the time goes) and ``optimize`` (tune the hot
+matches, compile, check against eager, time against eager and Inductor)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from dataclasses import asdict
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from accelopt.cli import common
+from accelopt.cli.model_tables import print_optimized, print_profile
+from accelopt.cli.output import JsonOption, err_console, shows_table, writable_option, write_json
+from accelopt.errors import UserError
+
+app = typer.Typer(
+    help="A PyTorch model made faster end to end with accelopt's kernels (torch.compile backend).",
+    no_args_is_help=True,
+)
+TargetArgument = Annotated[
+    str,
+    typer.Argument(help="a .py file with Model, get_inputs(), get_init_inputs() (KernelBench's "
+                   "names), or an importable module (pkg.mod or pkg.mod:Attr)"),
+]  # fmt: skip
+
+
+def _torch_or_exit() -> None:
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        raise UserError(
+            "accelopt model needs PyTorch: pip install 'accelopt[triton]' (or torch)"
+        ) from None
+
+
+@app.command("profile")
+def profile_command(target: TargetArgument, workspace: common.WorkspaceOption = None,
+                    json_path: JsonOption = None) -> None:  # fmt: skip
+    """Where the model's time goes on this machine: per matched problem and per remaining op,
+    with shares (torch.profiler), and what no problem matched."""
+    _torch_or_exit()
+    from accelopt.model.loading import load_model
+    from accelopt.model.pipeline import profile_model
+
+    result, _hot = profile_model(load_model(target), common.workspace_dir(workspace))
+    if shows_table(json_path):
+        print_profile(result)
+    write_json(json_path, asdict(result))
+
+
+@app.command("optimize")
+def optimize_command(
+    target: TargetArgument,
+    workspace: common.WorkspaceOption = None,
+    tune: Annotated[
+        bool,
+        typer.Option(
+            "--tune/--no-tune",
+            help="autotune each hot match's kernel at the model's sizes first (no LLM; a run "
+            "already tuned at those sizes is reused)",
+        ),
+    ] = True,
+    policy: Annotated[
+        str,
+        typer.Option(
+            help="at sizes no kernel was exported for: compile (build it, check it on first use) "
+            "or fallback (the original subgraph)"
+        ),
+    ] = "compile",
+    budget: Annotated[float, typer.Option(help="seconds of the end-to-end timing session")] = 20.0,
+    html: Annotated[
+        Path | None,
+        typer.Option(help="also write an HTML report", callback=writable_option("--html")),
+    ] = None,
+    json_path: JsonOption = None,
+) -> None:
+    """Tune the kernels of the model's hot matches, compile the model with accelopt's backend,
+    check its outputs against eager on fresh inputs and time eager, torch.compile (Inductor) and
+    accelopt interleaved in one session."""
+    _torch_or_exit()
+    if policy not in ("compile", "fallback"):
+        raise UserError(f"--policy is compile or fallback, not {policy!r}")
+    from accelopt.model.loading import load_model
+    from accelopt.model.pipeline import optimize_model
+    from accelopt.model.report import render_html
+
+    ws = common.workspace_dir(workspace)
+    tuner = (lambda problem, sizes: autotune(problem, sizes, ws)) if tune else None
+    result = optimize_model(load_model(target), ws, policy, tuner, budget)
+    if shows_table(json_path):
+        print_optimized(result)
+    if html is not None:
+        html.write_text(render_html(result), encoding="utf-8")
+        err_console.print(f"report: {html}", highlight=False, markup=False)
+    write_json(json_path, asdict(result))
+
+
+def autotune(problem: str, sizes: dict[str, int], workspace: Path) -> str:
+    """Autotune ``problem``'s shipped expert at ``sizes`` (a run of its own, in the workspace)
+    unless a run already tuned there; a note saying which."""
+    from accelopt.model.provision import sized_name
+    from accelopt.problems.loader import load_problem
+    from accelopt.store.store import Store
+
+    loaded = load_problem(problem, workspace)
+    workload = sized_name(loaded, sizes)
+    with Store.open(workspace) as store:
+        runs = [r for r in store.list_runs() if r.problem == problem and r.best_hash
+                and workload in _tuned(r)]  # fmt: skip
+    if runs:
+        return f"{problem} at {workload}: reused run {runs[0].id}"
+    err_console.print(f"autotuning {problem}'s expert at {workload} (accelopt optimize)…",
+                      highlight=False, markup=False)  # fmt: skip
+    argv = [sys.executable, "-m", "accelopt", "optimize", problem, "--strategy", "autotune",
+            "--kernel", "expert", "--workload", workload, "--no-references",
+            "--workspace", str(workspace)]  # fmt: skip
+    done = subprocess.run(argv, capture_output=True, text=True)
+    if done.returncode != 0:
+        tail = (done.stderr or done.stdout).strip().splitlines()[-1:] or ["no output"]
+        return f"{problem} at {workload}: autotune failed ({tail[0]}); the expert as shipped"
+    return f"{problem} at {workload}: autotuned (accelopt optimize {problem} --strategy autotune)"
+
+
+def _tuned(run: object) -> list[str]:
+    from accelopt.search.workloads import run_workloads
+
+    return list(run_workloads(run).tuned)  # type: ignore[arg-type]

@@ -1,0 +1,133 @@
+"""``accelopt model profile`` and ``optimize`` without the command line: where a model's time
+goes, then the model compiled with accelopt's backend, checked against eager on fresh inputs and
+timed against eager and Inductor in one interleaved session."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from accelopt.model.backend import AccelOptBackend
+from accelopt.model.confirm import relative_error
+from accelopt.model.loading import LoadedModel, capture
+from accelopt.model.profile import HOT, profile, shares, unmatched
+from accelopt.model.records import ModelResult, Share, Site
+from accelopt.model.session import time_interleaved
+
+TOLERANCE = 1e-4  # the compiled model against eager: relative L2 error of each output
+
+
+def _shapes(inputs: Sequence[Any]) -> list[list[int]]:
+    return [list(t.shape) for t in inputs if hasattr(t, "shape")]
+
+
+def profile_model(loaded: LoadedModel, workspace: Path | None) -> tuple[ModelResult, list]:
+    """The model's matched subgraphs and where its eager time goes; also the hot matches
+    (problem, sizes) an optimization would tune."""
+    inputs = loaded.make_inputs()
+    gm, example = capture(loaded.model, inputs)
+    chosen, misses = AccelOptBackend(workspace).plan(gm)
+    labels: dict[str, tuple[str, str]] = {}
+    sites = []
+    for i, (match, covered) in enumerate(chosen, 1):
+        site = f"{match.problem}-{i}"  # as the backend names it
+        labels.update({n.name: (site, match.problem) for n in covered})
+        sites.append(Site(site, match.problem, match.sizes, "matched",
+                          nodes=tuple(n.name for n in match.outputs)))  # fmt: skip
+    sites += [Site(f"{m.problem} (near miss)", m.problem, m.sizes, "kept",
+                   f"near miss ({m.label}): {m.rejected}") for m in misses]  # fmt: skip
+    before = profile(gm, example, labels)
+    result = ModelResult(loaded.name, _shapes(inputs), sites, before, unmatched=unmatched(before))
+    hot = [(m.problem, m.sizes) for i, (m, _) in enumerate(chosen, 1)
+           if sum(s.share for s in before if s.site == f"{m.problem}-{i}") >= HOT]  # fmt: skip
+    return result, hot
+
+
+def optimize_model(loaded: LoadedModel, workspace: Path | None, policy: str = "compile",
+                   tune: Callable[[str, dict[str, int]], str] | None = None,
+                   budget_s: float = 20.0) -> ModelResult:  # fmt: skip
+    """Profile, tune each hot match (``tune``: problem, sizes -> a note), compile with the
+    backend, check and time. ``tune`` None: the kernels found are used as they are."""
+    import torch
+
+    result, hot = profile_model(loaded, workspace)
+    result.notes += [tune(problem, sizes) for problem, sizes in hot] if tune else []
+    torch._dynamo.reset()
+    backend = AccelOptBackend(workspace, policy)
+    with torch.inference_mode():
+        eager = loaded.model
+        compiled = torch.compile(loaded.model, backend=backend, dynamic=False)
+        inductor = torch.compile(loaded.model, dynamic=False)
+        result.check = check(eager, compiled, inductor, loaded.make_inputs())
+        inputs = loaded.make_inputs()
+        fns = {"eager": lambda: eager(*inputs), "inductor": lambda: inductor(*inputs),
+               "accelopt": lambda: compiled(*inputs)}  # fmt: skip
+        for call in backend.calls.values():
+            call.seconds, call.calls = 0.0, 0
+        session = time_interleaved(fns, rounds=60, budget_s=budget_s)
+    result.timings = session.timed()
+    result.speedups = [
+        session.speedup("accelopt", "eager"),
+        session.speedup("accelopt", "inductor"),
+    ]
+    result.sites = _with_speedups(backend, budget_s / 4) + _unswapped(result.sites, backend)
+    result.after = after_shares(backend, result.timings)
+    return result
+
+
+def check(eager: Any, compiled: Any, inductor: Any, inputs: Sequence[Any]) -> dict:
+    """The compiled model against eager on fresh inputs (the first call compiles)."""
+    want = _outputs(eager(*inputs))
+    got, other = _outputs(compiled(*inputs)), _outputs(inductor(*inputs))
+    error = max(relative_error(a.numpy(), b.numpy()) for a, b in zip(got, want, strict=True))
+    inductor_error = max(relative_error(a.numpy(), b.numpy())
+                         for a, b in zip(other, want, strict=True))  # fmt: skip
+    return {"max_rel_err": error, "tolerance": TOLERANCE, "passed": bool(error <= TOLERANCE),
+            "inductor_rel_err": inductor_error, "inputs": "fresh (get_inputs() again)"}  # fmt: skip
+
+
+def _outputs(value: Any) -> list[Any]:
+    found = list(value) if isinstance(value, tuple | list) else [value]
+    return [t.detach().float() for t in found]
+
+
+def _with_speedups(backend: AccelOptBackend, budget_s: float) -> list[Site]:
+    """The backend's sites, each swapped one with its kernel timed against the subgraph it
+    replaced, interleaved, on the last real inputs it saw."""
+    import dataclasses
+
+    import torch
+
+    found = []
+    for site in backend.sites:
+        call = backend.calls.get(site.id)
+        if call is None or not call.last_inputs or site.status != "swapped":
+            found.append(site)
+            continue
+        used = [d for d in call.decisions.values() if d.path == "subgraph"]
+        if used:  # it fell back at the sizes the model ran
+            found.append(dataclasses.replace(site, status="kept", reason=used[0].reason))
+            continue
+        inputs = call.last_inputs
+        with torch.inference_mode():
+            session = time_interleaved({"kernel": lambda c=call, i=inputs: c.kernel(i),
+                                        "subgraph": lambda c=call, i=inputs: c.fallback(*i)},
+                                       rounds=30, budget_s=budget_s)  # fmt: skip
+        found.append(dataclasses.replace(site, speedup=session.speedup("kernel", "subgraph")))
+    return found
+
+
+def _unswapped(profiled: Sequence[Site], backend: AccelOptBackend) -> list[Site]:
+    """The profile's near misses the backend did not list again."""
+    seen = {s.reason for s in backend.sites}
+    return [s for s in profiled if s.status == "kept" and s.reason not in seen]
+
+
+def after_shares(backend: AccelOptBackend, timings: Sequence[Any]) -> list[Share]:
+    """Where the compiled model's time goes: each swapped kernel's time per model call (timed
+    inside its op during the session), and the rest (Inductor's code)."""
+    total = next((t.ms for t in timings if t.name == "accelopt"), 0.0)
+    ms = {site: c.seconds * 1e3 / c.calls for site, c in backend.calls.items() if c.calls}
+    ms["rest (Inductor)"] = max(total - sum(ms.values()), 0.0)
+    return shares(ms, {site: site.rsplit("-", 1)[0] for site in backend.calls})
