@@ -103,7 +103,9 @@ def test_in_training_a_subgraph_that_needs_gradients_is_left_to_inductor(model_w
     compiled(x).sum().backward()
     assert model.gate.weight.grad is not None
     assert backend.sites and all(s.status == "kept" for s in backend.sites)
-    assert "needs gradients, and swiglu declares no backward" in _by_problem(backend)["swiglu"].reason
+    assert (
+        "needs gradients, and swiglu declares no backward" in _by_problem(backend)["swiglu"].reason
+    )
 
 
 def test_the_registered_name_finds_the_backend(model_ws, monkeypatch):

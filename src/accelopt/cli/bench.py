@@ -117,7 +117,7 @@ def run_command(
         list[str] | None, typer.Option("--problem", help="run only this problem (repeatable)")
     ] = None,
     backend: Annotated[str, typer.Option(help="kernel language/device")] = "cpu",
-    workload: Annotated[str, typer.Option(help="sizes: cpu, paper, small or tiny")] = "cpu",
+    workload: common.WorkloadOption = "cpu",
     kernel: Annotated[
         str,
         typer.Option(
@@ -138,8 +138,8 @@ def run_command(
     --problem: every problem that has the workload)."""
     kinds = _kinds(kernel)
     selected = _selected(problem, workspace)
-    if not problem:
-        selected = [p for p in selected if workload in p.workloads]
+    if not problem:  # a workload given by its sizes: the problems of those size parameters
+        selected = [p for p in selected if p.has_workload(workload)]
     problems = [views.problem_and_workload(p.name, workload, workspace) for p in selected]
     config = timing.config(workers, check_only=check_only)
     common.check_cache_space()  # the kernels are compiled there: told before any work
@@ -177,7 +177,7 @@ def _suite_jobs(
     """The (kernel, problem, workload) of every shipped kernel of ``kinds``, and the kinds that
     have one (the table's columns)."""
     jobs = [
-        (k, p, workload)
+        (k, p, p.workload_name(workload))  # one given by its sizes: its canonical name
         for p in problems
         for kind in kinds
         if (k := suite_kernel(p, kind, backend)) is not None

@@ -32,6 +32,11 @@ RayAddressOption = Annotated[
 ]
 
 
+# One workload (eval, bench run, prompt): a name or its sizes (``problems.sizes``).
+WorkloadOption = Annotated[
+    str, typer.Option(help="sizes: cpu, paper, small, tiny, or sizes such as M=512,N=768,K=384")
+]
+
 WorkspaceOption = Annotated[
     Path | None,
     typer.Option(

@@ -28,7 +28,7 @@ from accelopt.profiling.factory import make_profiler
 from accelopt.search.evaluations import run_evaluations
 from accelopt.search.headline import stored_headline
 from accelopt.search.spec import RunSpec
-from accelopt.search.workloads import run_workloads
+from accelopt.search.workloads import run_workloads, workload_name
 from accelopt.store.records import KernelOrigin, KernelRecord
 from accelopt.store.store import Store
 
@@ -44,7 +44,8 @@ def export_command(
     workload: Annotated[
         list[str] | None,
         typer.Option(
-            help="a workload to build and check it for (repeat; default: the run's, else cpu)"
+            help="a workload to build and check it for, by name or sizes such as "
+            "M=512,N=768,K=384 (repeat; default: the run's, else cpu)"
         ),
     ] = None,
     backend: Annotated[str, typer.Option(help="the --kernel's backend: cpu or triton")] = "cpu",
@@ -77,7 +78,7 @@ def export_run(
         source = store.kernel_source(run.best_hash) if run.best_hash else None
         if source is None:
             raise UserError(f"run {run.id} has no best kernel yet: resume it or pick another run")
-        chosen = list(workloads or run_workloads(run).tuned)
+        problem, chosen = _problem(name, workloads or run_workloads(run).tuned, workspace)
         version = harness_key(RunSpec.of(run).problem_version)
         lineage = _lineage(store.kernels(run.id), run.best_hash)
         session = stored_headline(store, run, run_workloads(run).tuned)  # the run's headline
@@ -85,7 +86,6 @@ def export_run(
         found = {w: closing.get(w) or run_evaluations(store, run, workload=w).get(run.best_hash)
                  for w in chosen}  # fmt: skip
     kernel = Kernel(source, run.backend, f"run {run.id}")
-    problem = _problem(name, chosen, workspace)
     if run.backend == "cpu" and not _measured_here(run.hardware):
         found = dict.fromkeys(chosen)  # the objects are built here: so is the evidence
     missing = [w for w, e in found.items() if e is None]
@@ -127,8 +127,8 @@ def export_file(
 ) -> Exported:
     """Export a kernel file (or a shipped kind), evaluated now on each workload."""
     known = load_problem(name, workspace).workloads
-    chosen = list(workloads or ["cpu" if "cpu" in known else next(iter(known))])
-    problem = _problem(name, chosen, workspace)  # loads it once more, checking its modules
+    named = list(workloads or ["cpu" if "cpu" in known else next(iter(known))])
+    problem, chosen = _problem(name, named, workspace)  # loads it once more, checking modules
     source = variants_cli.start_source(problem, kernel_path, backend)
     assert source is not None
     kernel = Kernel(source, backend, kernel_path.name)
@@ -138,15 +138,13 @@ def export_file(
                                    author=author), evaluations, to)  # fmt: skip
 
 
-def _problem(name: str, workloads: Sequence[str], workspace: Path | None) -> Problem:
-    """The problem, with a UserError for a workload it does not have."""
+def _problem(
+    name: str, workloads: Sequence[str], workspace: Path | None
+) -> tuple[Problem, list[str]]:
+    """The problem and the workloads' canonical names (one given by its sizes, in any order,
+    is named in the problem's order), with a UserError for a workload it does not have."""
     problem = views.problem_and_workload(name, workloads[0], workspace)
-    for w in workloads[1:]:
-        try:
-            problem.workload(w)
-        except KeyError as exc:
-            raise UserError(str(exc.args[0])) from None
-    return problem
+    return problem, [workload_name(problem, w) for w in workloads]
 
 
 def _evaluate(problem: Problem, kernel: Kernel, workloads: Sequence[str]) -> dict[str, Evaluation]:

@@ -71,7 +71,7 @@ def work_at(problem: Problem, workload: str, bound: str) -> float | None:
 
 
 def _names(problem: Problem, workload: str) -> list[str]:
-    return [workload] if workload in problem.workloads else workload.split(SEPARATOR)
+    return [workload] if problem.has_workload(workload) else workload.split(SEPARATOR)
 
 
 def roof_of(

@@ -62,6 +62,7 @@ from accelopt.search.workloads import (
     choose_workloads,
     generalization,
     run_workloads,
+    workload_name,
 )
 from accelopt.store.errors import StoreError
 from accelopt.store.records import RunRecord
@@ -243,9 +244,10 @@ def _resumable(
             "--kernel FILE`"
         )
     tuned = " ".join(run_workloads(run).tuned)
+    named = [workload_name(run_problem(store, run), w) for w in workload or ()]  # canonical
     for option, given, recorded in (
         ("--backend", backend, run.backend),
-        ("--workload", " ".join(workload) if workload else None, tuned),
+        ("--workload", " ".join(named) if named else None, tuned),
     ):
         if given is not None and given != recorded:
             raise UserError(

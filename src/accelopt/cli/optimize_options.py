@@ -30,8 +30,9 @@ class Targets:
     workload: Annotated[
         list[str] | None,
         typer.Option(
-            help="sizes to tune on: cpu (default), paper, small, tiny, or a problem's own "
-            "(repeatable: the score is the geometric mean of % of peak over them)"
+            help="sizes to tune on: cpu (default), paper, small, tiny, a problem's own, or "
+            "sizes such as M=512,N=768,K=384 (every size parameter; repeatable: the score is "
+            "the geometric mean of % of peak over them)"
         ),
     ] = None
     held_out: Annotated[
@@ -39,7 +40,7 @@ class Targets:
         typer.Option(
             "--held-out",
             help="a workload the agents never see, on which the baseline and the best kernel "
-            "are measured at the end (repeatable)",
+            "are measured at the end (a name, or sizes such as M=512,N=768,K=384; repeatable)",
         ),
     ] = None
     kernel: Annotated[

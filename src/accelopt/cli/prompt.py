@@ -124,7 +124,7 @@ def prompt_command(
     ] = None,
     step: Annotated[list[str] | None, typer.Option(help="a step of that plan (repeatable)")] = None,
     backend: Annotated[str, typer.Option(help="kernel language/device")] = "cpu",
-    workload: Annotated[str, typer.Option(help="sizes: cpu, paper, small or tiny")] = "cpu",
+    workload: common.WorkloadOption = "cpu",
     workspace: WorkspaceOption = None,
     json_path: JsonOption = None,
 ) -> None:
@@ -132,6 +132,7 @@ def prompt_command(
     if agent not in AGENTS:
         raise UserError(f"unknown agent {agent!r}; choose one of: {', '.join(AGENTS)}")
     prob = views.problem_and_workload(problem, workload, workspace, evaluating=False)
+    workload = prob.workload_name(workload)  # one given by its sizes: its canonical name
     path = prob.kernel_path("baseline", backend)
     baseline = path.read_text() if path.is_file() else ""  # none: the first kernel is drafted
     if plan is None:

@@ -1,7 +1,8 @@
 """Problem records: what an operator computes, on which sizes, and what it costs.
 
 A problem is plain data plus three functions (reference, input generator, cost model). The
-folder of each problem under ``suite/`` builds one ``Problem`` in its ``problem.py``.
+folder of each problem under ``suite/`` builds one ``Problem`` in its ``problem.py``. A
+``Workload`` (``problems.sizes``, imported here) binds the sizes to a name.
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from accelopt.problems.sizes import Workload, sized_name, sized_workload
 
 Sizes = Mapping[str, int]
 Arrays = tuple[np.ndarray, ...]
@@ -58,14 +61,6 @@ class CostModel:
             vector_flops=float(self.vector_flops(sizes)),
             bytes=float(self.bytes(sizes)),
         )
-
-
-@dataclass(frozen=True)
-class Workload:
-    """Sizes bound to a name: ``paper`` (the published sizes) or ``cpu`` (sized for a small CPU)."""
-
-    name: str
-    sizes: Mapping[str, int]
 
 
 def normal_inputs(rng: np.random.Generator, shapes: list[tuple[int, ...]]) -> Arrays:
@@ -127,13 +122,55 @@ class Problem:
         }
 
     def workload(self, name: str) -> Workload:
-        try:
+        """The named workload, or the one ``name`` gives the sizes of (``M=512,N=768,K=384``:
+        every size parameter, in any order), under its canonical name (``problems.sizes``); a
+        KeyError, one sentence saying what to give, otherwise."""
+        if name in self.workloads:
             return self.workloads[name]
-        except KeyError:
-            known = ", ".join(sorted(self.workloads))
+        example = self._sized_example()
+        sized = sized_workload(self.params, name, owner=f"problem {self.name!r}", example=example)
+        if sized is not None:
+            return self._costed(sized)
+        known = ", ".join(sorted(self.workloads))
+        raise KeyError(
+            f"problem {self.name!r} has no workload {name!r}; choose one of: {known}, or give "
+            f"its sizes, e.g. {example}"
+        )
+
+    def _costed(self, sized: Workload) -> Workload:
+        """``sized``, once the problem's cost model takes its sizes (an imported problem's
+        counted costs know its own workloads only); a KeyError saying why not otherwise."""
+        try:
+            self.cost.at(sized.sizes)
+        except Exception as exc:  # the problem's own code: any failure refuses these sizes
+            why = " ".join(f"{type(exc).__name__}: {exc}".split())[:400]
             raise KeyError(
-                f"problem {self.name!r} has no workload {name!r}; choose one of: {known}"
+                f"problem {self.name!r} cannot run workload {sized.name!r}: its cost model "
+                f"fails on those sizes ({why})"
             ) from None
+        return sized
+
+    def workload_name(self, name: str) -> str:
+        """The name the workload ``name`` is kept under: its own for a named workload, the
+        canonical one (``M=512,N=768,K=384``) for one given by its sizes in any order; a
+        KeyError as ``workload``'s otherwise."""
+        return name if name in self.workloads else self.workload(name).name
+
+    def has_workload(self, name: str) -> bool:
+        """Whether ``workload(name)`` finds a workload (named, or given by its sizes)."""
+        try:
+            self.workload(name)
+        except KeyError:
+            return False
+        return True
+
+    def _sized_example(self) -> str:
+        """A workload's sizes as a sized name, for sentences: the cpu workload's, else the
+        first one's."""
+        named = self.workloads.get("cpu") or next(iter(self.workloads.values()), None)
+        if named is None or any(p not in named.sizes for p in self.params):
+            return ",".join(f"{p}=..." for p in self.params)
+        return sized_name(self.params, named.sizes)
 
     def generate(self, sizes: Sizes, seed: int) -> Arrays:
         rng = np.random.default_rng(seed)

@@ -44,7 +44,7 @@ def problem_of(store: Store, run: RunRecord) -> Problem | None:
 
 
 def work_of(problem: Problem, workload: str) -> Work | None:
-    if workload not in problem.workloads:
+    if not problem.has_workload(workload):
         return None
     cost = problem.cost.at(problem.workload(workload).sizes)
     return Work(workload, cost.matmul_flops + cost.vector_flops, cost.bytes)
@@ -55,7 +55,7 @@ def peaks(problem: Problem, workloads: Sequence[str], spec: HardwareSpec) -> dic
     return {
         w: roofline(problem.cost.at(problem.workload(w).sizes), spec).peak_s
         for w in workloads
-        if w in problem.workloads
+        if problem.has_workload(w)
     }
 
 

@@ -56,14 +56,13 @@ def choose_workloads(
     problem: Problem, tuned: Sequence[str], held_out: Sequence[str] = ()
 ) -> RunWorkloads:
     """The run's workloads as the user named them, checked: each exists, none twice, and none
-    held out that is tuned on (by name or by its sizes). A UserError otherwise."""
-    chosen = RunWorkloads(tuple(tuned) or ("cpu",), tuple(held_out))
+    held out that is tuned on (by name or by its sizes). A UserError otherwise. A workload given
+    by its sizes (``M=512,N=768,K=384``) is kept under its canonical name."""
+    chosen = RunWorkloads(
+        tuple(workload_name(problem, n) for n in tuple(tuned) or ("cpu",)),
+        tuple(workload_name(problem, n) for n in held_out),
+    )
     named = [*chosen.tuned, *chosen.held_out]
-    for name in named:
-        try:
-            problem.workload(name)
-        except KeyError as exc:
-            raise UserError(str(exc.args[0])) from None
     twice = sorted({n for n in named if named.count(n) > 1})
     if twice:
         raise UserError(
@@ -79,6 +78,16 @@ def choose_workloads(
                 "hold nothing out; hold out a workload with other sizes"
             )
     return chosen
+
+
+def workload_name(problem: Problem, name: str) -> str:
+    """The canonical name of the workload ``name`` (a workload's name, or its sizes in any
+    order: ``problems.sizes``); a UserError, one sentence saying what to give, when there is
+    none."""
+    try:
+        return problem.workload_name(name)
+    except KeyError as exc:
+        raise UserError(str(exc.args[0])) from None
 
 
 def _key(problem: Problem, workload: str) -> tuple[tuple[str, int], ...]:
