@@ -36,10 +36,15 @@ def test_optimize_checks_and_times_eager_inductor_and_accelopt(run_cli, tmp_path
     assert found["check"]["passed"] is True and found["check"]["max_rel_err"] <= 1e-4
     assert [t["name"] for t in found["timings"]] == ["eager", "inductor", "accelopt"]
     assert {s["baseline"] for s in found["speedups"]} == {"eager", "inductor"}
-    swapped = {s["problem"]: s for s in found["sites"] if s["status"] == "swapped"}
-    assert set(swapped) == {"swiglu", "matmul"}
-    assert swapped["swiglu"]["speedup"]["ratio"] > 0
-    assert {s["label"] for s in found["after"]} >= {"swiglu-1", "rest (Inductor)"}
+    sites = {s["problem"]: s for s in found["sites"]}
+    assert {"swiglu", "matmul"} <= set(sites)
+    for site in (sites["swiglu"], sites["matmul"]):  # at these tiny sizes a kernel may lose
+        assert site["kernel"] == "shipped expert"
+        if site["status"] == "swapped":
+            assert site["speedup"]["ratio"] > 0
+        else:
+            assert "slower than the subgraph" in site["reason"]
+    assert "rest (Inductor)" in {s["label"] for s in found["after"]}
     html = page.read_text()
     assert "<svg" in html and "swiglu" in html and "Inductor" in html
 

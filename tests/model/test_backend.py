@@ -11,7 +11,7 @@ torch = pytest.importorskip("torch")
 
 from tiny_models import NormProjection, TinyBlock  # noqa: E402
 
-from accelopt.model.backend import AccelOptBackend, compile_backend  # noqa: E402
+from accelopt.model.backend import AccelOptBackend  # noqa: E402
 from accelopt.model.confirm import confirm, relative_error  # noqa: E402
 from accelopt.model.loading import capture  # noqa: E402
 from accelopt.problems.loader import load_problem  # noqa: E402
@@ -30,7 +30,7 @@ def _by_problem(backend):
 
 def test_a_block_gets_its_swiglu_and_projection_swapped_and_computes_what_eager_does(model_ws):
     torch.manual_seed(0)
-    model, backend = TinyBlock().eval(), compile_backend(model_ws)
+    model, backend = TinyBlock().eval(), AccelOptBackend(model_ws, race=False)
     with torch.inference_mode():
         x = torch.randn(2, 8, 32)  # inference tensors, as the fresh ones: one graph, no recompile
         compiled, want = _compiled(model, backend, x, fullgraph=True)
@@ -52,10 +52,10 @@ def test_a_norm_with_another_eps_is_a_near_miss_and_the_problem_s_own_eps_matche
     torch.manual_seed(1)
     x = torch.randn(2, 8, 32)
     with torch.inference_mode():
-        near = AccelOptBackend(model_ws, inductor=False)
+        near = AccelOptBackend(model_ws, inductor=False, race=False)
         compiled, want = _compiled(NormProjection(eps=1e-6).eval(), near, x)
         assert relative_error(compiled(x).numpy(), want.numpy()) <= 1e-5
-        exact = AccelOptBackend(model_ws, inductor=False)
+        exact = AccelOptBackend(model_ws, inductor=False, race=False)
         compiled, want = _compiled(NormProjection(eps=1e-5).eval(), exact, x)
         assert relative_error(compiled(x).numpy(), want.numpy()) <= 1e-5
     missed = [s for s in near.sites if s.problem == "add_rmsnorm_matmul"]
@@ -82,7 +82,7 @@ def test_a_match_that_computes_something_else_is_refused_by_the_numerical_check(
 def test_at_an_unseen_shape_the_kernel_is_built_and_checked_or_the_subgraph_runs(model_ws, policy):
     torch.manual_seed(2)
     model = TinyBlock().eval()
-    backend = AccelOptBackend(model_ws, policy, inductor=False)
+    backend = AccelOptBackend(model_ws, policy, inductor=False, race=False)
     with torch.inference_mode():
         compiled, _ = _compiled(model, backend, torch.randn(2, 8, 32), dynamic=True)
         compiled(torch.randn(2, 8, 32))

@@ -6,13 +6,15 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from accelopt.cli import common
+from accelopt.cli.groups import option_group, with_groups
+from accelopt.cli.model_search import search_unmatched
 from accelopt.cli.model_tables import print_optimized, print_profile
 from accelopt.cli.output import JsonOption, err_console, shows_table, writable_option, write_json
 from accelopt.errors import UserError
@@ -46,16 +48,35 @@ def profile_command(target: TargetArgument, workspace: common.WorkspaceOption = 
     from accelopt.model.loading import load_model
     from accelopt.model.pipeline import profile_model
 
-    result, _hot = profile_model(load_model(target), common.workspace_dir(workspace))
+    result = profile_model(load_model(target), common.workspace_dir(workspace)).result
     if shows_table(json_path):
         print_profile(result)
     write_json(json_path, asdict(result))
 
 
-@app.command("optimize")
-def optimize_command(
-    target: TargetArgument,
-    workspace: common.WorkspaceOption = None,
+@option_group("Unmatched parts (with an endpoint)")
+@dataclass(frozen=True)
+class Unmatched:
+    """What becomes of the hot parts no problem matches, when an endpoint answers."""
+
+    search: Annotated[
+        bool,
+        typer.Option(
+            "--search/--no-search",
+            help="import each hot part no problem matches as a problem of its own and search a "
+            "kernel for it with the agents (only when the endpoint answers)",
+        ),
+    ] = True
+    config: Annotated[Path | None, typer.Option(help="LLM config (default ./accelopt.yaml)")] = None
+    iterations: Annotated[int, typer.Option(help="iterations of each such search")] = 2
+    imports: Annotated[int, typer.Option(help="at most this many parts imported")] = 2
+
+
+@option_group("Kernels and timing")
+@dataclass(frozen=True)
+class Swap:
+    """The kernels of the matched parts, and the end-to-end timing."""
+
     tune: Annotated[
         bool,
         typer.Option(
@@ -63,15 +84,24 @@ def optimize_command(
             help="autotune each hot match's kernel at the model's sizes first (no LLM; a run "
             "already tuned at those sizes is reused)",
         ),
-    ] = True,
+    ] = True
     policy: Annotated[
         str,
         typer.Option(
             help="at sizes no kernel was exported for: compile (build it, check it on first use) "
             "or fallback (the original subgraph)"
         ),
-    ] = "compile",
-    budget: Annotated[float, typer.Option(help="seconds of the end-to-end timing session")] = 20.0,
+    ] = "compile"
+    budget: Annotated[float, typer.Option(help="seconds of the end-to-end timing session")] = 20.0
+
+
+@app.command("optimize")
+@with_groups
+def optimize_command(
+    target: TargetArgument,
+    swap: Swap,
+    unmatched: Unmatched,
+    workspace: common.WorkspaceOption = None,
     html: Annotated[
         Path | None,
         typer.Option(help="also write an HTML report", callback=writable_option("--html")),
@@ -82,15 +112,24 @@ def optimize_command(
     check its outputs against eager on fresh inputs and time eager, torch.compile (Inductor) and
     accelopt interleaved in one session."""
     _torch_or_exit()
-    if policy not in ("compile", "fallback"):
-        raise UserError(f"--policy is compile or fallback, not {policy!r}")
+    if swap.policy not in ("compile", "fallback"):
+        raise UserError(f"--policy is compile or fallback, not {swap.policy!r}")
     from accelopt.model.loading import load_model
     from accelopt.model.pipeline import optimize_model
     from accelopt.model.report import render_html
 
-    ws = common.workspace_dir(workspace)
-    tuner = (lambda problem, sizes: autotune(problem, sizes, ws)) if tune else None
-    result = optimize_model(load_model(target), ws, policy, tuner, budget)
+    ws, u = common.workspace_dir(workspace), unmatched
+    tuner = (lambda problem, sizes: autotune(problem, sizes, ws)) if swap.tune else None
+    searcher = (
+        (
+            lambda parts, graph: search_unmatched(
+                parts, graph, ws, u.config, u.iterations, u.imports, target
+            )
+        )
+        if u.search
+        else None
+    )
+    result = optimize_model(load_model(target), ws, swap.policy, tuner, swap.budget, searcher)
     if shows_table(json_path):
         print_optimized(result)
     if html is not None:

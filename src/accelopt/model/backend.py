@@ -18,6 +18,7 @@ from typing import Any
 
 from accelopt.model import graphs as g
 from accelopt.model.confirm import confirm
+from accelopt.model.generic import imported_matches
 from accelopt.model.matching import Match
 from accelopt.model.provision import kernel_for
 from accelopt.model.recognizers import RECOGNIZERS, choose
@@ -34,9 +35,12 @@ class AccelOptBackend:
     """A torch.compile backend; ``sites`` lists every match it saw, swapped or kept."""
 
     def __init__(self, workspace: Path | None = None, policy: str = "compile",
-                 problems: Sequence[str] | None = None, inductor: bool = True) -> None:  # fmt: skip
+                 problems: Sequence[str] | None = None, inductor: bool = True,
+                 race: bool = True) -> None:  # fmt: skip
         self.workspace, self.policy, self.inductor = workspace, policy, inductor
+        self.race = race  # keep a kernel only where it beats the subgraph (sites.SiteCall)
         self.problems = list(problems or RECOGNIZERS)
+        self.own_problems = problems is None  # the workspace's imported problems too
         self.sites: list[Site] = []
         self.calls: dict[str, SiteCall] = {}  # by site id
         self._serial, self._count = next(_ids), itertools.count(1)
@@ -53,6 +57,8 @@ class AccelOptBackend:
         """The matches to swap in ``gm``, each with the nodes it covers, and the near misses
         worth saying (their nodes are not swapped for another problem)."""
         found = [m for name in self.problems for m in RECOGNIZERS[name](gm.graph)]
+        if self.workspace is not None and self.own_problems:
+            found += imported_matches(gm.graph, self.workspace)
         usable = [m for m in found if not m.rejected and not _unusable(m)]
         covered = {id(m): _covered(m) for m in usable}
         chosen = choose([m for m in usable if covered[id(m)]], lambda m: covered[id(m)])
@@ -88,7 +94,7 @@ class AccelOptBackend:
             return Site(**base, status="kept", reason=f"{match.problem} has no kernel here")
         widths = [g.shape(n)[-1] for n in match.outputs]  # type: ignore[index]
         call = SiteCall(site_id, match.args, extract(match), widths, provided, problem.tolerance,
-                        self.policy)  # fmt: skip
+                        self.policy, match.layout, self.race)  # fmt: skip
         SITES[f"{self._serial}/{site_id}"] = self.calls[site_id] = call
         _replace(gm, match, f"{self._serial}/{site_id}")
         return Site(**base, status="swapped", kernel=provided.origin)

@@ -10,7 +10,7 @@ import numpy as np
 
 from accelopt.model import graphs as g
 from accelopt.model.matching import Match
-from accelopt.model.subgraphs import extract, problem_args, split_outputs
+from accelopt.model.subgraphs import extract, node_values, problem_args
 from accelopt.problems.records import Problem
 
 
@@ -35,7 +35,8 @@ def confirm(match: Match, problem: Problem, seed: int = 0) -> tuple[float, str]:
         got = extract(match)(*inputs)
         args = problem_args(match.args, inputs)
     want = problem.reference(*[a.double().numpy() for a in args])
-    expected = split_outputs(torch.from_numpy(np.asarray(want[0])), [o.shape for o in got])
+    wanted = [torch.from_numpy(np.asarray(w)) for w in want]
+    expected = node_values(match.layout, wanted, [o.shape for o in got])
     worst = max(relative_error(o.numpy(), e.numpy()) for o, e in zip(got, expected, strict=True))
     if not worst <= problem.tolerance:
         return worst, (

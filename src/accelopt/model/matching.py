@@ -39,6 +39,9 @@ class Match:
     label: str = ""
     rejected: str = ""  # a near miss: why it is not the problem
     anchors: frozenset[str] = field(default_factory=frozenset)  # claimed nodes (names)
+    # how the kernel's outputs give the nodes' values: "split" (one output cut along its last
+    # axis, each part reshaped to its node's shape) or "each" (output i is node i's value)
+    layout: str = "split"
 
 
 @dataclass(frozen=True)

@@ -5,6 +5,7 @@ timed against eager and Inductor in one interleaved session."""
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +13,7 @@ from accelopt.model.backend import AccelOptBackend
 from accelopt.model.confirm import relative_error
 from accelopt.model.loading import LoadedModel, capture
 from accelopt.model.profile import HOT, profile, shares, unmatched
-from accelopt.model.records import ModelResult, Share, Site
+from accelopt.model.records import ModelResult, Share, Site, Unmatched
 from accelopt.model.session import time_interleaved
 
 TOLERANCE = 1e-4  # the compiled model against eager: relative L2 error of each output
@@ -22,7 +23,14 @@ def _shapes(inputs: Sequence[Any]) -> list[list[int]]:
     return [list(t.shape) for t in inputs if hasattr(t, "shape")]
 
 
-def profile_model(loaded: LoadedModel, workspace: Path | None) -> tuple[ModelResult, list]:
+@dataclass
+class Profiled:
+    result: ModelResult
+    hot: list[tuple[str, dict[str, int]]]  # the hot matches (problem, sizes) to tune
+    graph: Any  # Dynamo's graph of the model (GraphModule)
+
+
+def profile_model(loaded: LoadedModel, workspace: Path | None) -> Profiled:
     """The model's matched subgraphs and where its eager time goes; also the hot matches
     (problem, sizes) an optimization would tune."""
     inputs = loaded.make_inputs()
@@ -41,18 +49,30 @@ def profile_model(loaded: LoadedModel, workspace: Path | None) -> tuple[ModelRes
     result = ModelResult(loaded.name, _shapes(inputs), sites, before, unmatched=unmatched(before))
     hot = [(m.problem, m.sizes) for i, (m, _) in enumerate(chosen, 1)
            if sum(s.share for s in before if s.site == f"{m.problem}-{i}") >= HOT]  # fmt: skip
-    return result, hot
+    return Profiled(result, hot, gm)
 
 
-def optimize_model(loaded: LoadedModel, workspace: Path | None, policy: str = "compile",
-                   tune: Callable[[str, dict[str, int]], str] | None = None,
-                   budget_s: float = 20.0) -> ModelResult:  # fmt: skip
-    """Profile, tune each hot match (``tune``: problem, sizes -> a note), compile with the
-    backend, check and time. ``tune`` None: the kernels found are used as they are."""
+Search = Callable[[Sequence[Unmatched], Any], list[str]]
+
+
+def optimize_model(
+    loaded: LoadedModel,
+    workspace: Path | None,
+    policy: str = "compile",
+    tune: Callable[[str, dict[str, int]], str] | None = None,
+    budget_s: float = 20.0,
+    search: Search | None = None,
+) -> ModelResult:
+    """Profile; tune each hot match (``tune``: problem, sizes -> a note); ``search`` the hot
+    parts no problem matched (they become problems of their own, matched from then on);
+    compile with the backend, check and time. None: that step is skipped."""
     import torch
 
-    result, hot = profile_model(loaded, workspace)
-    result.notes += [tune(problem, sizes) for problem, sizes in hot] if tune else []
+    profiled = profile_model(loaded, workspace)
+    result = profiled.result
+    result.notes += [tune(problem, sizes) for problem, sizes in profiled.hot] if tune else []
+    if search is not None and result.unmatched:
+        result.notes += search(result.unmatched, profiled.graph)
     torch._dynamo.reset()
     backend = AccelOptBackend(workspace, policy)
     with torch.inference_mode():

@@ -16,9 +16,9 @@ from accelopt.model.records import Share, Unmatched
 PREFIX = "accelopt::"
 HOT = 0.05  # a part of the model with at least this share of its time is hot
 ENDPOINT_ADVICE = (
-    "no problem of the suite or the workspace computes it; with an endpoint, write it as a "
-    "KernelBench file (a Model doing only this, get_inputs at these shapes), `accelopt problem "
-    "import` it and `accelopt optimize` it: its kernel is then matched like the suite's"
+    "no problem of the suite or the workspace computes it; with an endpoint that answers "
+    "(ACCELOPT_LLM_BASE_URL or --config), `accelopt model optimize` imports it as a problem of "
+    "its own, searches a kernel for it with the agents and swaps that in"
 )
 
 

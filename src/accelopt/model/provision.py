@@ -39,13 +39,16 @@ def sized_name(problem: Problem, sizes: dict[str, int]) -> str:
 
 def best_run(store: Store, problem: Problem, sizes: dict[str, int]) -> RunRecord | None:
     """The workspace's run whose best kernel to use: the latest that tuned at these sizes, else
-    the latest with a best kernel better than where it started."""
-    runs = [r for r in store.list_runs() if r.problem == problem.name and r.backend == "cpu"
-            and r.best_hash and r.best_hash != r.baseline_hash]  # fmt: skip
-    runs.sort(key=lambda r: r.updated_at, reverse=True)
+    the latest; runs whose best is not where they started first (a problem with no shipped
+    kernel has its first one from a run: that run counts)."""
+    runs = [r for r in store.list_runs()
+            if r.problem == problem.name and r.backend == "cpu" and r.best_hash]  # fmt: skip
     wanted = sized_name(problem, sizes)
-    at_sizes = [r for r in runs if wanted in run_workloads(r).tuned]
-    return (at_sizes or runs or [None])[0]
+    runs.sort(key=lambda r: (wanted in run_workloads(r).tuned, r.best_hash != r.baseline_hash,
+                             r.updated_at), reverse=True)  # fmt: skip
+    shipped = problem.kernel_path("expert").is_file()
+    found = [r for r in runs if r.best_hash != r.baseline_hash or not shipped]
+    return found[0] if found else None
 
 
 def kernel_for(problem: Problem, sizes: dict[str, int], workspace: Path | None) -> Provided | None:
@@ -74,7 +77,7 @@ def kernel_for(problem: Problem, sizes: dict[str, int], workspace: Path | None) 
 def _export(problem: Problem, kernel: Kernel, folder: Path, workload: str) -> None:
     """Export ``kernel`` built for (and checked at) the model's sizes."""
     hardware = views.hardware_for("cpu", None)
-    with make_profiler("local", hardware, EvalConfig(workers=1)) as profiler:
+    with make_profiler("local", hardware, EvalConfig(workers=1, check_only=True)) as profiler:
         evaluation = profiler.evaluate(kernel, problem, workload)
     reason = refusal(problem, {workload: evaluation})
     if reason:

@@ -3,14 +3,16 @@ Inductor) takes the subgraph's inputs and gives its outputs' values, from the ke
 kernel was confirmed at these sizes, else from the subgraph itself.
 
 The first call at sizes runs both and compares them (relative L2 error within twice the
-problem's tolerance: each is within it of the truth); a kernel that fails to build, raises or
-disagrees is never called at those sizes again, and ``decisions`` says why. ``policy``:
+problem's tolerance: each is within it of the truth), then times them, interleaved (``RACE``
+calls each): a kernel that fails to build, raises, disagrees or is not faster than the subgraph
+it replaces is never called at those sizes again, and ``decisions`` says why. ``policy``:
 ``compile`` builds the kernel for sizes it was not exported for; ``fallback`` runs the subgraph
 there instead.
 """
 
 from __future__ import annotations
 
+import statistics
 import threading
 import time
 from collections.abc import Sequence
@@ -19,9 +21,10 @@ from typing import Any
 
 from accelopt.model.confirm import relative_error
 from accelopt.model.matching import Arg
-from accelopt.model.subgraphs import WeightCache, problem_args, split_outputs
+from accelopt.model.subgraphs import WeightCache, node_values, problem_args
 
 POLICIES = ("compile", "fallback")
+RACE = 7  # calls of each, interleaved, before a kernel is kept at new shapes
 
 
 @dataclass(frozen=True)
@@ -35,12 +38,13 @@ class SiteCall:
     """What the op runs for one site."""
 
     def __init__(self, site: str, args: Sequence[Arg], fallback: Any, widths: Sequence[int],
-                 provided: Any, tolerance: float, policy: str = "compile") -> None:  # fmt: skip
+                 provided: Any, tolerance: float, policy: str = "compile",
+                 layout: str = "split", race: bool = True) -> None:  # fmt: skip
         if policy not in POLICIES:
             raise ValueError(f"policy must be one of {', '.join(POLICIES)}, not {policy!r}")
         self.site, self.args, self.fallback = site, list(args), fallback
         self.widths, self.provided, self.tolerance = list(widths), provided, tolerance
-        self.policy = policy
+        self.policy, self.layout, self.race = policy, layout, race
         self.weights = WeightCache()
         self.decisions: dict[tuple[tuple[int, ...], ...], Decision] = {}
         self._lock = threading.Lock()
@@ -66,10 +70,12 @@ class SiteCall:
     def kernel(self, inputs: Sequence[Any]) -> list[Any]:
         args = problem_args(self.args, inputs, self.weights)
         out = self.provided.kernel(*args, policy="compile", verify=False)
-        first = out[0] if isinstance(out, tuple | list) else out
+        outs = list(out) if isinstance(out, tuple | list) else [out]
+        if self.layout == "each":
+            return [o.contiguous() for o in outs]
         lead = tuple(inputs[self.args[0].inputs[0]].shape[:-1])
         shapes = [(*lead, w) for w in self.widths]
-        return [p.contiguous() for p in split_outputs(first, shapes)]
+        return [p.contiguous() for p in node_values(self.layout, outs, shapes)]
 
     def _first(self, key: Any, inputs: Sequence[Any]) -> list[Any]:
         want = list(self.fallback(*inputs))
@@ -87,8 +93,31 @@ class SiteCall:
             why = f"the kernel differs from the subgraph here (relative error {error:.3g})"
             self.decisions[key] = Decision("subgraph", why, error)
             return want
+        kernel_s, subgraph_s = self._race(inputs)
+        if self.race and kernel_s >= subgraph_s:
+            why = (
+                f"the kernel is slower than the subgraph here ({kernel_s * 1e3:.3g} ms against "
+                f"{subgraph_s * 1e3:.3g} ms, medians of {RACE} calls each, interleaved)"
+            )
+            self.decisions[key] = Decision("subgraph", why, error)
+            return want
         self.decisions[key] = Decision("kernel", "", error)
         return got
+
+    def _race(self, inputs: Sequence[Any]) -> tuple[float, float]:
+        """The kernel's and the subgraph's median times on these inputs, calls interleaved."""
+        if not self.race:
+            return 0.0, 1.0
+        kernel, subgraph = [], []
+        for _ in range(RACE):
+            for times, call in ((kernel, self.kernel), (subgraph, self._subgraph)):
+                start = time.perf_counter()
+                call(inputs)
+                times.append(time.perf_counter() - start)
+        return statistics.median(kernel), statistics.median(subgraph)
+
+    def _subgraph(self, inputs: Sequence[Any]) -> list[Any]:
+        return list(self.fallback(*inputs))
 
     def _unusable(self, inputs: Sequence[Any]) -> str:
         if self.provided is None:

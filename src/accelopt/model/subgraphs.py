@@ -66,6 +66,13 @@ def stacked_t(parts: Sequence[Any]) -> Any:
     return whole.t().contiguous()
 
 
+def node_values(layout: str, outs: Sequence[Any], shapes: Sequence[Sequence[Any]]) -> list[Any]:
+    """The replaced nodes' values from the problem's outputs (``Match.layout``)."""
+    if layout == "each":
+        return [o.reshape(*s) for o, s in zip(outs, shapes, strict=True)]
+    return split_outputs(outs[0], shapes)
+
+
 def split_outputs(out: Any, shapes: Sequence[Sequence[Any]]) -> list[Any]:
     """The problem's output cut along its last axis into the replaced nodes' values (one each:
     q, k and v of a fused projection), each reshaped to its node's shape."""
