@@ -80,6 +80,7 @@ def optimize_model(
         compiled = torch.compile(loaded.model, backend=backend, dynamic=False)
         inductor = torch.compile(loaded.model, dynamic=False)
         result.check = check(eager, compiled, inductor, loaded.make_inputs())
+        sites = _with_speedups(backend, budget_s / 4)  # before the session: may keep some out
         inputs = loaded.make_inputs()
         fns = {"eager": lambda: eager(*inputs), "inductor": lambda: inductor(*inputs),
                "accelopt": lambda: compiled(*inputs)}  # fmt: skip
@@ -91,7 +92,7 @@ def optimize_model(
         session.speedup("accelopt", "eager"),
         session.speedup("accelopt", "inductor"),
     ]
-    result.sites = _with_speedups(backend, budget_s / 4) + _unswapped(result.sites, backend)
+    result.sites = sites + _unswapped(result.sites, backend)
     result.after = after_shares(backend, result.timings)
     return result
 
@@ -117,8 +118,6 @@ def _with_speedups(backend: AccelOptBackend, budget_s: float) -> list[Site]:
     replaced, interleaved, on the last real inputs it saw."""
     import dataclasses
 
-    import torch
-
     found = []
     for site in backend.sites:
         call = backend.calls.get(site.id)
@@ -129,13 +128,33 @@ def _with_speedups(backend: AccelOptBackend, budget_s: float) -> list[Site]:
         if used:  # it fell back at the sizes the model ran
             found.append(dataclasses.replace(site, status="kept", reason=used[0].reason))
             continue
-        inputs = call.last_inputs
-        with torch.inference_mode():
-            session = time_interleaved({"kernel": lambda c=call, i=inputs: c.kernel(i),
-                                        "subgraph": lambda c=call, i=inputs: c.fallback(*i)},
-                                       rounds=30, budget_s=budget_s)  # fmt: skip
-        found.append(dataclasses.replace(site, speedup=session.speedup("kernel", "subgraph")))
+        found.append(_raced(site, call, budget_s))
     return found
+
+
+def _raced(site: Site, call: Any, budget_s: float) -> Site:
+    """The site with its kernel's speedup over the subgraph (interleaved, on the last real
+    inputs); a kernel slower beyond doubt (the interval below 1) is kept out from then on."""
+    import dataclasses
+
+    import torch
+
+    from accelopt.model.sites import Decision
+
+    inputs = call.last_inputs
+    with torch.inference_mode():
+        session = time_interleaved({"kernel": lambda: call.kernel(inputs),
+                                    "subgraph": lambda: call.fallback(*inputs)},
+                                   rounds=30, budget_s=budget_s)  # fmt: skip
+    speedup = session.speedup("kernel", "subgraph")
+    if speedup.high >= 1.0:
+        return dataclasses.replace(site, speedup=speedup)
+    why = (
+        f"the kernel is slower than the subgraph it replaces ({speedup.ratio:.2f}x, "
+        f"{speedup.low:.2f}-{speedup.high:.2f} over {session.rounds} interleaved rounds)"
+    )
+    call.decisions = {key: Decision("subgraph", why) for key in call.decisions}
+    return dataclasses.replace(site, status="kept", reason=why, speedup=speedup)
 
 
 def _unswapped(profiled: Sequence[Site], backend: AccelOptBackend) -> list[Site]:

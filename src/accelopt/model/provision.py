@@ -38,16 +38,17 @@ def sized_name(problem: Problem, sizes: dict[str, int]) -> str:
 
 
 def best_run(store: Store, problem: Problem, sizes: dict[str, int]) -> RunRecord | None:
-    """The workspace's run whose best kernel to use: the latest that tuned at these sizes, else
-    the latest; runs whose best is not where they started first (a problem with no shipped
-    kernel has its first one from a run: that run counts)."""
+    """The workspace's run whose best kernel to use: the latest that tuned at these sizes (its
+    best may be the kernel it started from: that was confirmed there), else the latest whose
+    best is not where it started (where the problem ships no kernel, any run's)."""
     runs = [r for r in store.list_runs()
             if r.problem == problem.name and r.backend == "cpu" and r.best_hash]  # fmt: skip
     wanted = sized_name(problem, sizes)
     runs.sort(key=lambda r: (wanted in run_workloads(r).tuned, r.best_hash != r.baseline_hash,
                              r.updated_at), reverse=True)  # fmt: skip
     shipped = problem.kernel_path("expert").is_file()
-    found = [r for r in runs if r.best_hash != r.baseline_hash or not shipped]
+    found = [r for r in runs if wanted in run_workloads(r).tuned
+             or r.best_hash != r.baseline_hash or not shipped]  # fmt: skip
     return found[0] if found else None
 
 

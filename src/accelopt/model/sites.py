@@ -4,8 +4,8 @@ kernel was confirmed at these sizes, else from the subgraph itself.
 
 The first call at sizes runs both and compares them (relative L2 error within twice the
 problem's tolerance: each is within it of the truth), then times them, interleaved (``RACE``
-calls each): a kernel that fails to build, raises, disagrees or is not faster than the subgraph
-it replaces is never called at those sizes again, and ``decisions`` says why. ``policy``:
+rounds): a kernel that fails to build, raises, disagrees or is slower than the subgraph it
+replaces beyond doubt is never called at those sizes again, and ``decisions`` says why. ``policy``:
 ``compile`` builds the kernel for sizes it was not exported for; ``fallback`` runs the subgraph
 there instead.
 """
@@ -22,9 +22,10 @@ from typing import Any
 from accelopt.model.confirm import relative_error
 from accelopt.model.matching import Arg
 from accelopt.model.subgraphs import WeightCache, node_values, problem_args
+from accelopt.profiling.stats import median_ci
 
 POLICIES = ("compile", "fallback")
-RACE = 7  # calls of each, interleaved, before a kernel is kept at new shapes
+RACE = 11  # rounds (a call of each) timed at new shapes: kernel against subgraph
 
 
 @dataclass(frozen=True)
@@ -93,28 +94,33 @@ class SiteCall:
             why = f"the kernel differs from the subgraph here (relative error {error:.3g})"
             self.decisions[key] = Decision("subgraph", why, error)
             return want
-        kernel_s, subgraph_s = self._race(inputs)
-        if self.race and kernel_s >= subgraph_s:
-            why = (
-                f"the kernel is slower than the subgraph here ({kernel_s * 1e3:.3g} ms against "
-                f"{subgraph_s * 1e3:.3g} ms, medians of {RACE} calls each, interleaved)"
-            )
-            self.decisions[key] = Decision("subgraph", why, error)
+        slower = self._race(inputs)
+        if slower:
+            self.decisions[key] = Decision("subgraph", slower, error)
             return want
         self.decisions[key] = Decision("kernel", "", error)
         return got
 
-    def _race(self, inputs: Sequence[Any]) -> tuple[float, float]:
-        """The kernel's and the subgraph's median times on these inputs, calls interleaved."""
+    def _race(self, inputs: Sequence[Any]) -> str:
+        """Why the kernel is kept out ("" when it is not): it is slower than the subgraph beyond
+        doubt (the 95 % interval of the median per-round time ratio above 1). A first call often
+        meets a machine still busy compiling: noise alone never drops a kernel."""
         if not self.race:
-            return 0.0, 1.0
+            return ""
         kernel, subgraph = [], []
         for _ in range(RACE):
             for times, call in ((kernel, self.kernel), (subgraph, self._subgraph)):
                 start = time.perf_counter()
                 call(inputs)
                 times.append(time.perf_counter() - start)
-        return statistics.median(kernel), statistics.median(subgraph)
+        low, high = median_ci([k / s for k, s in zip(kernel, subgraph, strict=True)])
+        if low <= 1.0:
+            return ""
+        return (
+            f"the kernel is slower than the subgraph here ({statistics.median(kernel) * 1e3:.3g} "
+            f"ms against {statistics.median(subgraph) * 1e3:.3g} ms; time ratio {low:.2f}-"
+            f"{high:.2f}, 95 % interval over {RACE} interleaved rounds)"
+        )
 
     def _subgraph(self, inputs: Sequence[Any]) -> list[Any]:
         return list(self.fallback(*inputs))
