@@ -115,3 +115,23 @@ def test_the_registered_name_finds_the_backend(model_ws, monkeypatch):
     with torch.inference_mode():
         got, want = torch.compile(model, backend="accelopt")(x), model(x)
     assert relative_error(got.numpy(), want.numpy()) <= 1e-5
+
+
+def test_attention_is_gqa_full_when_it_attends_to_every_key_and_a_near_miss_when_causal(model_ws):
+    from tiny_models import Attention
+
+    torch.manual_seed(3)
+    found = {}
+    with torch.inference_mode():
+        x = torch.randn(2, 8, 32)
+        for causal in (False, True):
+            backend = AccelOptBackend(model_ws, inductor=False, race=False)
+            model = Attention(causal).eval()
+            compiled, want = _compiled(model, backend, x)
+            assert relative_error(compiled(x).numpy(), want.numpy()) <= 1e-5
+            found[causal] = [s for s in backend.sites if s.problem == "gqa_full"]
+    (full,) = found[False]
+    assert full.status == "swapped"
+    assert full.sizes == {"B": 2, "N": 8, "QH": 4, "KH": 2, "D": 8}
+    (causal,) = found[True]
+    assert causal.status == "kept" and "it is causal" in causal.reason

@@ -53,3 +53,29 @@ def get_inputs():
 
 def get_init_inputs():
     return []
+
+
+class Attention(nn.Module):
+    """Grouped-query attention as LLaMA-style code writes it: projections viewed as heads,
+    transposed to heads-major, k and v repeated to every query head, SDPA."""
+
+    def __init__(self, causal: bool, heads: int = 4, kv_heads: int = 2):
+        super().__init__()
+        self.causal, self.heads, self.kv_heads = causal, heads, kv_heads
+        self.head_dim = DIM // heads
+        self.q = nn.Linear(DIM, DIM, bias=False)
+        self.kv = nn.Linear(DIM, 2 * kv_heads * self.head_dim, bias=False)
+
+    def forward(self, x):
+        b, t, _ = x.shape
+        q = self.q(x).view(b, t, self.heads, self.head_dim).transpose(1, 2)
+        k, v = self.kv(x).chunk(2, dim=-1)
+        k = k.reshape(b, t, self.kv_heads, self.head_dim).transpose(1, 2)
+        v = v.reshape(b, t, self.kv_heads, self.head_dim).transpose(1, 2)
+        return F.scaled_dot_product_attention(q, repeat_kv(k, self.heads), repeat_kv(v, self.heads),
+                                              is_causal=self.causal)  # fmt: skip
+
+
+def repeat_kv(x, heads: int):
+    b, kv_heads, t, d = x.shape
+    return x[:, :, None].expand(b, kv_heads, heads // kv_heads, t, d).reshape(b, heads, t, d)

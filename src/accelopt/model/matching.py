@@ -22,7 +22,8 @@ from accelopt.model import graphs as g
 class Arg:
     """How a problem argument is made from the subgraph's external inputs (by index):
     ``flat``: the input reshaped to [-1, its last size]; ``t``: a [N, K] weight transposed to
-    [K, N]; ``cat_t``: several [N_i, K] weights stacked and transposed; ``as_is``."""
+    [K, N]; ``cat_t``: several [N_i, K] weights stacked and transposed; ``t12``: axes 1 and 2
+    swapped (heads-major to token-major); ``as_is``."""
 
     inputs: tuple[int, ...]
     how: str = "as_is"

@@ -7,6 +7,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from accelopt.model import graphs as g
+from accelopt.model.attention import gqa_full
 from accelopt.model.matching import Arg, Match, linear_parts, nodes_in, rmsnorm_at, rows
 
 # The constants of the suite's PyTorch forms (problems/suite/*/torch_form.py)
@@ -131,6 +132,7 @@ RECOGNIZERS: dict[str, Callable[[Any], list[Match]]] = {
     "rmsnorm_matmul": rmsnorm_matmul,
     "matmul": matmul,
     "silu": silu,
+    "gqa_full": gqa_full,
 }
 
 

@@ -50,6 +50,8 @@ def problem_args(args: Sequence[Arg], inputs: Sequence[Any], weights: Any = None
         if a.how == "flat":
             x = inputs[a.inputs[0]]
             found.append(x.reshape(-1, x.shape[-1]).contiguous())
+        elif a.how == "t12":  # heads-major [B, H, N, D] to token-major [B, N, H, D]
+            found.append(inputs[a.inputs[0]].transpose(1, 2).contiguous())
         elif a.how in ("t", "cat_t"):
             parts = [inputs[i] for i in a.inputs]
             found.append(weights.get(parts) if weights is not None else stacked_t(parts))
