@@ -69,6 +69,14 @@ def test_an_unmatched_hot_part_is_imported_searched_and_then_swapped(run_cli, tm
         assert "slower than the subgraph" in swapped[0]["reason"]
     assert found["check"]["passed"] is True
     assert (tmp_path / "ws" / "problems" / swapped[0]["problem"] / "model.py").is_file()
+    # shipped kernels only: the searched kernel (an LLM's) never runs in the caller's process
+    done = run_cli("model", "optimize", model, "--workspace", tmp_path / "ws", "--budget", "1",
+                   "--kernels", "shipped", "--json", out)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    site = next(
+        s for s in json.loads(out.read_text())["sites"] if s["problem"].startswith("model_")
+    )
+    assert site["status"] == "kept" and "has no kernel here" in site["reason"]
 
 
 def test_without_an_endpoint_it_says_what_one_would_add(run_cli, tmp_path):

@@ -93,6 +93,13 @@ class Swap:
         ),
     ] = "compile"
     budget: Annotated[float, typer.Option(help="seconds of the end-to-end timing session")] = 20.0
+    kernels: Annotated[
+        str,
+        typer.Option(
+            help="runs (the workspace's best runs, else the shipped experts) or shipped (the "
+            "experts only: no kernel an LLM wrote runs in this process)"
+        ),
+    ] = "runs"
 
 
 @app.command("optimize")
@@ -114,22 +121,26 @@ def optimize_command(
     _torch_or_exit()
     if swap.policy not in ("compile", "fallback"):
         raise UserError(f"--policy is compile or fallback, not {swap.policy!r}")
+    if swap.kernels not in ("runs", "shipped"):
+        raise UserError(f"--kernels is runs or shipped, not {swap.kernels!r}")
     from accelopt.model.loading import load_model
     from accelopt.model.pipeline import optimize_model
     from accelopt.model.report import render_html
 
     ws, u = common.workspace_dir(workspace), unmatched
-    tuner = (lambda problem, sizes: autotune(problem, sizes, ws)) if swap.tune else None
+    tune = swap.tune and swap.kernels == "runs"  # a tuned kernel is a run's
+    tuner = (lambda problem, sizes: autotune(problem, sizes, ws)) if tune else None
     searcher = (
         (
             lambda parts, graph: search_unmatched(
                 parts, graph, ws, u.config, u.iterations, u.imports, target
             )
         )
-        if u.search
+        if u.search and swap.kernels == "runs"  # a searched kernel would not be used
         else None
     )
-    result = optimize_model(load_model(target), ws, swap.policy, tuner, swap.budget, searcher)
+    result = optimize_model(load_model(target), ws, swap.policy, tuner, swap.budget, searcher,
+                            runs=swap.kernels == "runs")  # fmt: skip
     if shows_table(json_path):
         print_optimized(result)
     if html is not None:

@@ -36,8 +36,9 @@ class AccelOptBackend:
 
     def __init__(self, workspace: Path | None = None, policy: str = "compile",
                  problems: Sequence[str] | None = None, inductor: bool = True,
-                 race: bool = True) -> None:  # fmt: skip
+                 race: bool = True, runs: bool = True) -> None:  # fmt: skip
         self.workspace, self.policy, self.inductor = workspace, policy, inductor
+        self.runs = runs  # False: shipped experts only (no run's kernel in this process)
         self.race = race  # keep a kernel only where it beats the subgraph (sites.SiteCall)
         self.problems = list(problems or RECOGNIZERS)
         self.own_problems = problems is None  # the workspace's imported problems too
@@ -89,7 +90,7 @@ class AccelOptBackend:
         _error, why = confirm(match, problem)
         if why:
             return Site(**base, status="kept", reason=why)
-        provided = kernel_for(problem, match.sizes, self.workspace)
+        provided = kernel_for(problem, match.sizes, self.workspace, self.runs)
         if provided is None:
             return Site(**base, status="kept", reason=f"{match.problem} has no kernel here")
         widths = [g.shape(n)[-1] for n in match.outputs]  # type: ignore[index]
@@ -165,12 +166,17 @@ def _replace(gm: Any, match: Match, site_id: str) -> None:
             out.replace_all_uses_with(value)
 
 
-def compile_backend(workspace: Path | str | None = None, policy: str = "compile",
-                    problems: Sequence[str] | None = None) -> AccelOptBackend:  # fmt: skip
+def compile_backend(
+    workspace: Path | str | None = None,
+    policy: str = "compile",
+    problems: Sequence[str] | None = None,
+    runs: bool = True,
+) -> AccelOptBackend:
     """The backend for ``torch.compile(model, backend=...)``: kernels from ``workspace``'s runs
-    (else the shipped experts); ``policy`` at sizes no kernel was exported for: ``compile``
+    (else the shipped experts; ``runs=False``: the shipped experts only, so that no kernel an
+    LLM wrote runs in this process); ``policy`` at sizes no kernel was exported for: ``compile``
     (build it, check it on first use) or ``fallback`` (the original subgraph)."""
-    return AccelOptBackend(Path(workspace) if workspace else None, policy, problems)
+    return AccelOptBackend(Path(workspace) if workspace else None, policy, problems, runs=runs)
 
 
 def accelopt_backend(gm: Any, example_inputs: Sequence[Any]) -> Callable[..., Any]:

@@ -62,6 +62,7 @@ def optimize_model(
     tune: Callable[[str, dict[str, int]], str] | None = None,
     budget_s: float = 20.0,
     search: Search | None = None,
+    runs: bool = True,
 ) -> ModelResult:
     """Profile; tune each hot match (``tune``: problem, sizes -> a note); ``search`` the hot
     parts no problem matched (they become problems of their own, matched from then on);
@@ -74,7 +75,7 @@ def optimize_model(
     if search is not None and result.unmatched:
         result.notes += search(result.unmatched, profiled.graph)
     torch._dynamo.reset()
-    backend = AccelOptBackend(workspace, policy)
+    backend = AccelOptBackend(workspace, policy, runs=runs)
     with torch.inference_mode():
         eager = loaded.model
         compiled = torch.compile(loaded.model, backend=backend, dynamic=False)

@@ -52,10 +52,13 @@ def best_run(store: Store, problem: Problem, sizes: dict[str, int]) -> RunRecord
     return found[0] if found else None
 
 
-def kernel_for(problem: Problem, sizes: dict[str, int], workspace: Path | None) -> Provided | None:
-    """The kernel for ``problem`` at ``sizes``, exported and loaded; None where there is none."""
+def kernel_for(problem: Problem, sizes: dict[str, int], workspace: Path | None,
+               runs: bool = True) -> Provided | None:  # fmt: skip
+    """The kernel for ``problem`` at ``sizes``, exported and loaded; None where there is none.
+    ``runs`` False: the shipped expert only (no kernel a run found, an LLM's, runs in the
+    caller's process)."""
     source, origin = None, ""
-    if workspace is not None and (workspace / DB_NAME).exists():
+    if runs and workspace is not None and (workspace / DB_NAME).exists():
         with Store.open_readonly(workspace) as store:
             run = best_run(store, problem, sizes)
             if run is not None:
