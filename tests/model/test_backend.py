@@ -135,3 +135,16 @@ def test_attention_is_gqa_full_when_it_attends_to_every_key_and_a_near_miss_when
     assert full.sizes == {"B": 2, "N": 8, "QH": 4, "KH": 2, "D": 8}
     (causal,) = found[True]
     assert causal.status == "kept" and "it is causal" in causal.reason
+
+
+def test_a_kernel_that_cannot_be_prepared_leaves_the_subgraph_as_written(model_ws, tmp_path):
+    not_a_folder = tmp_path / "workspace"
+    not_a_folder.write_text("a file where the workspace should be\n")  # no export can be written
+    backend = AccelOptBackend(not_a_folder, inductor=False, race=False)
+    with torch.inference_mode():
+        x = torch.randn(2, 8, 32)
+        compiled, want = _compiled(TinyBlock().eval(), backend, x)
+        assert relative_error(compiled(x).numpy(), want.numpy()) <= 1e-5
+    assert backend.sites and all(s.status == "kept" for s in backend.sites)
+    assert all("no kernel could be prepared" in s.reason for s in backend.sites)
+    assert backend.calls == {}

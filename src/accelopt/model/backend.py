@@ -39,6 +39,7 @@ class AccelOptBackend:
                  race: bool = True, runs: bool = True) -> None:  # fmt: skip
         self.workspace, self.policy, self.inductor = workspace, policy, inductor
         self.runs = runs  # False: shipped experts only (no run's kernel in this process)
+        self.keep_inputs = False  # each site keeps its last inputs (to time it: pipeline.py)
         self.race = race  # keep a kernel only where it beats the subgraph (sites.SiteCall)
         self.problems = list(problems or RECOGNIZERS)
         self.own_problems = problems is None  # the workspace's imported problems too
@@ -79,26 +80,38 @@ class AccelOptBackend:
         return sites
 
     def _site(self, gm: Any, match: Match) -> Site:
-        import torch
-
-        problem = load_problem(match.problem, self.workspace)
+        """Swap ``match`` for its kernel, or say why not. Nothing here breaks the user's model:
+        an error on the way (a problem that no longer loads, a kernel refused at export, a
+        workspace that cannot be written, no compiler) leaves the subgraph, with the reason."""
         site_id = f"{match.problem}-{next(self._count)}"  # as profile_model names it
         base = {"id": site_id, "problem": match.problem, "sizes": match.sizes,
                 "nodes": tuple(n.name for n in match.outputs)}  # fmt: skip
-        if torch.is_grad_enabled() and any(g.needs_grad(n) for n in match.inputs):
-            return Site(**base, status="kept", reason=NO_BACKWARD.format(problem=match.problem))
-        _error, why = confirm(match, problem)
-        if why:
+        try:
+            call, why = self._call(match, site_id)
+        except Exception as exc:  # the subgraph stays: the model still runs, as written
+            call, why = None, f"no kernel could be prepared: {type(exc).__name__}: {exc}"
+        if call is None:
             return Site(**base, status="kept", reason=why)
-        provided = kernel_for(problem, match.sizes, self.workspace, self.runs)
-        if provided is None:
-            return Site(**base, status="kept", reason=f"{match.problem} has no kernel here")
-        widths = [g.shape(n)[-1] for n in match.outputs]  # type: ignore[index]
-        call = SiteCall(site_id, match.args, extract(match), widths, provided, problem.tolerance,
-                        self.policy, match.layout, self.race)  # fmt: skip
         SITES[f"{self._serial}/{site_id}"] = self.calls[site_id] = call
         _replace(gm, match, f"{self._serial}/{site_id}")
-        return Site(**base, status="swapped", kernel=provided.origin)
+        return Site(**base, status="swapped", kernel=call.provided.origin)
+
+    def _call(self, match: Match, site_id: str) -> tuple[SiteCall | None, str]:
+        import torch
+
+        if torch.is_grad_enabled() and any(g.needs_grad(n) for n in match.inputs):
+            return None, NO_BACKWARD.format(problem=match.problem)
+        problem = load_problem(match.problem, self.workspace)
+        _error, why = confirm(match, problem)
+        if why:
+            return None, why
+        provided = kernel_for(problem, match.sizes, self.workspace, self.runs)
+        if provided is None:
+            return None, f"{match.problem} has no kernel here"
+        widths = [g.shape(n)[-1] for n in match.outputs]  # type: ignore[index]
+        call = SiteCall(site_id, match.args, extract(match), widths, provided, problem.tolerance,
+                        self.policy, match.layout, self.race, self.keep_inputs)  # fmt: skip
+        return call, ""
 
 
 def _order_by_uses(graph: Any) -> None:

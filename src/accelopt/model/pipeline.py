@@ -76,6 +76,7 @@ def optimize_model(
         result.notes += search(result.unmatched, profiled.graph)
     torch._dynamo.reset()
     backend = AccelOptBackend(workspace, policy, runs=runs)
+    backend.keep_inputs = True  # each kernel is timed against its subgraph on real inputs
     with torch.inference_mode():
         eager = loaded.model
         compiled = torch.compile(loaded.model, backend=backend, dynamic=False)

@@ -40,7 +40,8 @@ class SiteCall:
 
     def __init__(self, site: str, args: Sequence[Arg], fallback: Any, widths: Sequence[int],
                  provided: Any, tolerance: float, policy: str = "compile",
-                 layout: str = "split", race: bool = True) -> None:  # fmt: skip
+                 layout: str = "split", race: bool = True,
+                 keep_inputs: bool = False) -> None:  # fmt: skip
         if policy not in POLICIES:
             raise ValueError(f"policy must be one of {', '.join(POLICIES)}, not {policy!r}")
         self.site, self.args, self.fallback = site, list(args), fallback
@@ -50,7 +51,8 @@ class SiteCall:
         self.decisions: dict[tuple[tuple[int, ...], ...], Decision] = {}
         self._lock = threading.Lock()
         self.seconds, self.calls = 0.0, 0  # time inside this op, for the after profile
-        self.last_inputs: list[Any] = []  # the last real inputs, to time the kernel alone
+        self.keep_inputs = keep_inputs  # hold the last real inputs (memory), to time the kernel
+        self.last_inputs: list[Any] = []
 
     def __call__(self, inputs: Sequence[Any]) -> list[Any]:
         start = time.perf_counter()
@@ -63,7 +65,8 @@ class SiteCall:
             found = self.kernel(inputs)
         else:
             found = list(self.fallback(*inputs))
-        self.last_inputs = list(inputs)
+        if self.keep_inputs:
+            self.last_inputs = list(inputs)
         self.seconds += time.perf_counter() - start
         self.calls += 1
         return found
