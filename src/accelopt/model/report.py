@@ -48,7 +48,7 @@ def predicted(result: ModelResult) -> float | None:
     for site in sites:
         if site.speedup is None or site.speedup.ratio <= 0:
             return None
-        share = site_share(result.before, site.id)
+        share = site_share(result.before, site.id) or 0.0
         rest += share / site.speedup.ratio - share
     return 1.0 / rest if sites and rest > 0 else None
 
@@ -58,9 +58,11 @@ def swapped_sites(result: ModelResult) -> set[str]:
     return {s.id for s in result.sites if s.status == SWAPPED}
 
 
-def site_share(before: Sequence[Share], site: str) -> float:
-    """A site's share of eager time: its entries in ``before``, summed."""
-    return sum(s.share for s in before if s.site == site)
+def site_share(before: Sequence[Share], site: str) -> float | None:
+    """A site's share of eager time: its entries in ``before``, summed; None when the profile
+    timed none (a near miss, whose nodes belong to other parts)."""
+    shares = [s.share for s in before if s.site == site]
+    return sum(shares) if shares else None
 
 
 def accelopt_gain(result: ModelResult) -> float | None:
