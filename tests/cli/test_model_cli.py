@@ -55,3 +55,13 @@ def test_a_model_file_without_a_model_is_one_sentence(run_cli, tmp_path):
     done = run_cli("model", "profile", bad, "--workspace", tmp_path / "ws")
     assert done.returncode != 0
     assert "has no Model or get_inputs" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_a_model_class_and_its_inputs_may_come_from_a_module(run_cli, tmp_path):
+    out = tmp_path / "profile.json"
+    env = {"PYTHONPATH": str(TINY.parent)}
+    target, inputs = "tiny_models:TinyBlock", "tiny_models:get_inputs"
+    done = run_cli("model", "profile", target, "--inputs", inputs,
+                   "--workspace", tmp_path / "ws", "--json", out, env=env)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert json.loads(out.read_text())["model"] == "tiny_models:TinyBlock"

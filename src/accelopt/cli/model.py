@@ -23,6 +23,15 @@ app = typer.Typer(
     help="A PyTorch model made faster end to end with accelopt's kernels (torch.compile backend).",
     no_args_is_help=True,
 )
+InputsOption = Annotated[
+    str | None,
+    typer.Option(help="the inputs: pkg.mod:fn or file.py:fn returning a list of tensors "
+                 "(default: the target's get_inputs)"),
+]  # fmt: skip
+HtmlOption = Annotated[
+    Path | None,
+    typer.Option(help="also write an HTML report", callback=writable_option("--html")),
+]
 TargetArgument = Annotated[
     str,
     typer.Argument(help="a .py file with Model, get_inputs(), get_init_inputs() (KernelBench's "
@@ -40,7 +49,8 @@ def _torch_or_exit() -> None:
 
 
 @app.command("profile")
-def profile_command(target: TargetArgument, workspace: common.WorkspaceOption = None,
+def profile_command(target: TargetArgument, inputs: InputsOption = None,
+                    workspace: common.WorkspaceOption = None,
                     json_path: JsonOption = None) -> None:  # fmt: skip
     """Where the model's time goes on this machine: per matched problem and per remaining op,
     with shares (torch.profiler), and what no problem matched."""
@@ -48,7 +58,7 @@ def profile_command(target: TargetArgument, workspace: common.WorkspaceOption = 
     from accelopt.model.loading import load_model
     from accelopt.model.pipeline import profile_model
 
-    result = profile_model(load_model(target), common.workspace_dir(workspace)).result
+    result = profile_model(load_model(target, inputs), common.workspace_dir(workspace)).result
     if shows_table(json_path):
         print_profile(result)
     write_json(json_path, asdict(result))
@@ -108,11 +118,9 @@ def optimize_command(
     target: TargetArgument,
     swap: Swap,
     unmatched: Unmatched,
+    inputs: InputsOption = None,
     workspace: common.WorkspaceOption = None,
-    html: Annotated[
-        Path | None,
-        typer.Option(help="also write an HTML report", callback=writable_option("--html")),
-    ] = None,
+    html: HtmlOption = None,
     json_path: JsonOption = None,
 ) -> None:
     """Tune the kernels of the model's hot matches, compile the model with accelopt's backend,
@@ -139,7 +147,8 @@ def optimize_command(
         if u.search and swap.kernels == "runs"  # a searched kernel would not be used
         else None
     )
-    result = optimize_model(load_model(target), ws, swap.policy, tuner, swap.budget, searcher,
+    loaded = load_model(target, inputs)
+    result = optimize_model(loaded, ws, swap.policy, tuner, swap.budget, searcher,
                             runs=swap.kernels == "runs")  # fmt: skip
     if shows_table(json_path):
         print_optimized(result)

@@ -20,23 +20,37 @@ class LoadedModel:
     make_inputs: Any  # get_inputs: fresh inputs on each call
 
 
-def load_model(target: str, attr: str = "Model") -> LoadedModel:
-    """``target``: a Python file, or a module path (``pkg.mod``, ``pkg.mod:Attr``)."""
-    if ":" in target and not Path(target).exists():
-        target, attr = target.rsplit(":", 1)
-    module = _file_module(Path(target)) if target.endswith(".py") else _module(target)
-    missing = [n for n in (attr, "get_inputs") if not hasattr(module, n)]
+def load_model(target: str, inputs: str | None = None) -> LoadedModel:
+    """``target``: a Python file, or a module path (``pkg.mod``, ``pkg.mod:Attr``); the model is
+    ``Attr`` (default ``Model``) built from ``get_init_inputs()``. ``inputs``: where the inputs
+    come from (``pkg.mod:fn`` or ``file.py:fn``), default the target's ``get_inputs``. A model
+    object (not a class) is used as it is."""
+    module, attr = _resolve(target, "Model")
+    source, fn = _resolve(inputs, "get_inputs") if inputs else (module, "get_inputs")
+    missing = [f"{n}" for m, n in ((module, attr), (source, fn)) if not hasattr(m, n)]
     if missing:
         raise UserError(
             f"{target} has no {' or '.join(missing)}: give a file with a Model (an nn.Module), "
-            "get_inputs() and optionally get_init_inputs(), as KernelBench's problems have"
+            "get_inputs() and optionally get_init_inputs(), as KernelBench's problems have "
+            "(or --inputs pkg.mod:fn)"
         )
-    init = getattr(module, "get_init_inputs", list)()
+    found = getattr(module, attr)
     try:
-        model = getattr(module, attr)(*init).eval()
+        model = found(*getattr(module, "get_init_inputs", list)()) if isinstance(found, type) \
+            else found  # fmt: skip
+        model = model.eval()
     except Exception as exc:
         raise UserError(f"{target}: building {attr}(*get_init_inputs()) failed: {exc}") from None
-    return LoadedModel(target, model, module.get_inputs)
+    return LoadedModel(target, model, getattr(source, fn))
+
+
+def _resolve(spec: str, default: str) -> tuple[Any, str]:
+    """(the module, the attribute) that ``spec`` names: ``file.py``, ``pkg.mod``, either with
+    ``:attr``."""
+    path, attr = spec, default
+    if ":" in spec and not Path(spec).exists():
+        path, attr = spec.rsplit(":", 1)
+    return (_file_module(Path(path)) if path.endswith(".py") else _module(path)), attr
 
 
 def _file_module(path: Path) -> Any:
