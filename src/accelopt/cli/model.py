@@ -102,7 +102,13 @@ class Swap:
             "or fallback (the original subgraph)"
         ),
     ] = "compile"
-    budget: Annotated[float, typer.Option(help="seconds of the end-to-end timing session")] = 20.0
+    budget: Annotated[
+        float,
+        typer.Option(
+            help="seconds of the end-to-end timing session (each kernel is also timed "
+            "against its subgraph, for at most a quarter of it)"
+        ),
+    ] = 20.0
     kernels: Annotated[
         str,
         typer.Option(
@@ -160,16 +166,18 @@ def optimize_command(
 
 def autotune(problem: str, sizes: dict[str, int], workspace: Path) -> str:
     """Autotune ``problem``'s shipped expert at ``sizes`` (a run of its own, in the workspace)
-    unless a run already tuned there; a note saying which."""
+    unless a run already finished tuning there (one killed half-way is tuned again); a note
+    saying which."""
     from accelopt.model.provision import sized_name
     from accelopt.problems.loader import load_problem
+    from accelopt.store.records import RunStatus
     from accelopt.store.store import Store
 
     loaded = load_problem(problem, workspace)
     workload = sized_name(loaded, sizes)
     with Store.open(workspace) as store:
         runs = [r for r in store.list_runs() if r.problem == problem and r.best_hash
-                and workload in _tuned(r)]  # fmt: skip
+                and r.status == RunStatus.FINISHED and workload in _tuned(r)]  # fmt: skip
     if runs:
         return f"{problem} at {workload}: reused run {runs[0].id}"
     err_console.print(f"autotuning {problem}'s expert at {workload} (accelopt optimize)…",

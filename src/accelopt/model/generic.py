@@ -63,10 +63,14 @@ def _matches_of(graph: Any, name: str, directory: Path, workspace: Path | None) 
     meta = json.loads((directory / "import.json").read_text(encoding="utf-8"))
     args = [a for a in meta["arguments"] if a["role"] != "output"]
     problem = load_problem(name, workspace)
+    present = {g.shape(n) for n in graph.nodes}
     found = []
     for workload in problem.workloads.values():
         shapes = [t.dims(workload.sizes) for t in problem.inputs]
-        traced = _pattern(directory, shapes[: sum(a["role"] == "input" for a in args)])
+        if not all(tuple(s) in present for s in shapes):
+            continue  # a tensor of this workload is nowhere in the graph: no model is built
+        key = (str(directory), problem.fingerprint, tuple(map(tuple, shapes)))
+        traced = _traced(key, directory, shapes[: sum(a["role"] == "input" for a in args)])
         if traced is None:
             continue
         pattern, names = traced
@@ -87,6 +91,17 @@ def _matches_of(graph: Any, name: str, directory: Path, workspace: Path | None) 
                                    dict(workload.sizes), flops, f"{name} ({workload.name})",
                                    layout="each"))  # fmt: skip
     return found
+
+
+_TRACED: dict[tuple[Any, ...], tuple[Any, list[str]] | None] = {}
+
+
+def _traced(key: tuple[Any, ...], directory: Path, shapes: list[Any]) -> Any:
+    """``_pattern``, once per problem version and shapes in a process (each graph Dynamo hands
+    the backend would otherwise build and trace every imported model again)."""
+    if key not in _TRACED:
+        _TRACED[key] = _pattern(directory, shapes)
+    return _TRACED[key]
 
 
 def _returned(pattern_graph: Any) -> list[Any]:

@@ -12,7 +12,7 @@ are settled by the work they cover, largest first.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from accelopt.model import graphs as g
@@ -39,7 +39,6 @@ class Match:
     flops: float  # the work the match covers: conflicts go to the larger
     label: str = ""
     rejected: str = ""  # a near miss: why it is not the problem
-    anchors: frozenset[str] = field(default_factory=frozenset)  # claimed nodes (names)
     # how the kernel's outputs give the nodes' values: "split" (one output cut along its last
     # axis, each part reshaped to its node's shape) or "each" (output i is node i's value)
     layout: str = "split"
@@ -51,7 +50,6 @@ class RMSNorm:
     eps: float
     gain: Any | None
     out: Any
-    nodes: tuple[Any, ...]
 
 
 def _const(value: Any) -> float | None:
@@ -103,7 +101,7 @@ def rmsnorm_at(rsqrt: Any) -> RMSNorm | None:
         other = next((v for v in g.binary(user) if v is not out), None)
         if g.is_node(other) and g.shape(other) == (g.shape(x) or (0,))[-1:]:
             out, gain = user, other
-    return RMSNorm(x, eps, gain, out, (inner, square, rsqrt, scaled[0], out))
+    return RMSNorm(x, eps, gain, out)
 
 
 def linear_parts(node: Any) -> tuple[Any, Any] | None:

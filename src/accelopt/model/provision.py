@@ -80,7 +80,7 @@ def kernel_for(problem: Problem, sizes: dict[str, int], workspace: Path | None,
 
 def _export(problem: Problem, kernel: Kernel, folder: Path, workload: str) -> None:
     """Export ``kernel`` built for (and checked at) the model's sizes."""
-    hardware = views.hardware_for("cpu", None)
+    hardware = views.hardware_for("cpu")  # says on stderr when it measures (about a minute)
     with make_profiler("local", hardware, EvalConfig(workers=1, check_only=True)) as profiler:
         evaluation = profiler.evaluate(kernel, problem, workload)
     reason = refusal(problem, {workload: evaluation})
