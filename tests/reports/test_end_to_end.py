@@ -14,7 +14,7 @@ from accelopt.reports.compare import load_comparison, render_compare
 from accelopt.reports.run_report import load_run, render_run_report, run_report
 from accelopt.search import run as run_module
 from accelopt.search.config import SearchConfig
-from accelopt.search.run import RunInputs, execute_run, new_run
+from accelopt.search.run import RunInputs, RunTarget, execute_run, new_run
 from accelopt.store.store import Store
 
 pytestmark = [pytest.mark.timeout(300), pytest.mark.slow]
@@ -26,7 +26,7 @@ SAMPLING = SearchConfig(
 
 
 def optimize(store, llm, hw, search):
-    run = new_run(store, "matmul", "small", "cpu", hw, search, llm, variant("slow"))
+    run = new_run(store, RunTarget("matmul", "small", "cpu", hw), search, llm, variant("slow"))
     execute_run(store, run, RunInputs(llm, hw, FAST_EVAL), resume=False)
     return store.get_run(run.id)
 

@@ -32,7 +32,7 @@ from accelopt.profiling.evaluation import Evaluation
 from accelopt.search import lessons, settling
 from accelopt.search import run as run_module
 from accelopt.search.config import SearchConfig
-from accelopt.search.run import RunInputs, execute_run, new_run
+from accelopt.search.run import RunInputs, RunTarget, execute_run, new_run
 from accelopt.search.selection import Comparison
 from accelopt.search.workloads import choose_workloads
 from accelopt.store.store import Store
@@ -72,8 +72,9 @@ def main() -> None:
             problem = load_problem("matmul")
             chosen = choose_workloads(problem, args.workloads.split(","))
             sizes = {w: problem.workload(w).sizes for w in chosen.all}
-            run = new_run(store, "matmul", chosen.primary, "cpu", hardware, search, llm,
-                          variant("slow"), workloads=chosen, sizes=sizes)  # fmt: skip
+            target = RunTarget("matmul", chosen.primary, "cpu", hardware, workloads=chosen,
+                               sizes=sizes)  # fmt: skip
+            run = new_run(store, target, search, llm, variant("slow"))
         log.write(f"run {run.id}\n")
         inputs = RunInputs(llm, hardware, EVAL, check_llm=False, on_phase=on_phase)
         execute_run(store, run, inputs, resume=args.resume is not None)

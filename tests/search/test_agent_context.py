@@ -13,7 +13,7 @@ from agents_pool import variant, write_config
 
 from accelopt.llm.config import load_config
 from accelopt.search.config import SearchConfig
-from accelopt.search.run import RunInputs, execute_run, new_run
+from accelopt.search.run import RunInputs, RunTarget, execute_run, new_run
 from accelopt.store.store import Store
 from accelopt.testing.scripted import RecordedRequest, Reply, ScriptedServer
 from conftest import FAST_EVAL
@@ -49,7 +49,9 @@ def test_what_the_agents_are_shown_and_asked_again(tmp_path, hw, accelopt_cache,
     with ScriptedServer(default=Team()) as server:
         cfg = load_config(write_config(tmp_path / "accelopt.yaml", server.base_url))
         with Store.open(tmp_path / "ws") as store:
-            run = new_run(store, "matmul", "small", "cpu", hw, SEARCH, cfg, variant("slow"))
+            run = new_run(
+                store, RunTarget("matmul", "small", "cpu", hw), SEARCH, cfg, variant("slow")
+            )
             execute_run(store, run, RunInputs(cfg, hw, FAST_EVAL, check_llm=False), resume=False)
             records = store.iterations(run.id)
             calls = store.llm_calls(run.id)

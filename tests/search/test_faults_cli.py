@@ -12,6 +12,7 @@ import mounts
 import pytest
 from cli_timing import NO_REFERENCES, QUICK_TIMING
 
+from accelopt.backends.registry import shipped_kernel
 from accelopt.backends.tunables import find_tunables
 from accelopt.problems import load_problem
 
@@ -31,7 +32,7 @@ def test_a_full_compile_cache_is_no_verdict_and_a_healthy_one_measures_every_var
 def _starve_then_heal(run_cli, cli_env: dict[str, str], small_disk: Path, tmp_path: Path) -> None:
     shutil.copytree(Path(cli_env["ACCELOPT_CACHE_DIR"]) / "hardware", small_disk / "hardware")
     full = {"ACCELOPT_CACHE_DIR": str(small_disk)}
-    expert = load_problem("silu").kernel_path("expert")
+    expert = shipped_kernel(load_problem("silu"), "expert")
     ws = tmp_path / "ws"
     warm = run_cli("eval", "silu", expert, "--workload", "small", *QUICK_TIMING,
                    "--workspace", tmp_path / "other", env=full)  # fmt: skip

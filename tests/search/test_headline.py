@@ -20,7 +20,8 @@ from accelopt.problems import load_problem
 from accelopt.profiling.config import EvalConfig
 from accelopt.search.config import SearchConfig
 from accelopt.search.headline import FINAL, headline_of
-from accelopt.search.run import RunInputs, execute_run, new_run
+from accelopt.search.retimings import RetimingRecord
+from accelopt.search.run import RunInputs, RunTarget, execute_run, new_run
 from accelopt.search.summary import run_summary
 from accelopt.store.store import Store
 from conftest import FAST_EVAL
@@ -49,7 +50,7 @@ def test_the_headline_is_the_closing_session_not_a_stale_cached_figure(
 ):
     with Store.open(tmp_path / "ws") as store:
         _stale_start(store, hw, variant("slow"))
-        run = new_run(store, "matmul", "small", "cpu", hw, ONE, llm, variant("slow"))
+        run = new_run(store, RunTarget("matmul", "small", "cpu", hw), ONE, llm, variant("slow"))
         result = execute_run(store, run, RunInputs(llm, hw, FAST_EVAL, check_llm=False), False)
         best = variant_of(result.best.kernel.source)
         assert best != "slow", "the scripted search found nothing faster"
@@ -77,7 +78,7 @@ def test_an_autotune_run_reports_its_session_not_the_stale_cached_start(
     tune = SearchConfig(strategy="autotune", iterations=1, variants=2)
     with Store.open(tmp_path / "ws") as store:
         _stale_start(store, hw, start)
-        run = new_run(store, "matmul", "small", "cpu", hw, tune, llm, start)
+        run = new_run(store, RunTarget("matmul", "small", "cpu", hw), tune, llm, start)
         result = execute_run(store, run, RunInputs(llm, hw, FAST_EVAL, check_llm=False), False)
         assert result.best.hash == result.baseline.hash
         assert result.baseline.evaluation.latency_s == pytest.approx(LATENCY_S["slow"] * STALE)
@@ -92,7 +93,7 @@ def test_a_closing_session_of_one_kernel_is_a_speedup_of_one():
     """A run that found nothing faster re-times its starting kernel alone: 1.00x, exactly."""
     hw_free = {"ratios": [1.0], "ratio_ci": [0.0], "rounds": 8, "measured_at": "t"}
     evaluation = _evaluation(2e-3)
-    found = headline_of({**hw_free, "evaluations": [evaluation]}, ["small"])
+    found = headline_of(stored({**hw_free, "evaluations": [evaluation]}), ["small"])
     assert found is not None and found.speedup == 1.0 and found.interval == 0.0
     assert found.best.latency_s == found.baseline.latency_s == 2e-3
 
@@ -101,7 +102,7 @@ def test_a_closing_session_over_two_workloads_combines_each_kernel():
     data = {"ratios": [1.0, 0.5], "ratio_ci": [0.0, 0.02], "rounds": 6, "measured_at": "t",
             "evaluations": [_evaluation(4e-3, "small"), _evaluation(2e-3, "small"),
                             _evaluation(8e-3, "cpu"), _evaluation(4e-3, "cpu")]}  # fmt: skip
-    found = headline_of(data, ["small", "cpu"])
+    found = headline_of(stored(data), ["small", "cpu"])
     assert found is not None and found.speedup == pytest.approx(2.0)
     assert found.baseline.workload == found.best.workload == "small+cpu"
     assert FINAL < 0  # never an iteration of the loop
@@ -122,5 +123,10 @@ def test_a_session_without_a_figure_for_each_kernel_gives_no_headline():
     data = {"ratios": [1.0, None], "ratio_ci": [0.0, None], "rounds": 0, "measured_at": "t",
             "evaluations": [_evaluation(4e-3, "small"), _evaluation(2e-3, "small"),
                             _evaluation(8e-3, "cpu")]}  # fmt: skip
-    assert headline_of(data, ["small", "cpu"]) is None
-    assert headline_of({**data, "evaluations": []}, ["small"]) is None
+    assert headline_of(stored(data), ["small", "cpu"]) is None
+    assert headline_of(stored({**data, "evaluations": []}), ["small"]) is None
+
+
+def stored(data: dict) -> RetimingRecord:
+    """A closing session as the store keeps it (its kernels: one per ratio)."""
+    return RetimingRecord.from_stored([f"k{i}" for i in range(len(data["ratios"]))], data)

@@ -15,7 +15,8 @@ def kernel(h: str, parent: str = "", plan: str = "", iteration: int = 1) -> Kern
 def ev(h: str, latency: float | None, status: Status = Status.PASSED) -> Evaluation:
     return Evaluation(
         problem="p", workload="w", backend="cpu", kernel=h, kernel_hash=h, hardware="hw",
-        status=status, latency_s=latency, peak_s=1e-4, bound="matmul", tolerance=1e-4,
+        status=status, error="" if status is Status.PASSED else "failed", latency_s=latency,
+        peak_s=1e-4, bound="matmul", tolerance=1e-4,
     )  # fmt: skip
 
 

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 from agents_pool import write_config
+from runners import RunsOnly
 from specs import make_spec
 
 from accelopt.backends.kernel import Kernel
@@ -33,7 +34,7 @@ from accelopt.search import interrupt
 from accelopt.search import run as run_module
 from accelopt.search.config import SearchConfig
 from accelopt.search.interrupt import STOPPING, RunInterrupted
-from accelopt.search.run import RunInputs, execute_run, new_run
+from accelopt.search.run import RunInputs, RunTarget, execute_run, new_run
 from accelopt.store.records import RunStatus
 from accelopt.store.store import Store
 
@@ -41,7 +42,7 @@ SPEC = make_spec(name="cpu:test", matmul_rate=1e12, vector_rate=1e12, bandwidth=
 BLOCKED_S = 60.0  # how long an evaluation would go on if nothing stopped it
 
 
-class BlockingRunner:
+class BlockingRunner(RunsOnly):
     """Each evaluation waits until ``close`` (or ``BLOCKED_S``), then answers a service failure,
     as a worker killed by the pool's ``close`` does; ``started`` is set when one begins."""
 
@@ -99,7 +100,7 @@ def test_ctrl_c_stops_a_run_at_once_and_leaves_it_resumable(runner, tmp_path: Pa
     inputs = RunInputs(llm, SPEC, EvalConfig(), check_llm=False)
     search = SearchConfig(strategy="autotune", iterations=2)
     with Store.open(tmp_path / "ws") as store:
-        run = new_run(store, "silu", "cpu", "cpu", SPEC, search, llm)
+        run = new_run(store, RunTarget("silu", "cpu", "cpu", SPEC), search, llm)
         interrupt_when(runner.started)
         start = time.monotonic()
         with pytest.raises(RunInterrupted) as caught:

@@ -4,13 +4,11 @@ session, not yet committed, or of other runs), so its planner prompts are byte-i
 
 from __future__ import annotations
 
-from test_settle import SessionProfiler, candidate
+from test_settle import SessionProfiler, candidate, context
 
-from accelopt.backends.base import get_backend
 from accelopt.llm.client import LLMClient
 from accelopt.llm.config import Config
 from accelopt.memory.records import Experience, Lesson
-from accelopt.problems.loader import load_problem
 from accelopt.search.config import SearchConfig
 from accelopt.search.loop import Optimizer
 from accelopt.store.records import RunRecord
@@ -23,8 +21,7 @@ def optimizer(tmp_path, hw, profiler) -> Optimizer:
     store.create_run(run)
     llm = Config.model_validate({"llm": {"default": {"base_url": "http://127.0.0.1:9/v1",
                                                      "model": "m"}}})  # fmt: skip
-    return Optimizer(store, LLMClient(llm), profiler, get_backend("cpu"), hw,
-                     load_problem("matmul"), "small", SearchConfig(), run)  # fmt: skip
+    return Optimizer(context(store, run, hw), LLMClient(llm), profiler, SearchConfig())
 
 
 def lesson(title: str, run_id: str = "other", **kw) -> Experience:
@@ -36,7 +33,7 @@ def lesson(title: str, run_id: str = "other", **kw) -> Experience:
 
 def test_a_resumed_iteration_is_shown_the_same_lessons(tmp_path, hw):
     opt = optimizer(tmp_path, hw, SessionProfiler({}))
-    store = opt.store
+    store = opt.context.store
     store.add_experience(lesson("tile loops"))
     parent = candidate("void kernel(){int p;}", 1.0)
     shown = opt.lessons.shown(1, parent)

@@ -9,7 +9,7 @@ from agents_pool import AgentPool, variant
 
 from accelopt.backends.kernel import Kernel
 from accelopt.search.config import SearchConfig
-from accelopt.search.run import RunInputs, execute_run, new_run
+from accelopt.search.run import RunInputs, RunTarget, execute_run, new_run
 from accelopt.store.store import Store
 from conftest import FAST_EVAL
 
@@ -19,7 +19,7 @@ SMALL = SearchConfig(beam=2, plans=2, samples=1, iterations=2, fixer=1, referenc
 
 
 def start_run(store, llm, hw, search=SMALL, problem="matmul"):
-    run = new_run(store, problem, "small", "cpu", hw, search, llm, variant("slow"))
+    run = new_run(store, RunTarget(problem, "small", "cpu", hw), search, llm, variant("slow"))
     return run, execute_run(store, run, RunInputs(llm, hw, FAST_EVAL), resume=False)
 
 
@@ -98,7 +98,7 @@ def test_the_budget_stops_the_run_cleanly(
 ):
     tight = llm.model_copy(update={"budget": llm.budget.model_copy(update={"max_usd": 0.002})})
     with Store.open(tmp_path / "ws") as store:
-        run = new_run(store, "matmul", "small", "cpu", hw, SMALL, tight, variant("slow"))
+        run = new_run(store, RunTarget("matmul", "small", "cpu", hw), SMALL, tight, variant("slow"))
         result = execute_run(store, run, RunInputs(tight, hw, FAST_EVAL), resume=False)
         assert result.status == "budget"
         assert store.get_run(run.id).status == "budget"
@@ -116,7 +116,7 @@ def test_no_endpoint_stops_before_spending(tmp_path, hw, accelopt_cache):
     nowhere = Config.model_validate({"llm": {"default": {"base_url": "http://127.0.0.1:9/v1",
                                                          "model": "m"}}})  # fmt: skip
     with Store.open(tmp_path / "ws") as store:
-        run = new_run(store, "matmul", "small", "cpu", hw, SMALL, nowhere)
+        run = new_run(store, RunTarget("matmul", "small", "cpu", hw), SMALL, nowhere)
         with pytest.raises(UserError, match="cannot reach the LLM endpoint"):
             execute_run(store, run, RunInputs(nowhere, hw, FAST_EVAL), resume=False)
         assert store.kernels(run.id) == []  # nothing measured

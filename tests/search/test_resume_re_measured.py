@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from agents_pool import write_config
+from runners import RunsOnly
 from specs import make_spec
 
 from accelopt.backends.status import Status
@@ -26,8 +27,8 @@ from accelopt.search import run as run_module
 from accelopt.search.config import SearchConfig
 from accelopt.search.evaluations import run_evaluations
 from accelopt.search.loop import Optimizer
-from accelopt.search.rescoring import re_measured_higher
-from accelopt.search.run import RunInputs, execute_run, hardware_note, new_run
+from accelopt.search.one_ceiling import re_measured_higher
+from accelopt.search.run import RunInputs, RunTarget, execute_run, hardware_note, new_run
 from accelopt.search.selection import Candidate
 from accelopt.store.records import KernelOrigin, RunStatus
 from accelopt.store.store import Store
@@ -40,7 +41,7 @@ EXPERT = "void kernel(const float *x, float *out) { out[1] = x[1]; }\n"
 OF_REAL = {BASELINE: 0.2, EXPERT: 0.9}  # fraction of the real (quiet) bandwidth each reaches
 
 
-class ScoringRunner:
+class ScoringRunner(RunsOnly):
     threads, capacity = 2, 1
 
     def __init__(self, hardware: HardwareSpec) -> None:
@@ -61,14 +62,16 @@ class ScoringRunner:
 async def one_kernel_a_session(optimizer: Optimizer, resume: bool):
     """The first session: the baseline; the resumed one: the expert."""
     if not resume:
-        base = await optimizer.admit(BASELINE, None, None, 0, KernelOrigin.BASELINE)
-        optimizer.store.update_run(optimizer.run.id, baseline_hash=base.hash)
+        base = await optimizer.measurer.admit(BASELINE, None, None, 0, KernelOrigin.BASELINE)
+        store, run = optimizer.context.store, optimizer.context.run
+        store.update_run(run.id, baseline_hash=base.hash)
         optimizer.commit(0, [base], base)
         return RunStatus.INTERRUPTED, base, base
-    base = next(k for k in optimizer.store.kernels(optimizer.run.id) if k.source == BASELINE)
-    evaluation = run_evaluations(optimizer.store, optimizer.run)[base.hash]
+    store, run = optimizer.context.store, optimizer.context.run
+    base = next(k for k in store.kernels(run.id) if k.source == BASELINE)
+    evaluation = run_evaluations(store, run)[base.hash]
     start = Candidate(base, evaluation)
-    expert = await optimizer.admit(EXPERT, start, None, 1, KernelOrigin.EXECUTOR)
+    expert = await optimizer.measurer.admit(EXPERT, start, None, 1, KernelOrigin.EXECUTOR)
     optimizer.commit(1, [expert], expert)
     return RunStatus.FINISHED, start, expert
 
@@ -88,7 +91,7 @@ def patched(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def _started(tmp_path: Path, store: Store):
     llm = load_config(write_config(tmp_path / "accelopt.yaml", "http://127.0.0.1:9"))
-    run = new_run(store, "silu", "cpu", "cpu", BUSY, SearchConfig(iterations=2), llm)
+    run = new_run(store, RunTarget("silu", "cpu", "cpu", BUSY), SearchConfig(iterations=2), llm)
     execute_run(store, run, RunInputs(llm, BUSY, EvalConfig(), check_llm=False), resume=False)
     return llm, store.get_run(run.id)
 

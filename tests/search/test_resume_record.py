@@ -10,7 +10,14 @@ from accelopt.llm.budget import Budget
 from accelopt.llm.config import load_config
 from accelopt.search.config import SearchConfig
 from accelopt.search.evaluations import run_evaluations, run_raced
-from accelopt.search.run import RunInputs, execute_run, hardware_note, new_run, run_budget
+from accelopt.search.run import (
+    RunInputs,
+    RunTarget,
+    execute_run,
+    hardware_note,
+    new_run,
+    run_budget,
+)
 from accelopt.store.store import Store
 from conftest import FAST_EVAL
 
@@ -39,7 +46,7 @@ def test_a_resume_goes_on_against_the_ceilings_the_run_started_with_when_the_new
     """(Ceilings re-measured higher move the run: test_resume_re_measured.py.)"""
     lowered = hw.model_copy(update={"matmul_rate": hw.matmul_rate * 0.8})  # re-measured since
     with Store.open(tmp_path / "ws") as store:
-        run = new_run(store, "matmul", "small", "cpu", hw, QUIET, llm, variant("slow"))
+        run = new_run(store, RunTarget("matmul", "small", "cpu", hw), QUIET, llm, variant("slow"))
         first = RunInputs(llm, hw, FAST_EVAL, on_phase=stop_at("planning", 2))
         with pytest.raises(Stop):
             execute_run(store, run, first, resume=False)
@@ -68,7 +75,9 @@ def test_a_new_run_pays_for_fresh_samples_unless_told_to_replay(
 
         def requests_of(**kw) -> int:
             before = len(server.requests)
-            run = new_run(store, "matmul", "small", "cpu", hw, one, llm, variant("slow"), **kw)
+            run = new_run(
+                store, RunTarget("matmul", "small", "cpu", hw), one, llm, variant("slow"), **kw
+            )
             execute_run(store, run, RunInputs(llm, hw, FAST_EVAL, check_llm=False), resume=False)
             return len(server.requests) - before
 
@@ -85,7 +94,9 @@ def test_a_resumed_run_counts_what_it_spent_before(
 ):
     capped = llm.model_copy(update={"budget": llm.budget.model_copy(update={"max_usd": 5.0})})
     with Store.open(tmp_path / "ws") as store:
-        run = new_run(store, "matmul", "small", "cpu", hw, QUIET, capped, variant("slow"))
+        run = new_run(
+            store, RunTarget("matmul", "small", "cpu", hw), QUIET, capped, variant("slow")
+        )
         with pytest.raises(Stop):
             stopped = RunInputs(capped, hw, FAST_EVAL, on_phase=stop_at("writing", 2))
             execute_run(store, run, stopped, resume=False)
@@ -100,7 +111,7 @@ def test_a_resume_refuses_options_that_contradict_its_record(run_cli, tmp_path, 
     config = tmp_path / "accelopt.yaml"
     config.write_text("llm:\n  default: {base_url: 'http://127.0.0.1:9/v1', model: m}\n")
     with Store.open(tmp_path / "ws") as store:
-        run = new_run(store, "matmul", "small", "cpu", hw, QUIET, load_config(config))
+        run = new_run(store, RunTarget("matmul", "small", "cpu", hw), QUIET, load_config(config))
     common = ("--config", config, "--workspace", tmp_path / "ws")
     for option, value in (("--backend", "triton"), ("--workload", "tiny")):
         out = run_cli("optimize", "--resume", run.id, option, value, *common)
@@ -126,7 +137,7 @@ def test_a_suite_budget_is_one_total(tmp_path, llm, hw, server, accelopt_cache):
         statuses = []
         for problem in ("matmul", "silu"):
             start = variant("slow") if problem == "matmul" else None
-            run = new_run(store, problem, "small", "cpu", hw, one, llm, start)
+            run = new_run(store, RunTarget(problem, "small", "cpu", hw), one, llm, start)
             inputs = RunInputs(llm, hw, FAST_EVAL, check_llm=False, budget=shared)
             statuses.append(execute_run(store, run, inputs, resume=False).status)
         assert statuses == ["budget", "budget"]

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from agents_pool import write_config
+from runners import RunsOnly
 from specs import make_spec
 
 from accelopt.backends.kernel import Kernel
@@ -27,7 +28,7 @@ from accelopt.search import run as run_module
 from accelopt.search.config import SearchConfig
 from accelopt.search.evaluations import run_evaluations
 from accelopt.search.loop import Optimizer
-from accelopt.search.run import RunInputs, execute_run, new_run
+from accelopt.search.run import RunInputs, RunTarget, execute_run, new_run
 from accelopt.search.selection import Candidate
 from accelopt.search.spec import run_hardware
 from accelopt.search.summary import run_summary
@@ -41,7 +42,7 @@ FAST = "void kernel(const float *x, float *out) { out[1] = x[1]; }\n"  # 1.73x f
 PCT_OF_LOW = {BASELINE: 0.68, FAST: 0.68 * 1.73}
 
 
-class RaisingRunner:
+class RaisingRunner(RunsOnly):
     """Scores each job against its spec; one that beats the roofline has the bandwidth raised
     (once) and is scored again, as ``Evaluator._scored`` does."""
 
@@ -72,10 +73,11 @@ class RaisingRunner:
 
 async def two_kernels(optimizer: Optimizer, resume: bool) -> tuple[RunStatus, Candidate, Candidate]:
     """What ``_drive`` would do, in short: the baseline, then a faster kernel, each committed."""
-    base = await optimizer.admit(BASELINE, None, None, 0, KernelOrigin.BASELINE)
-    optimizer.store.update_run(optimizer.run.id, baseline_hash=base.hash)
+    base = await optimizer.measurer.admit(BASELINE, None, None, 0, KernelOrigin.BASELINE)
+    store, run = optimizer.context.store, optimizer.context.run
+    store.update_run(run.id, baseline_hash=base.hash)
     optimizer.commit(0, [base], base)
-    fast = await optimizer.admit(FAST, base, None, 1, KernelOrigin.EXECUTOR)
+    fast = await optimizer.measurer.admit(FAST, base, None, 1, KernelOrigin.EXECUTOR)
     optimizer.commit(1, [fast], fast)
     return RunStatus.FINISHED, base, fast
 
@@ -101,7 +103,7 @@ def test_a_run_ends_with_every_figure_against_the_raised_ceiling(patched, tmp_pa
     llm = load_config(write_config(tmp_path / "accelopt.yaml", "http://127.0.0.1:9"))
     inputs = RunInputs(llm, LOW, EvalConfig(), check_llm=False)
     with Store.open(tmp_path / "ws") as store:
-        run = new_run(store, "silu", "cpu", "cpu", LOW, SearchConfig(iterations=1), llm)
+        run = new_run(store, RunTarget("silu", "cpu", "cpu", LOW), SearchConfig(iterations=1), llm)
         assert run.hardware == LOW.key()
         result = execute_run(store, run, inputs, resume=False)
         raised = LOW.model_copy(update={"bandwidth": RAISED_BANDWIDTH})
@@ -109,7 +111,7 @@ def test_a_run_ends_with_every_figure_against_the_raised_ceiling(patched, tmp_pa
         assert run_hardware(result.run, LOW) == raised  # a resume goes on against it
         base, best = result.baseline.evaluation, result.best.evaluation
         assert base.hardware == best.hardware == raised.key()
-        assert base.cached_peak_s == best.cached_peak_s
+        assert base.cached.peak_s == best.cached.peak_s
         assert base.pct_of_peak == pytest.approx(0.68 * 26e9 / RAISED_BANDWIDTH)
         summary = run_summary(result)
         assert summary.best.pct_of_peak / summary.baseline.pct_of_peak == pytest.approx(1.73)

@@ -21,7 +21,8 @@ from accelopt.store.records import KernelRecord
 def ev(latency: float | None, noise: float = 0.02, status: Status = Status.PASSED) -> Evaluation:
     return Evaluation(
         problem="p", workload="w", backend="cpu", kernel="k", kernel_hash="h", hardware="hw",
-        status=status, latency_s=latency, noise=noise, peak_s=1e-4, bound="matmul",
+        status=status, error="" if status is Status.PASSED else "failed", latency_s=latency,
+        noise=noise, peak_s=1e-4, bound="matmul",
         tolerance=2e-5,
     )  # fmt: skip
 
@@ -199,10 +200,13 @@ def test_a_gain_within_the_machines_drift_is_re_timed_before_it_is_believed():
 
 def test_a_session_of_disturbed_rounds_believes_only_a_large_gain():
     """Its ratios are of the slices' floors (no slice was ever left alone): an estimate."""
+    from accelopt.search.retimings import RetimingRecord
     from accelopt.search.selection import session_verdicts
 
     data = {"ratios": [1.0, 0.85, 0.03], "ratio_ci": [0.0, 0.01, 0.02], "twin": False}
-    clean = [session_compare(*v) for v in session_verdicts(data)]
+    stored = RetimingRecord.from_stored(["p", "a", "b"], data)
+    clean = [session_compare(*v) for v in session_verdicts(stored)]
     assert clean == [Comparison.FASTER, Comparison.FASTER]
-    disturbed = [session_compare(*v) for v in session_verdicts(data | {"disturbed": True})]
+    shaken = RetimingRecord.from_stored(["p", "a", "b"], data | {"disturbed": True})
+    disturbed = [session_compare(*v) for v in session_verdicts(shaken)]
     assert disturbed == [Comparison.NOT_FASTER, Comparison.FASTER]  # 15 % is not believed

@@ -14,10 +14,11 @@ from accelopt.problems.loader import load_problem
 from accelopt.profiling.evaluation import Evaluation
 from accelopt.profiling.session import Retiming
 from accelopt.search.children import PlanKernels
+from accelopt.search.context import RunContext
 from accelopt.search.measuring import Measurer
-from accelopt.search.phases import Phases
 from accelopt.search.selection import Candidate, Comparison
 from accelopt.search.settling import SESSION_CHILDREN, settle
+from accelopt.search.workloads import RunWorkloads
 from accelopt.store.records import KernelRecord, RunRecord
 from accelopt.store.store import Store
 
@@ -68,13 +69,19 @@ def workspace(tmp_path, hw) -> tuple[Store, RunRecord]:
     return store, run
 
 
+def context(store: Store, run: RunRecord, hw) -> RunContext:
+    """The context of run ``run`` of matmul on its ``small`` workload, on the cpu backend."""
+    return RunContext(
+        store, run, load_problem("matmul"), get_backend("cpu"), hw, RunWorkloads(("small",))
+    )
+
+
 def measurer(store: Store, run: RunRecord, hw, profiler) -> Measurer:
-    return Measurer(store, run, profiler, get_backend("cpu"), hw, load_problem("matmul"), "small",
-                    ("small",))  # fmt: skip
+    return Measurer(context(store, run, hw), profiler)
 
 
 def settled(m: Measurer, groups: list[PlanKernels]) -> dict[str, Comparison]:
-    return asyncio.run(settle(m, Phases(), 1, groups))
+    return asyncio.run(settle(m, 1, groups))
 
 
 def test_one_session_per_parent_with_all_its_unsure_children(tmp_path, hw):

@@ -13,7 +13,7 @@ from accelopt.llm.config import load_config
 from accelopt.problems import load_problem
 from accelopt.search.config import SearchConfig
 from accelopt.search.evaluations import run_evaluations
-from accelopt.search.run import RunInputs, execute_run, new_run
+from accelopt.search.run import RunInputs, RunTarget, execute_run, new_run
 from accelopt.search.workloads import choose_workloads, generalization
 from accelopt.store.store import Store
 from accelopt.testing.scripted import ScriptedServer
@@ -33,8 +33,8 @@ def test_a_kernel_tuned_to_one_shape_fails_and_the_best_passes_on_all(
     with ScriptedServer(default=AgentPool(plan_order=("sized", "good"))) as server:
         llm = load_config(write_config(tmp_path / "accelopt.yaml", server.base_url))
         with Store.open(tmp_path / "ws") as store:
-            run = new_run(store, "matmul", "small", "cpu", hw, search, llm, variant("slow"),
-                          workloads=chosen, sizes=sizes)  # fmt: skip
+            target = RunTarget("matmul", "small", "cpu", hw, workloads=chosen, sizes=sizes)
+            run = new_run(store, target, search, llm, variant("slow"))
             result = execute_run(store, run, RunInputs(llm, hw, FAST_EVAL), resume=False)
             evaluations = run_evaluations(store, run.id)
             on_tiny = run_evaluations(store, run.id, workload="tiny")

@@ -7,7 +7,7 @@ import pytest
 from accelopt.hardware.spec import HardwareSpec
 from accelopt.llm.config import AgentLLM, BudgetConfig, Config, LLMSection
 from accelopt.search.config import SearchConfig
-from accelopt.search.run import new_run
+from accelopt.search.run import RunTarget, new_run
 from accelopt.search.spec import AgentSession, RunSpec
 from accelopt.search.workloads import RunWorkloads
 from accelopt.store.records import RunRecord
@@ -21,10 +21,12 @@ def test_new_run_records_a_spec_that_reads_back_by_attribute(tmp_path):
     default = AgentLLM(base_url="http://127.0.0.1:9/v1", model="m")
     llm = Config(llm=LLMSection(default=default), budget=BudgetConfig(max_usd=2.0))
     with Store.open(tmp_path / "ws") as store:
-        run = new_run(store, "matmul", "small", "cpu", HW, SearchConfig(iterations=3), llm,
-                      start_source="void f(void) {}", problem_version="v1",
-                      workloads=RunWorkloads(("small", "cpu"), ("tiny",)),
-                      sizes={"small": {"M": 8}})  # fmt: skip
+        target = RunTarget("matmul", "small", "cpu", HW, version="v1",
+                           workloads=RunWorkloads(("small", "cpu"), ("tiny",)),
+                           sizes={"small": {"M": 8}})  # fmt: skip
+        run = new_run(
+            store, target, SearchConfig(iterations=3), llm, start_source="void f(void) {}"
+        )
         stored = store.get_run(run.id)
     assert stored is not None and stored.spec == run.spec
     spec = RunSpec.of(stored)

@@ -20,11 +20,15 @@ from accelopt.llm.offline import NoLLM
 from accelopt.problems.loader import load_problem
 from accelopt.profiling.evaluation import Evaluation
 from accelopt.profiling.session import Retiming
+from accelopt.search.briefs import variant_lines
 from accelopt.search.config import SearchConfig
+from accelopt.search.context import RunContext
 from accelopt.search.evaluations import run_evaluations
 from accelopt.search.loop import Optimizer
+from accelopt.search.retimings import stored_retimings
 from accelopt.search.run import _drive
-from accelopt.search.tuning import variant_lines, variant_tables
+from accelopt.search.variants import variant_tables
+from accelopt.search.workloads import RunWorkloads
 from accelopt.store.records import KernelOrigin, RunRecord
 from accelopt.store.store import Store
 from accelopt.testing.scripted import RecordedRequest, Reply, ScriptedServer
@@ -111,17 +115,19 @@ def optimizer(
                         {"start_source": KERNEL})  # fmt: skip
         store.create_run(run)
     profiler = TuningProfiler(store, hw, cache, kill_after)
-    opt = Optimizer(store, client, profiler, get_backend("cpu"), hw, load_problem("matmul"),
-                    "small", search, run)  # fmt: skip
+    context = RunContext(
+        store, run, load_problem("matmul"), get_backend("cpu"), hw, RunWorkloads(("small",))
+    )
+    opt = Optimizer(context, client, profiler, search)
     return opt, profiler
 
 
 def autotune(opt: Optimizer) -> str:
     async def go():
-        start = await opt.admit(KERNEL, None, None, 0, KernelOrigin.BASELINE)
+        start = await opt.measurer.admit(KERNEL, None, None, 0, KernelOrigin.BASELINE)
         opt.commit(0, [start], start)
         await opt.optimize(start, [start], start, 1)
-        return opt.store.get_run("r1").best_hash
+        return opt.context.store.get_run("r1").best_hash
 
     return asyncio.run(go())
 
@@ -132,7 +138,7 @@ def test_autotune_keeps_the_fastest_variant_and_never_tries_one_twice(tmp_path, 
     )
     opt, profiler = optimizer(tmp_path, hw, NoLLM(), search)  # an LLM call would raise
     best = autotune(opt)
-    kernels = {k.hash: k for k in opt.store.kernels("r1")}
+    kernels = {k.hash: k for k in opt.context.store.kernels("r1")}
     tunables = find_tunables(KERNEL)
     assert values_of(kernels[best].source, tunables) == {"BM": "32", "UNROLL": "4"}
     tried = [label(values_of(k.source, tunables)) for k in kernels.values()]
@@ -142,9 +148,9 @@ def test_autotune_keeps_the_fastest_variant_and_never_tries_one_twice(tmp_path, 
     # every gain was confirmed in a session beside the kernel it varies, then beside its twin
     assert any(len(s) >= 3 and s[0] == s[1] for s in profiler.sessions)
     # the table carries each re-timed variant's ratio from its last session (the twin's)
-    (table,) = variant_tables(list(kernels.values()), run_evaluations(opt.store, "r1"),
+    (table,) = variant_tables(list(kernels.values()), run_evaluations(opt.context.store, "r1"),
                               frozenset(), frozenset([best]), "cpu",
-                              opt.store.retimings("r1"))  # fmt: skip
+                              stored_retimings(opt.context.store, "r1"))  # fmt: skip
     (kept,) = [r for r in table.rows if r.kept]
     assert kept.session_ratio is not None and kept.session_ratio < 0.97
     assert kept.session_reference != best  # against the kernel it varied
@@ -156,11 +162,11 @@ def test_a_variant_that_does_not_build_is_recorded_and_skipped(tmp_path, hw):
     )
     opt, _ = optimizer(tmp_path, hw, NoLLM(), search)
     best = autotune(opt)
-    evaluations = run_evaluations(opt.store, "r1")
+    evaluations = run_evaluations(opt.context.store, "r1")
     broken = [h for h, e in evaluations.items() if e.status is Status.COMPILE_ERROR]
     assert broken and best not in broken
-    tables = variant_tables(opt.store.kernels("r1"), evaluations, frozenset(), frozenset([best]),
-                            "cpu")  # fmt: skip
+    kernels = opt.context.store.kernels("r1")
+    tables = variant_tables(kernels, evaluations, frozenset(), frozenset([best]), "cpu")
     assert len(tables) == 1
     rows = tables[0].rows
     assert rows[0].values == "(as written)"
@@ -176,9 +182,9 @@ def test_the_planner_is_told_the_variants_measured_before_its_iteration(tmp_path
     )
     opt, _ = optimizer(tmp_path, hw, NoLLM(), search)
     autotune(opt)
-    kernels = opt.store.kernels("r1")
+    kernels = opt.context.store.kernels("r1")
     start = next(k for k in kernels if k.origin == KernelOrigin.BASELINE)
-    evaluations = run_evaluations(opt.store, "r1")
+    evaluations = run_evaluations(opt.context.store, "r1")
     lines = variant_lines(kernels, evaluations, start, "cpu", before=2)
     assert lines[0].startswith("BM=32 UNROLL=2: speedup 1.20x over this kernel")
     assert any(line.endswith("COMPILE_ERROR") for line in lines)
@@ -203,7 +209,7 @@ def test_a_written_kernel_that_declares_tunables_is_tuned_with_no_llm_request(tm
         opt, _ = optimizer(tmp_path, hw, LLMClient(llm), search)
 
         async def go():
-            parent = await opt.admit(start, None, None, 0, KernelOrigin.BASELINE)
+            parent = await opt.measurer.admit(start, None, None, 0, KernelOrigin.BASELINE)
             opt.commit(0, [parent], parent)
             await opt.optimize(parent, [parent], parent, 1)
             await opt.client.aclose()
@@ -211,12 +217,12 @@ def test_a_written_kernel_that_declares_tunables_is_tuned_with_no_llm_request(tm
         asyncio.run(go())
         requests = server.requests
     assert [r.model for r in requests] == ["planner", "executor"]  # tuning asked nothing
-    kernels = opt.store.kernels("r1")
+    kernels = opt.context.store.kernels("r1")
     tuned = [k for k in kernels if k.origin == KernelOrigin.TUNED]
     assert len(tuned) == 4
     # the variants are the plan's children of the same parent: they compete as the plan's kernel
     assert {(k.parent_hash, k.plan_title) for k in tuned} == {(kernels[0].hash, "block the loops")}
-    best = opt.store.get_run("r1").best_hash
+    best = opt.context.store.get_run("r1").best_hash
     assert best in {k.hash for k in tuned}
     assert "tune:" in requests[1].messages[-1]["content"]  # the executor was told it may declare
 
@@ -229,7 +235,7 @@ def test_an_autotune_run_killed_while_it_tunes_resumes_and_measures_nothing_twic
     killed, first = optimizer(tmp_path, hw, NoLLM(), search, cache, kill_after=7)
     with pytest.raises(Killed):  # inside iteration 2's tuning: 1 start, 4 variants + 2
         asyncio.run(_drive(killed, resume=False))
-    assert [i.iteration for i in killed.store.iterations("r1")] == [0, 1]
+    assert [i.iteration for i in killed.context.store.iterations("r1")] == [0, 1]
     resumed, second = optimizer(tmp_path, hw, NoLLM(), search, cache)
     _, _, best = asyncio.run(_drive(resumed, resume=True))
     assert set(first.evaluated).isdisjoint(second.evaluated)  # the cache answered the rest
@@ -250,12 +256,12 @@ def test_a_tunable_named_as_a_size_of_the_problem_is_never_varied(tmp_path, hw):
     opt, _ = optimizer(tmp_path, hw, NoLLM(), search)
 
     async def go():
-        start = await opt.admit(sized, None, None, 0, KernelOrigin.BASELINE)
+        start = await opt.measurer.admit(sized, None, None, 0, KernelOrigin.BASELINE)
         opt.commit(0, [start], start)
         await opt.optimize(start, [start], start, 1)
 
     asyncio.run(go())
-    kernels = opt.store.kernels("r1")
+    kernels = opt.context.store.kernels("r1")
     (m,) = [t for t in find_tunables(sized) if t.name == "M"]
     assert len(kernels) > 1  # BM and UNROLL were tuned ...
     assert {values_of(k.source, [m])["M"] for k in kernels} == {"64"}  # ... M never

@@ -12,7 +12,9 @@ from __future__ import annotations
 import pytest
 from variant_fakes import CACHED_PEAK, EVALUATIONS, KERNELS, SESSIONS, evaluation, record
 
-from accelopt.search.tuning import VariantTable, variant_lines, variant_tables
+from accelopt.search.briefs import variant_lines
+from accelopt.search.retimings import RetimingRecord
+from accelopt.search.variants import VariantTable, variant_tables
 
 
 def table() -> VariantTable:
@@ -52,7 +54,7 @@ def test_rows_are_sorted_by_what_decides_the_retimed_speedup_then_ms():
 def test_a_variant_retimed_against_an_earlier_winner_is_chained_to_the_kernel_as_written():
     kernels = [*KERNELS, record("later", "48", iteration=2)]
     evaluations = {**EVALUATIONS, "later": evaluation("later", 9.0, 0.02, 4.0)}
-    sessions = [*SESSIONS, (["close32", "later"], {"ratios": [1.0, 0.9], "ratio_ci": [None, 0.03]})]
+    sessions = [*SESSIONS, RetimingRecord(("close32", "later"), (1.0, 0.9), (None, 0.03))]
     (found,) = variant_tables(kernels, evaluations, frozenset(), frozenset(), "cpu", sessions)
     later = next(r for r in found.rows if r.kernel_hash == "later")
     assert later.session_reference == "close32" and later.session_speedup == pytest.approx(1 / 0.9)

@@ -24,7 +24,8 @@ from accelopt.store.records import RunRecord
 def ev(workload: str, latency: float | None, status: Status = Status.PASSED) -> Evaluation:
     return Evaluation(
         problem="matmul", workload=workload, backend="cpu", kernel="k", kernel_hash="h",
-        hardware="hw", status=status, latency_s=latency, peak_s=1e-4,
+        hardware="hw", status=status, error="" if status is Status.PASSED else "failed",
+        latency_s=latency, peak_s=1e-4,
         pct_of_peak=1e-4 / latency if latency else None, bound="matmul", tolerance=1e-5,
     )  # fmt: skip
 

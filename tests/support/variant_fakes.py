@@ -1,5 +1,5 @@
-"""A tuned kernel's variants as a run records them, for ``search.tuning.variant_tables``: records,
-evaluations and a stored re-timing session, nothing timed (issue 46's case).
+"""A tuned kernel's variants as a run records them, for ``search.variants.variant_tables``:
+records, evaluations and a stored re-timing session, nothing timed (issue 46's case).
 
 The kernel as written at 10 ms; BM=16 at 7.87 ms, 27 % faster by its own noisy evaluation (± 40 %,
 so within the noise: never re-timed); BM=32 re-timed beside the kernel at 0.949x its time (a
@@ -13,6 +13,7 @@ from __future__ import annotations
 from accelopt.backends.status import Status
 from accelopt.backends.tunables import render
 from accelopt.profiling.evaluation import Evaluation
+from accelopt.search.retimings import RetimingRecord
 from accelopt.store.records import KernelOrigin, KernelRecord
 
 KERNEL = """#ifndef BM
@@ -37,7 +38,9 @@ def evaluation(h: str, ms: float | None, ci: float, calibrated_peak_ms: float) -
     return Evaluation(
         problem="matmul", workload="small", backend="cpu", kernel="k", kernel_hash=h,
         hardware="hw", status=Status.PASSED if latency else Status.COMPILE_ERROR,
-        latency_s=latency, noise=0.01, peak_s=peak, ceiling="calibrated",
+        error="" if latency else "error: BM too large", latency_s=latency, noise=0.01,
+        peak_s=peak, ceiling="calibrated", calibrated_peak_s=peak,
+        calibrated_pct=peak / latency if latency else None,
         pct_of_peak=peak / latency if latency else None, cached_peak_s=CACHED_PEAK,
         cached_pct=CACHED_PEAK / latency if latency else None,
         ci_low_s=latency * (1 - ci) if latency else None,
@@ -55,6 +58,7 @@ EVALUATIONS = {
     "slow128": evaluation("slow128", 9.8, 0.03, 5.0),
     "broken": evaluation("broken", None, 0.0, 4.0),
 }
-# a stored session (``Store.retimings``): the kernel as written first, its children after
-SESSIONS = [(["start", "close32", "slow128"],
-             {"ratios": [1.0, 0.949, 1.02], "ratio_ci": [None, 0.047, 0.01]})]  # fmt: skip
+# a stored session (``stored_retimings``): the kernel as written first, its children after
+SESSIONS = [
+    RetimingRecord(("start", "close32", "slow128"), (1.0, 0.949, 1.02), (None, 0.047, 0.01))
+]

@@ -50,12 +50,14 @@ from accelopt.search.interrupt import RunInterrupted
 from accelopt.search.run import (
     OptimizeResult,
     RunInputs,
+    RunTarget,
     execute_run,
     hardware_note,
     new_run,
     run_budget,
 )
 from accelopt.search.spec import RunSpec, run_problem
+from accelopt.search.strategies import STRATEGIES, strategy_for
 from accelopt.search.summary import RunSummary, run_summary
 from accelopt.search.workloads import (
     RunWorkloads,
@@ -107,8 +109,17 @@ def optimize_command(
             if targets.resume:
                 results = [_resume(store, targets, spending, measuring, llm, eval_config, show)]
             else:
-                results = _start(store, targets, search.config(), spending, measuring, llm,
-                                 eval_config, workspace, show)  # fmt: skip
+                results = _start(
+                    store,
+                    targets,
+                    search.config(),
+                    spending,
+                    measuring,
+                    llm,
+                    eval_config,
+                    workspace,
+                    show,
+                )
         except EndpointFailedError as exc:
             _endpoint_failed(str(exc))
         except RunInterrupted as exc:
@@ -139,15 +150,22 @@ def _interrupted(run_id: str, workspace: Path | None) -> NoReturn:
     err_console.print(
         f"interrupted: run {run_id} stopped; what it measured and paid for is kept. "
         f"Resume it with: accelopt optimize --resume {run_id}{where}",
-        highlight=False, markup=False, soft_wrap=True,
-    )  # fmt: skip
+        highlight=False,
+        markup=False,
+        soft_wrap=True,
+    )
     raise typer.Exit(130)
 
 
 def _resume(
-    store: Store, targets: Targets, spending: Spending, measuring: Measuring, llm: Config,
-    eval_config: EvalConfig, show: bool,
-) -> OptimizeResult:  # fmt: skip
+    store: Store,
+    targets: Targets,
+    spending: Spending,
+    measuring: Measuring,
+    llm: Config,
+    eval_config: EvalConfig,
+    show: bool,
+) -> OptimizeResult:
     """Resume the run ``--resume`` names: against the ceilings it started with, or this
     machine's, where they were re-measured higher since (``re_measured_higher``)."""
     assert targets.resume is not None
@@ -161,10 +179,16 @@ def _resume(
 
 
 def _start(
-    store: Store, targets: Targets, search: SearchConfig, spending: Spending,
-    measuring: Measuring, llm: Config, eval_config: EvalConfig, workspace: Path | None,
+    store: Store,
+    targets: Targets,
+    search: SearchConfig,
+    spending: Spending,
+    measuring: Measuring,
+    llm: Config,
+    eval_config: EvalConfig,
+    workspace: Path | None,
     show: bool,
-) -> list[OptimizeResult]:  # fmt: skip
+) -> list[OptimizeResult]:
     """Start one run per problem, one after another, under one budget (with --suite,
     --budget-usd is the total)."""
     backend = targets.backend or "cpu"
@@ -174,9 +198,10 @@ def _start(
     results = []
     for problem, on, start in starts:
         sizes = {w: problem.workload(w).sizes for w in on.all}
-        run = new_run(store, problem.name, on.primary, backend, inputs.hardware, search, llm,
-                      start, spending.replay_from or (), problem_version=problem.fingerprint,
-                      workloads=on, sizes=sizes)  # fmt: skip
+        target = RunTarget(
+            problem.name, on.primary, backend, inputs.hardware, problem.fingerprint, on, sizes
+        )
+        run = new_run(store, target, search, llm, start, spending.replay_from or ())
         results.append(execute_run(store, run, inputs, resume=False))
         if results[-1].stopped:  # the endpoint failed: the next problems would fail alike
             break
@@ -187,7 +212,8 @@ def _starting_points(
     targets: Targets, search: SearchConfig, workspace: Path | None, show: bool
 ) -> list[tuple[Problem, RunWorkloads, str | None]]:
     """Each problem to run, its workloads and the kernel it starts from (None: its baseline);
-    autotune keeps only those whose starting kernel declares tunables."""
+    a strategy that tunes (autotune) keeps only those whose starting kernel declares
+    tunables."""
     names = suite_names() if targets.suite else list(targets.problems or [])
     backend, tuned = targets.backend or "cpu", list(targets.workload or ["cpu"])
     chosen = [views.problem_and_workload(n, tuned[0], workspace) for n in names]
@@ -197,16 +223,18 @@ def _starting_points(
     if plain and show:
         err_console.print(
             f"[yellow]note:[/yellow] no shipped {targets.kernel} kernel for {', '.join(plain)}: "
-            "starting from the baseline", highlight=False,
-        )  # fmt: skip
+            "starting from the baseline",
+            highlight=False,
+        )
     keep = range(len(chosen))
-    if search.strategy == "autotune":  # only what declares tunables (--suite: a note)
+    if strategy_for(search.strategy).needs_tunables:  # only what declares them (--suite: a note)
         keep, skipped = variants_cli.tunable_problems(chosen, starts, backend)
         if skipped and show:
             err_console.print(
-                f"[yellow]note:[/yellow] autotune skips {', '.join(skipped)}: no "
-                "tunables declared in the kernel it would start from", highlight=False,
-            )  # fmt: skip
+                f"[yellow]note:[/yellow] {search.strategy} skips {', '.join(skipped)}: no "
+                "tunables declared in the kernel it would start from",
+                highlight=False,
+            )
     return [(chosen[i], workloads[i], starts[i]) for i in keep]
 
 
@@ -226,9 +254,13 @@ def _inputs(
 ) -> RunInputs:
     hardware = common.hardware_for(backend)
     return RunInputs(
-        llm, hardware, eval_config, console if show else None,
-        profiler=measuring.profiler, ray_address=measuring.ray_address,
-    )  # fmt: skip
+        llm,
+        hardware,
+        eval_config,
+        console if show else None,
+        profiler=measuring.profiler,
+        ray_address=measuring.ray_address,
+    )
 
 
 def _resumable(
@@ -280,8 +312,9 @@ def _finish(
     hardware = run_spec(result.run)
     ceiling = run_ceiling(_shown(result), run_problem(store, result.run), hardware)
     if show:
-        table = result_table(summary, ceiling, hardware, headline_speedup(summary),
-                             headline_caption(summary))  # fmt: skip
+        table = result_table(
+            summary, ceiling, hardware, headline_speedup(summary), headline_caption(summary)
+        )
         console.print(table)
         if found.workloads.several:
             problem = run_problem(store, result.run)
@@ -292,11 +325,19 @@ def _finish(
         if summary.usage:
             console.print(usage_table(summary.usage))
         console.print(f"best kernel written to {target}", highlight=False)
-        if result.run.strategy == "autotune":  # the last line: what the tuning confirmed
-            found = variants_cli.verdict(tables, result.baseline.hash, result.best.hash,
-                                         summary.speedup)  # fmt: skip
+        if tunes(result.run):  # the last line: what the tuning confirmed
+            found = variants_cli.verdict(
+                tables, result.baseline.hash, result.best.hash, summary.speedup
+            )
             console.print(found, highlight=False, markup=False)
     return summary, ceiling
+
+
+def tunes(run: RunRecord) -> bool:
+    """Whether the run's strategy is one that tunes (autotune): its tables end with the
+    tuning's verdict."""
+    strategy = STRATEGIES.get(run.strategy)
+    return strategy is not None and strategy.needs_tunables
 
 
 def run_spec(run: RunRecord) -> HardwareSpec | None:
@@ -325,12 +366,16 @@ def headline_caption(summary: RunSummary) -> str:
     """Where the table's figures come from."""
     h = summary.headline
     if h is None:
-        return ("speedup (higher is faster) from the search's own evaluations, not re-timed "
-                "together: the run ended before its closing session")  # fmt: skip
+        return (
+            "speedup (higher is faster) from the search's own evaluations, not re-timed "
+            "together: the run ended before its closing session"
+        )
     where = "in one session" if not h.disturbed else "in one session (disturbed: slices' floors)"
-    return (f"speedup (higher is faster), ms and % of peak: the starting and the best kernel "
-            f"re-timed side by side {where} at the run's end, {h.rounds} rounds, "
-            f"{h.measured_at}; the best reference timed again right after")  # fmt: skip
+    return (
+        f"speedup (higher is faster), ms and % of peak: the starting and the best kernel "
+        f"re-timed side by side {where} at the run's end, {h.rounds} rounds, "
+        f"{h.measured_at}; the best reference timed again right after"
+    )
 
 
 def usage_table(usage: Mapping[str, Usage]) -> Table:
@@ -340,7 +385,12 @@ def usage_table(usage: Mapping[str, Usage]) -> Table:
     for agent, u in usage.items():
         unknown = f" (+{u.unknown_cost} unknown)" if u.unknown_cost else ""
         table.add_row(
-            agent, str(u.calls), str(u.failed), str(u.replayed), str(u.tokens_in),
-            str(u.tokens_out), usd_plain(u.cost_usd) + unknown,
-        )  # fmt: skip
+            agent,
+            str(u.calls),
+            str(u.failed),
+            str(u.replayed),
+            str(u.tokens_in),
+            str(u.tokens_out),
+            usd_plain(u.cost_usd) + unknown,
+        )
     return table

@@ -58,8 +58,9 @@ class Targets:
             raise UserError(
                 "name a problem (see `accelopt bench list`), use --suite, or --resume RUN"
             )
-        if self.resume and (self.problems or self.suite or self.kernel or replay_from
-                            or self.held_out):  # fmt: skip
+        if self.resume and (
+            self.problems or self.suite or self.kernel or replay_from or self.held_out
+        ):
             raise UserError(
                 "--resume continues a run as it was recorded: give no problem, --kernel, "
                 "--replay-from or --held-out with it"

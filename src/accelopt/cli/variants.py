@@ -10,19 +10,15 @@ from typing import Any
 from rich.table import Table
 from rich.text import Text
 
+from accelopt.backends.registry import shipped_kernel
 from accelopt.cli import common
 from accelopt.errors import UserError
 from accelopt.formatting import milliseconds, percent
 from accelopt.problems.loader import load_problem, suite_names
 from accelopt.problems.records import Problem
 from accelopt.profiling.stats import SESSION_MIN_NOISE
-from accelopt.search.tuning import (
-    RACED_IN_SESSION,
-    UNMEASURED,
-    VariantRow,
-    VariantTable,
-    declared,
-)
+from accelopt.search.tuner import RACED_IN_SESSION
+from accelopt.search.variants import UNMEASURED, VariantRow, VariantTable, declared
 
 SHIPPED = ("baseline", "expert")
 
@@ -33,7 +29,7 @@ def start_source(problem: Problem, kernel: Path | None, backend: str) -> str | N
     if kernel is None:
         return None
     if str(kernel) in SHIPPED and not kernel.exists():
-        path = problem.kernel_path(str(kernel), backend)
+        path = shipped_kernel(problem, str(kernel), backend)
         if not path.is_file():
             raise UserError(
                 f"{problem.name} ships no {kernel} kernel for the {backend} backend: give a "
@@ -54,7 +50,7 @@ def start_sources(
         return [start_source(problems[0], kernel, backend)]
     if str(kernel) not in SHIPPED or kernel.exists():
         raise UserError("--kernel starts one problem from a file: name exactly one")
-    paths = [p.kernel_path(str(kernel), backend) for p in problems]
+    paths = [shipped_kernel(p, str(kernel), backend) for p in problems]
     return [path.read_text() if path.is_file() else None for path in paths]
 
 
@@ -64,7 +60,7 @@ def shipped_with_tunables(backend: str) -> list[str]:
     for name in suite_names():
         problem = load_problem(name)
         for kind in SHIPPED:
-            path = problem.kernel_path(kind, backend)
+            path = shipped_kernel(problem, kind, backend)
             if path.is_file() and declared(path.read_text(), backend):
                 found.append(f"{name} --kernel {kind}")
     return found
@@ -74,7 +70,7 @@ def has_tunables(problem: Problem, source: str | None, backend: str) -> bool:
     """Whether the kernel a run of ``problem`` starts from (``source``, else the baseline)
     declares tunables."""
     if source is None:
-        path = problem.kernel_path("baseline", backend)
+        path = shipped_kernel(problem, "baseline", backend)
         source = path.read_text() if path.is_file() else ""
     return bool(declared(source, backend))
 
@@ -187,7 +183,7 @@ def _faster(row: VariantRow, own: VariantRow) -> bool:
 
 
 def _not_retimed(row: VariantRow) -> str:
-    """Why a variant that looked faster is not confirmed (``tuning._race``)."""
+    """Why a variant that looked faster is not confirmed (``Tuner``)."""
     if row.by_evaluations == "not faster":
         return "was not re-timed: that gain is within those evaluations' noise"
     if row.session_speedup is not None:
@@ -228,11 +224,15 @@ def variant_table(found: Mapping[str, Any], since: str = "") -> Table:
     for i, row in enumerate(found["rows"]):
         ci = row.get("ci")
         table.add_row(
-            Text(row["values"]), row["status"], milliseconds(row["latency_s"]),
-            f"±{percent(ci)}" if ci is not None else "", milliseconds(peak),
-            percent(row["pct_of_peak"]), "1.00x" if i == 0 else session_text(row, found),
+            Text(row["values"]),
+            row["status"],
+            milliseconds(row["latency_s"]),
+            f"±{percent(ci)}" if ci is not None else "",
+            milliseconds(peak),
+            percent(row["pct_of_peak"]),
+            "1.00x" if i == 0 else session_text(row, found),
             "*" if row["kept"] else "",
-        )  # fmt: skip
+        )
     return table
 
 

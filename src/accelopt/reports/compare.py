@@ -24,6 +24,7 @@ from accelopt.search.evaluations import run_evaluations
 from accelopt.search.headline import Headline, stored_headline
 from accelopt.search.references import BestReference, best_reference, over_reference
 from accelopt.search.spec import RunSpec
+from accelopt.search.strategies import iteration_size
 from accelopt.search.workloads import run_workloads
 from accelopt.store.records import (
     IterationRecord,
@@ -75,14 +76,9 @@ class RunComparison:
 
     @property
     def search_size(self) -> str:
-        """What one iteration of the search does: B·N·K kernels written (beam, sampling), or
-        the variants measured (autotune)."""
-        s = self.search
-        if self.strategy == "autotune":
-            return f"{s.get('variants', '?')} variants per iteration"
-        if not s:
-            return "—"
-        return f"B·N·K = {s.get('beam', '?')}·{s.get('plans', '?')}·{s.get('samples', '?')}"
+        """What one iteration of the search does, as its strategy says (``iteration_size``):
+        B·N·K kernels written (beam, sampling), or the variants measured (autotune)."""
+        return iteration_size(self.strategy, self.search)
 
     @property
     def label(self) -> str:
@@ -211,8 +207,11 @@ def load_comparison(store: Store, run: RunRecord) -> RunComparison:
 
 
 def comparison_json(c: RunComparison) -> dict[str, Any]:
-    return asdict(c) | {"curve": [asdict(p) for p in c.curve], "cost": asdict(c.cost),
-                        "candidates_per_minute": c.per_minute}  # fmt: skip
+    return asdict(c) | {
+        "curve": [asdict(p) for p in c.curve],
+        "cost": asdict(c.cost),
+        "candidates_per_minute": c.per_minute,
+    }
 
 
 def _curves(comparisons: Sequence[RunComparison], x: str) -> list[plots.Curve]:

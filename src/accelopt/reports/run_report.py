@@ -42,8 +42,9 @@ from accelopt.reports.tuning_view import TunedKernel, sensitivity, tuned_kernels
 from accelopt.search.evaluations import run_evaluations, run_raced
 from accelopt.search.headline import Headline, stored_headline
 from accelopt.search.references import fastest_reference
+from accelopt.search.retimings import RetimingRecord, stored_retimings
 from accelopt.search.spec import RunSpec
-from accelopt.search.tuning import variant_tables
+from accelopt.search.variants import variant_tables
 from accelopt.search.workloads import Generalization, generalization
 from accelopt.store.records import IterationRecord, KernelOrigin, KernelRecord, RunRecord
 from accelopt.store.store import Store
@@ -61,7 +62,7 @@ class RunData:
     usage: Mapping[str, Usage]  # Store.usage_by_agent
     generalization: Generalization | None = None  # per workload, when the run has several
     raced: frozenset[str] = frozenset()  # kernels whose timing stopped early (Store.run_raced)
-    retimings: tuple[tuple[list[str], dict[str, Any]], ...] = ()  # Store.retimings
+    retimings: tuple[RetimingRecord, ...] = ()  # stored_retimings
     references: tuple[Evaluation, ...] = ()  # NumPy and PyTorch, timed by the run (references)
     problem: Problem | None = None  # read for the page only (the roofline chart)
     # the run's evaluations on its first workload alone, where it tunes on several (the chart)
@@ -85,7 +86,7 @@ def load_run(store: Store, run: RunRecord, with_problem: bool = False) -> RunDat
         usage=store.usage_by_agent(run.id),
         generalization=found if several else None,
         raced=frozenset(run_raced(store, run)) if tuned else frozenset(),
-        retimings=tuple(store.retimings(run.id)) if tuned else (),
+        retimings=tuple(stored_retimings(store, run.id)) if tuned else (),
         references=tuple(store.references(run.id)),
         problem=problem_of(store, run) if with_problem else None,
         first_workload=run_evaluations(store, run, run.workload)
@@ -153,7 +154,7 @@ class RunReport:
     cost: CostSummary
     generalization: GeneralizationView | None = None
     result_cost: ResultCost | None = None  # LLM calls per kept improvement, free variants
-    variants: tuple[TunedKernel, ...] = ()  # each tuned kernel's variants (search/tuning.py)
+    variants: tuple[TunedKernel, ...] = ()  # each tuned kernel's variants (search/variants.py)
     reference: KernelFigures | None = None  # the fastest of NumPy and PyTorch the run timed
     spec: HardwareSpec | None = None  # the run's ceilings (those ``ceilings`` lists)
     roofline: tuple[plots.RooflinePoint, ...] = ()  # the run's kernels on its first workload
@@ -276,17 +277,32 @@ def _cached(e: Evaluation | None, spec: HardwareSpec | None) -> Cached | None:
 
 
 def _figures(
-    label: str, e: Evaluation | None, base: Evaluation | None, reference: Evaluation | None,
+    label: str,
+    e: Evaluation | None,
+    base: Evaluation | None,
+    reference: Evaluation | None,
     spec: HardwareSpec | None,
-) -> KernelFigures | None:  # fmt: skip
+) -> KernelFigures | None:
     if e is None:
         return None
     speedup = 1.0 if base is None and e.passed else _ratio(_latency(base), _latency(e))
     c = figures.cached(e, spec)
-    return KernelFigures(label, e.kernel_hash, e.status.value, e.latency_s, c.pct, speedup,
-                         e.bound, c.peak_s, _ratio(_latency(reference), _latency(e)),
-                         e.ci_low_s, e.ci_high_s, c.achieved, c.unit,
-                         figures.calibrated(e))  # fmt: skip
+    return KernelFigures(
+        label,
+        e.kernel_hash,
+        e.status.value,
+        e.latency_s,
+        c.pct,
+        speedup,
+        e.bound,
+        c.peak_s,
+        _ratio(_latency(reference), _latency(e)),
+        e.ci_low_s,
+        e.ci_high_s,
+        c.achieved,
+        c.unit,
+        figures.calibrated(e),
+    )
 
 
 def candidate_points(
@@ -317,8 +333,9 @@ def best_curve(
 def _diff(base: KernelRecord | None, best: KernelRecord | None) -> list[DiffLine]:
     if base is None or best is None:
         return []
-    return unified_diff(base.source, best.source, f"baseline {base.hash[:12]}",
-                        f"best {best.hash[:12]}")  # fmt: skip
+    return unified_diff(
+        base.source, best.source, f"baseline {base.hash[:12]}", f"best {best.hash[:12]}"
+    )
 
 
 def cost_summary(
@@ -344,14 +361,23 @@ def render_run_report(report: RunReport) -> str:
     chart = plots.progress_plot(report.candidates, report.best_curve)
     spec, roof = report.spec, None
     if spec is not None and report.roofline:
-        roof = svg(plots.roofline_chart(report.roofline, spec.matmul_rate, spec.vector_rate,
-                                        spec.bandwidth))  # fmt: skip
+        roof = svg(
+            plots.roofline_chart(
+                report.roofline, spec.matmul_rate, spec.vector_rate, spec.bandwidth
+            )
+        )
     tuned = [svg(sensitivity_plot(sensitivity(t))) for t in report.variants]
     shown = report.generalization.tuned if report.generalization else ()
     workload = "+".join(shown) or report.run.workload
     title = f"{report.run.problem} / {workload} — run {report.run.id}"
-    return render("run_report", title=title, r=report, progress_svg=svg(chart),
-                  roofline_svg=roof, sensitivity_svgs=tuned)  # fmt: skip
+    return render(
+        "run_report",
+        title=title,
+        r=report,
+        progress_svg=svg(chart),
+        roofline_svg=roof,
+        sensitivity_svgs=tuned,
+    )
 
 
 def write_run_report(

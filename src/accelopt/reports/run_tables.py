@@ -11,6 +11,7 @@ from typing import Any
 
 from accelopt.llm.client import Usage
 from accelopt.profiling.evaluation import Evaluation
+from accelopt.search.strategies import STRATEGIES
 from accelopt.search.workloads import Generalization, GroupFigures, WorkloadFigures, group_figures
 from accelopt.store.records import KernelOrigin, KernelRecord
 
@@ -55,10 +56,15 @@ def failures(
             groups.setdefault(e.status.value, []).append((k, e))
     ordered = sorted(groups.items(), key=lambda item: -len(item[1]))
     return [
-        FailureGroup(status, len(members), members[0][0].hash, members[0][0].iteration,
-                     _clip(members[0][1].error or members[0][1].log or "(no message)"))
+        FailureGroup(
+            status,
+            len(members),
+            members[0][0].hash,
+            members[0][0].iteration,
+            _clip(members[0][1].error or members[0][1].log or "(no message)"),
+        )
         for status, members in ordered
-    ]  # fmt: skip
+    ]
 
 
 def agent_usage(usage: Mapping[str, Usage], models: Mapping[str, str]) -> list[AgentUsage]:
@@ -96,8 +102,9 @@ def generalization_view(found: Generalization, peaks: Mapping[str, float]) -> Ge
         )
         for r in found.rows
     )
-    return GeneralizationView(rows, tuple(group_figures(rows)), dict(peaks),
-                              tuple(found.workloads.tuned))  # fmt: skip
+    return GeneralizationView(
+        rows, tuple(group_figures(rows)), dict(peaks), tuple(found.workloads.tuned)
+    )
 
 
 AUTOTUNE_PARAMETERS = ("strategy", "iterations", "variants")  # what an autotune run uses
@@ -106,7 +113,8 @@ AUTOTUNE_PARAMETERS = ("strategy", "iterations", "variants")  # what an autotune
 def shown_parameters(parameters: Mapping[str, Any]) -> dict[str, Any]:
     """The search parameters the run used: an autotune run asks no LLM, so has no beam,
     plans, samples, fixer or memory."""
-    if parameters.get("strategy") != "autotune":
+    strategy = STRATEGIES.get(str(parameters.get("strategy", "")))
+    if strategy is None or strategy.needs_llm:
         return dict(parameters)
     return {k: v for k, v in parameters.items() if k in AUTOTUNE_PARAMETERS}
 

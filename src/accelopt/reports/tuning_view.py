@@ -1,7 +1,7 @@
 """The tuned variants of a run as the report and the dashboard show them: each variant's value of
 every tunable, its latency with its 95 % interval, and its % of peak against the cached ceilings
 with the peak it uses (``figures``); and, per tunable, the latencies against its values (the
-sensitivity plot's data). Built from ``search.tuning.variant_tables`` (which rows, in which order,
+sensitivity plot's data). Built from ``search.variants.variant_tables`` (which rows, in which order,
 each one's re-timing) and the run's kernels and evaluations. Pure functions.
 """
 
@@ -14,7 +14,7 @@ from accelopt.backends.tunables import language_of, values_of
 from accelopt.hardware.spec import HardwareSpec
 from accelopt.profiling.evaluation import Evaluation
 from accelopt.reports import figures
-from accelopt.search.tuning import VariantRow, VariantTable, declared
+from accelopt.search.variants import VariantRow, VariantTable, declared
 from accelopt.store.records import KernelRecord
 
 AS_WRITTEN = "(as written)"
@@ -100,8 +100,9 @@ def tuned_kernels(
             values = values_of(source, tunables, language) if source else {}
             rows.append(_view(row, values, evaluations.get(row.kernel_hash), spec))
         choices = {t.name: ordered((t.default, *t.values)) for t in tunables}
-        found.append(TunedKernel(table.kernel_hash, table.iteration,
-                                 tuple(choices), choices, tuple(rows)))  # fmt: skip
+        found.append(
+            TunedKernel(table.kernel_hash, table.iteration, tuple(choices), choices, tuple(rows))
+        )
     return found
 
 
@@ -111,14 +112,22 @@ def _view(
     shown = e if e is not None and row.latency_s is not None else None  # as the table judged it
     c = figures.cached(shown, spec) if shown is not None else None
     return VariantView(
-        kernel_hash=row.kernel_hash, values=dict(values), as_written=row.values == AS_WRITTEN,
-        status=row.status, latency_s=row.latency_s,
-        ci_low_s=shown.ci_low_s if shown else None, ci_high_s=shown.ci_high_s if shown else None,
-        peak_s=c.peak_s if c else None, pct=c.pct if c else None,
-        achieved=c.achieved if c else None, unit=c.unit if c else "",
-        speedup=row.speedup, speedup_ci=row.speedup_ci, kept=row.kept,
+        kernel_hash=row.kernel_hash,
+        values=dict(values),
+        as_written=row.values == AS_WRITTEN,
+        status=row.status,
+        latency_s=row.latency_s,
+        ci_low_s=shown.ci_low_s if shown else None,
+        ci_high_s=shown.ci_high_s if shown else None,
+        peak_s=c.peak_s if c else None,
+        pct=c.pct if c else None,
+        achieved=c.achieved if c else None,
+        unit=c.unit if c else "",
+        speedup=row.speedup,
+        speedup_ci=row.speedup_ci,
+        kept=row.kept,
         raced=row.raced,
-    )  # fmt: skip
+    )
 
 
 def ordered(values: Sequence[str]) -> tuple[str, ...]:

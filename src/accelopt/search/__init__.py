@@ -1,1 +1,2 @@
-"""The search: beam search and repeated sampling, driving the agents and the profiler."""
+"""The search: a run's loop (``loop.Optimizer``) driving the agents and the profiler, each iteration
+as its strategy (``strategies``: beam search, repeated sampling, autotune) says."""

@@ -1,6 +1,6 @@
 """Making a parent's children: the planner proposes plans, the executor writes K kernels for each,
 each is evaluated and repaired by the fixer while it fails, and one that declares tunables
-competes as its fastest variant (``tuning``). A problem without a kernel to start from gets a
+competes as its fastest variant (``Tuner``). A problem without a kernel to start from gets a
 first one the same way, written from its reference (``ChildMaker.draft``).
 
 Every agent call has its own sample index (``search.samples``), so that a resumed iteration asks
@@ -14,7 +14,6 @@ from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from accelopt.agents.attempts import TriedPlan
 from accelopt.agents.context import ProblemView
 from accelopt.agents.executor import ExecutorInput, WrittenKernel, execute
 from accelopt.agents.fixer import NO_CODE, Failure, FixerInput, fix
@@ -22,8 +21,8 @@ from accelopt.agents.planner import Plan, PlannerInput, propose
 from accelopt.backends.facts import BackendFacts
 from accelopt.backends.status import Status
 from accelopt.llm.chat import ChatModel
-from accelopt.memory.records import Experience
 from accelopt.search import samples
+from accelopt.search.briefs import ParentBrief
 from accelopt.search.config import SearchConfig
 from accelopt.search.measuring import Measurer
 from accelopt.search.phases import PhaseHook
@@ -31,9 +30,13 @@ from accelopt.search.selection import Candidate
 from accelopt.store.records import KernelOrigin
 
 FIXABLE = {
-    Status.COMPILE_ERROR, Status.REJECTED, Status.CRASH, Status.TIMEOUT, Status.INCORRECT,
+    Status.COMPILE_ERROR,
+    Status.REJECTED,
+    Status.CRASH,
+    Status.TIMEOUT,
+    Status.INCORRECT,
     Status.SUSPICIOUS,
-}  # fmt: skip
+}
 
 # A problem without a kernel to start from gets a first one written from its reference: the
 # executor carries out this plan (at most DRAFT_SAMPLES times, each repaired by the fixer).
@@ -63,18 +66,7 @@ class PlanKernels:
     kernels: tuple[Candidate, ...]
 
 
-@dataclass(frozen=True)
-class ParentBrief:
-    """What the planner is shown of a parent besides its profile, all from iterations before
-    this one (so that a resumed iteration is shown the same): the lessons retrieved for it, the
-    plans tried on its lineage, and what its tuning measured where it declares tunables."""
-
-    lessons: tuple[Experience, ...] = ()
-    tried: tuple[TriedPlan, ...] = ()
-    variants: tuple[str, ...] = ()
-
-
-# ``tuning.tune``: a kernel (written for a plan on a parent) or its fastest variant
+# ``Tuner.tune``: a kernel (written for a plan on a parent) or its fastest variant
 Tune = Callable[[int, Candidate, Candidate | None, Plan], Awaitable[Candidate]]
 
 
@@ -103,9 +95,16 @@ class ChildMaker:
         drafted: list[str] = []
         writing: list[asyncio.Future[PlanKernels]] = []
         for n in range(first, first + count):
-            given = PlannerInput(self.view, parent.kernel.source, profile, self.facts,
-                                 brief.lessons, tried=brief.tried, drafted=tuple(drafted),
-                                 variants=brief.variants)  # fmt: skip
+            given = PlannerInput(
+                self.view,
+                parent.kernel.source,
+                profile,
+                self.facts,
+                brief.lessons,
+                tried=brief.tried,
+                drafted=tuple(drafted),
+                variants=brief.variants,
+            )
             self.phase("planning", t)
             planned = await propose(self.client, given, sample_index=samples.planner(t, n))
             if planned.plan is None:
@@ -143,9 +142,14 @@ class ChildMaker:
         return reply
 
     async def evaluate_with_fixes(
-        self, written: WrittenKernel, parent: Candidate | None, plan: Plan, t: int, slot: int,
+        self,
+        written: WrittenKernel,
+        parent: Candidate | None,
+        plan: Plan,
+        t: int,
+        slot: int,
         rounds: int | None = None,
-    ) -> Candidate | None:  # fmt: skip
+    ) -> Candidate | None:
         """Admit kernel ``slot`` as written and repair it while it fails (``rounds``, default
         F); a reply that still had no kernel goes to the fixer too. None when nothing usable
         came of the slot. ``parent`` is None for a first kernel written from the reference."""
@@ -186,9 +190,13 @@ class ChildMaker:
 
 
 def fixer_input(
-    view: ProblemView, facts: BackendFacts, cand: Candidate | None, written: WrittenKernel,
-    parent: Candidate | None, plan: Plan,
-) -> FixerInput:  # fmt: skip
+    view: ProblemView,
+    facts: BackendFacts,
+    cand: Candidate | None,
+    written: WrittenKernel,
+    parent: Candidate | None,
+    plan: Plan,
+) -> FixerInput:
     """What the fixer is shown: the failed kernel (or the reply that had none), the last
     correct kernel it descends from, and the plan it was carrying out."""
     if cand is None:

@@ -4,13 +4,18 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from accelopt.search.strategies import strategy_for
+from accelopt.search.strategies.base import StrategyName
 
 
 class SearchConfig(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    strategy: Literal["beam", "sampling", "autotune"] = "beam"
+    # a name in ``strategies.STRATEGIES``: a ``StrategyName``, kept as its string (YAML, JSON,
+    # the store)
+    strategy: str = StrategyName.BEAM.value
     beam: int = Field(4, ge=1, description="B: kernels kept after each iteration")
     plans: int = Field(4, ge=1, description="N: plans per kernel in the beam")
     samples: int = Field(2, ge=1, description="K: kernels written per plan")
@@ -33,6 +38,12 @@ class SearchConfig(BaseModel):
         description="time NumPy and the problem's PyTorch kinds in the run's first session, and "
         "the fastest again at its end (the best kernel's speedup over what a user would pick)",
     )
+
+    @field_validator("strategy")
+    @classmethod
+    def _registered(cls, name: str) -> str:
+        strategy_for(name)  # a ValueError naming the strategies there are
+        return str(name)
 
     def executor_calls_per_iteration(self) -> int:
         """B x N x K: the same for both strategies, so that they compare at equal cost."""

@@ -101,6 +101,7 @@ def move_run(
         spec = RunSpec.of(run).model_copy(update={"hardware_spec": hardware})
         store.move_run(run.id, key, spec.to_json())
         best = run_evaluations(store, run.id)  # in this transaction: the re-scored ones
-        store.set_best_pct(run.id, {
-            h: e.pct_of_peak for h, e in best.items() if e.passed and e.pct_of_peak is not None
-        })  # fmt: skip
+        store.set_best_pct(
+            run.id,
+            {h: e.pct_of_peak for h, e in best.items() if e.passed and e.pct_of_peak is not None},
+        )

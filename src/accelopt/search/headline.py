@@ -15,19 +15,18 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from accelopt.backends.base import reference_kernels
 from accelopt.backends.kernel import Kernel
 from accelopt.profiling.composite import combine
 from accelopt.profiling.evaluation import Evaluation
+from accelopt.search.measuring import Measurer
 from accelopt.search.references import fastest_reference
+from accelopt.search.retimings import RetimingRecord, get_retiming
 from accelopt.search.selection import Candidate
 from accelopt.store.records import RunRecord
 from accelopt.store.store import Store
-
-if TYPE_CHECKING:
-    from accelopt.search.measuring import Measurer
 
 FINAL = -1  # the iteration a run's closing session is kept under
 
@@ -58,25 +57,25 @@ class Headline:
         }
 
 
-def headline_of(data: dict[str, Any], tuned: Sequence[str]) -> Headline | None:
-    """The headline in a closing session's stored ``data`` (``Measurer.session``: evaluations
-    per workload, then per kernel; the first kernel the baseline, the last the best)."""
-    found = [Evaluation.model_validate(e) for e in data.get("evaluations", [])]
+def headline_of(session: RetimingRecord, tuned: Sequence[str]) -> Headline | None:
+    """The headline in a closing session (``Measurer.session``: evaluations per workload, then
+    per kernel; the first kernel the baseline, the last the best)."""
+    found = list(session.evaluations)
     kinds = len(found) // max(1, len(tuned))
     if kinds == 0 or kinds * len(tuned) != len(found):
         return None
     per_kernel = [[found[w * kinds + i] for w in range(len(tuned))] for i in range(kinds)]
     baseline, best = combine(per_kernel[0], tuned), combine(per_kernel[-1], tuned)
-    ratio = data["ratios"][-1] if kinds > 1 else 1.0
-    interval = data["ratio_ci"][-1] if kinds > 1 else 0.0
+    ratio = session.ratios[-1] if kinds > 1 else 1.0
+    interval = session.ratio_ci[-1] if kinds > 1 else 0.0
     return Headline(
         baseline=baseline,
         best=best,
         speedup=1.0 / ratio if ratio else None,
         interval=interval,
-        rounds=int(data.get("rounds", 0)),
-        measured_at=str(data.get("measured_at", "")),
-        disturbed=bool(data.get("disturbed", False)),
+        rounds=session.rounds,
+        measured_at=session.measured_at,
+        disturbed=session.disturbed,
         best_by_workload=dict(zip(tuned, per_kernel[-1], strict=True)),
     )
 
@@ -86,8 +85,8 @@ def stored_headline(store: Store, run: RunRecord, tuned: Sequence[str]) -> Headl
     stopped before its end, or whose best changed since)."""
     if not run.baseline_hash or not run.best_hash:
         return None
-    data = store.get_retiming(run.id, FINAL, _hashes(run.baseline_hash, run.best_hash))
-    return None if data is None else headline_of(data, tuned)
+    found = get_retiming(store, run.id, FINAL, _hashes(run.baseline_hash, run.best_hash))
+    return None if found is None else headline_of(found, tuned)
 
 
 def _hashes(baseline: str, best: str) -> list[str]:
@@ -102,10 +101,10 @@ async def closing_session(
     gave no figure for each kernel on each workload (its worker failed): the run then reports
     the search's own figures, and says so."""
     group = [baseline] if best.hash == baseline.hash else [baseline, best]
-    measurer.phase("re-timing side by side", 0)
+    measurer.context.phase("re-timing side by side", 0)
     stamp = datetime.now(UTC).isoformat(timespec="seconds")
-    data = await measurer.session(FINAL, group, extra={"measured_at": stamp})
-    headline = headline_of(data, measurer.tuned)
+    session = await measurer.session(FINAL, group, measured_at=stamp)
+    headline = headline_of(session, measurer.context.tuned)
     if headline is not None and headline.best.passed:
         await _retime_reference(measurer)
     return headline
@@ -113,12 +112,13 @@ async def closing_session(
 
 async def _retime_reference(measurer: Measurer) -> None:
     """The run's fastest reference timed again, on each tuned workload, replacing its figure."""
-    store, run = measurer.store, measurer.run
+    ctx = measurer.context
+    store, run = ctx.store, ctx.run
     fastest = fastest_reference(store.references(run.id))
     if fastest is None:
         return
-    kernels = [k for k in reference_kernels(measurer.problem, measurer.backend.name)
-               if k.backend == fastest.backend]  # fmt: skip
+    found = reference_kernels(ctx.problem, ctx.backend.name)
+    kernels = [k for k in found if k.backend == fastest.backend]
     if not kernels:
         return
     fresh = await measurer.retimed(Kernel(kernels[0].source, kernels[0].backend, fastest.kernel))

@@ -68,8 +68,9 @@ async def interruptible(work: Awaitable[T], say: Callable[[str], None]) -> T:
                 loop.remove_signal_handler(signal.SIGINT)
 
 
-def run_interruptible(work: Callable[[], Awaitable[T]], say: Callable[[str], None],
-                      run_id: str) -> T:  # fmt: skip
+def run_interruptible(
+    work: Callable[[], Awaitable[T]], say: Callable[[str], None], run_id: str
+) -> T:
     """``asyncio.run`` of ``work()``, a Ctrl-C turned into ``RunInterrupted(run_id)``."""
     try:
         return asyncio.run(interruptible(work(), say))

@@ -9,9 +9,19 @@ from accelopt.search.progress import Progress
 
 # What the loop reports (``Phases``) as it enters each step.
 PHASES = (
-    "drafting", "planning", "writing", "evaluating", "fixing", "tuning", "settling", "learning",
-    "committing", "holding out", "timing references", "re-timing side by side",
-)  # fmt: skip
+    "drafting",
+    "planning",
+    "writing",
+    "evaluating",
+    "fixing",
+    "tuning",
+    "settling",
+    "learning",
+    "committing",
+    "holding out",
+    "timing references",
+    "re-timing side by side",
+)
 
 PhaseHook = Callable[[str, int], None]  # told each step (one of PHASES) and its iteration
 

@@ -6,11 +6,12 @@ import asyncio
 import dataclasses
 import uuid
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from rich.console import Console
 
 from accelopt.backends.base import get_backend
+from accelopt.backends.registry import shipped_kernel
 from accelopt.errors import UserError
 from accelopt.hardware.spec import HardwareSpec
 from accelopt.llm.budget import Budget
@@ -22,18 +23,21 @@ from accelopt.problems.records import Problem
 from accelopt.profiling.config import EvalConfig
 from accelopt.profiling.evaluation import Evaluation
 from accelopt.profiling.factory import make_profiler
+from accelopt.profiling.parent.cache import CachedProfiler
 from accelopt.search.children import DRAFT_SAMPLES
 from accelopt.search.config import SearchConfig
+from accelopt.search.context import RunContext
 from accelopt.search.evaluations import run_evaluations
 from accelopt.search.failing import EndpointFailedError
 from accelopt.search.headline import Headline, stored_headline
 from accelopt.search.interrupt import RunInterrupted, run_interruptible
 from accelopt.search.loop import Optimizer
-from accelopt.search.phases import PhaseHook
+from accelopt.search.one_ceiling import re_measured_higher, rescore_run, rescored
+from accelopt.search.phases import PhaseHook, Phases
 from accelopt.search.progress import Progress
-from accelopt.search.rescoring import re_measured_higher, rescore_run, rescored
 from accelopt.search.selection import Candidate
 from accelopt.search.spec import RunSpec, run_hardware, run_problem
+from accelopt.search.strategies import strategy_for
 from accelopt.search.workloads import RunWorkloads, run_workloads
 from accelopt.store.records import KernelOrigin, RunRecord, RunStatus
 from accelopt.store.store import Store
@@ -66,41 +70,65 @@ class RunInputs:
     on_phase: PhaseHook | None = None  # told each step of the loop as it starts
 
 
+@dataclass(frozen=True)
+class RunTarget:
+    """What a new run optimizes, and against which ceilings: ``problem`` on ``workload`` with
+    ``backend``; ``version``: a workspace problem's fingerprint (its evaluations are cached
+    under it); ``workloads``: those it tunes on (the first is ``workload``) and holds out, with
+    each one's ``sizes`` (for reports that do not load the problem)."""
+
+    problem: str
+    workload: str
+    backend: str
+    hardware: HardwareSpec
+    version: str = ""
+    workloads: RunWorkloads | None = None
+    sizes: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
+
+
 def new_run(
-    store: Store, problem: str, workload: str, backend: str, hardware: HardwareSpec,
-    search: SearchConfig, llm: Config, start_source: str | None = None,
-    replay_from: Sequence[str] = (), problem_version: str = "",
-    workloads: RunWorkloads | None = None, sizes: Mapping[str, Mapping[str, int]] | None = None,
-) -> RunRecord:  # fmt: skip
-    """Record a new run: everything a resume needs (the search, the models, the budget, the
-    hardware spec it is scored against). ``start_source``: a kernel to start from instead of the
-    baseline; ``replay_from``: runs whose recorded answers it may reuse for identical prompts;
-    ``problem_version``: a workspace problem's fingerprint (its evaluations are cached under
-    it); ``workloads``: those it tunes on (the first is ``workload``) and holds out, with each
-    one's ``sizes`` (for reports that do not load the problem)."""
+    store: Store,
+    target: RunTarget,
+    search: SearchConfig,
+    llm: Config,
+    start_source: str | None = None,
+    replay_from: Sequence[str] = (),
+) -> RunRecord:
+    """Record a new run of ``target``: everything a resume needs (the search, the models, the
+    budget, the hardware spec it is scored against). ``start_source``: a kernel to start from
+    instead of the baseline; ``replay_from``: runs whose recorded answers it may reuse for
+    identical prompts."""
     sources = []
     for other in replay_from:
         found = store.get_run(other)
         if found is None:
             raise UserError(f"no run {other!r} to replay from: see `accelopt runs list`")
         sources.append(found.id)
-    # an autotune run asks no model: it needs no endpoint, and records none
-    models = {} if search.strategy == "autotune" else {a: llm.endpoint(a).model for a in AGENTS}
-    chosen = workloads if workloads is not None and workloads.several else None
-    if chosen is not None and chosen.primary != workload:
-        raise ValueError(f"the run's workload {workload} is not its first tuned one")
+    # a run whose strategy asks no model needs no endpoint, and records none
+    asks = strategy_for(search.strategy).needs_llm
+    models = {a: llm.endpoint(a).model for a in AGENTS} if asks else {}
+    chosen = target.workloads if target.workloads is not None and target.workloads.several else None
+    if chosen is not None and chosen.primary != target.workload:
+        raise ValueError(f"the run's workload {target.workload} is not its first tuned one")
+    sizes = target.sizes
     spec = RunSpec(
-        search=search, models=models, budget=llm.budget, hardware_spec=hardware,
-        replay_from=tuple(sources), start_source=start_source, problem_version=problem_version,
-        workloads=chosen.tuned if chosen else (), held_out=chosen.held_out if chosen else (),
-        workload_sizes={w: dict((sizes or {}).get(w, {})) for w in chosen.all} if chosen else {},
-    )  # fmt: skip
+        search=search,
+        models=models,
+        budget=llm.budget,
+        hardware_spec=target.hardware,
+        replay_from=tuple(sources),
+        start_source=start_source,
+        problem_version=target.version,
+        workloads=chosen.tuned if chosen else (),
+        held_out=chosen.held_out if chosen else (),
+        workload_sizes={w: dict(sizes.get(w, {})) for w in chosen.all} if chosen else {},
+    )
     run = RunRecord(
         id=uuid.uuid4().hex[:12],
-        problem=problem,
-        workload=workload,
-        backend=backend,
-        hardware=hardware.key(),
+        problem=target.problem,
+        workload=target.workload,
+        backend=target.backend,
+        hardware=target.hardware.key(),
         strategy=search.strategy,
         spec=spec.to_json(),
     )
@@ -175,18 +203,19 @@ def starting_source(store: Store, run: RunRecord, problem: Problem, backend: str
     start = RunSpec.of(run).start_source
     if start:
         return start
-    path = problem.kernel_path("baseline", backend)
+    path = shipped_kernel(problem, "baseline", backend)
     return path.read_text() if path.is_file() else None
 
 
 async def _baseline(optimizer: Optimizer) -> Candidate:
     """The run's first kernel, evaluated: its starting source, or one the executor writes
     from the reference (``ChildMaker.draft``)."""
-    store, run = optimizer.store, optimizer.run
-    source = starting_source(store, run, optimizer.problem, optimizer.backend.name)
+    ctx = optimizer.context
+    run = ctx.run
+    source = starting_source(ctx.store, run, ctx.problem, ctx.backend.name)
     if source is not None:
-        return await optimizer.admit(source, None, None, 0, KernelOrigin.BASELINE)
-    drafted = await optimizer.draft()
+        return await optimizer.measurer.admit(source, None, None, 0, KernelOrigin.BASELINE)
+    drafted = await optimizer.maker.draft()
     if drafted is None and optimizer.calls.all_failed():
         raise EndpointFailedError(optimizer.calls.sentence("drafting a first kernel", run.id))
     if drafted is None:
@@ -199,7 +228,7 @@ async def _baseline(optimizer: Optimizer) -> Candidate:
 
 
 async def _drive(optimizer: Optimizer, resume: bool) -> tuple[RunStatus, Candidate, Candidate]:
-    store, run = optimizer.store, optimizer.run
+    store, run = optimizer.context.store, optimizer.context.run
     baseline = await _baseline(optimizer)
     store.update_run(run.id, baseline_hash=baseline.hash)
     if not baseline.evaluation.passed:
@@ -258,14 +287,11 @@ def execute_run(store: Store, run: RunRecord, inputs: RunInputs, resume: bool) -
     ended_with = hardware  # the spec the profiler ends with: a ceiling may be raised meanwhile
     completed = False
     try:
-        with make_profiler(
-            inputs.profiler, hardware, inputs.eval_config, ray_address=inputs.ray_address,
-            store=store,
-        ) as profiler:  # fmt: skip
-            chosen = run_workloads(run)
-            optimizer = Optimizer(store, client, profiler, backend, hardware, problem,
-                                  run.workload, search, run, progress, inputs.on_phase,
-                                  chosen.tuned, chosen.held_out)  # fmt: skip
+        with _profiler(store, inputs, hardware) as profiler:
+            phase = Phases(inputs.on_phase, progress)
+            workloads = run_workloads(run)
+            context = RunContext(store, run, problem, backend, hardware, workloads, phase, progress)
+            optimizer = Optimizer(context, client, profiler, search)
             progress.start()
             try:
                 status, baseline, top = run_interruptible(
@@ -293,8 +319,14 @@ def execute_run(store: Store, run: RunRecord, inputs: RunInputs, resume: bool) -
         baseline, top = rescored(store, final, baseline), rescored(store, final, top)
     usage = {agent: dataclasses.replace(u) for agent, u in client.usage.items()}  # a snapshot
     headline = stored_headline(store, final, run_workloads(final).tuned) if completed else None
-    return OptimizeResult(final, status, baseline, top, usage, optimizer.stopped,
-                          tuple(store.references(run.id)), headline)  # fmt: skip
+    stopped, references = optimizer.stopped, tuple(store.references(run.id))
+    return OptimizeResult(final, status, baseline, top, usage, stopped, references, headline)
+
+
+def _profiler(store: Store, inputs: RunInputs, hardware: HardwareSpec) -> CachedProfiler:
+    """The run's profiler (``inputs.profiler``: local or ray), scoring against ``hardware``."""
+    kind, config, address = inputs.profiler, inputs.eval_config, inputs.ray_address
+    return make_profiler(kind, hardware, config, ray_address=address, store=store)
 
 
 def _scored_against(
@@ -312,8 +344,9 @@ def _scored_against(
 def _client(
     store: Store, run: RunRecord, search: SearchConfig, inputs: RunInputs, resume: bool
 ) -> LLMClient | NoLLM:
-    """The run's LLM client, its endpoints probed (``check_llm``); none for an autotune run."""
-    if search.strategy == "autotune":
+    """The run's LLM client, its endpoints probed (``check_llm``); none for a strategy that
+    asks no model (autotune)."""
+    if not strategy_for(search.strategy).needs_llm:
         return NoLLM()
     if resume:
         check_models(run, inputs.llm)

@@ -25,10 +25,10 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any
 
 from accelopt.profiling.evaluation import Evaluation
 from accelopt.profiling.stats import MISSABLE_GAIN, against_twin, faster, log_width
+from accelopt.search.retimings import RetimingRecord
 from accelopt.store.records import KernelRecord
 
 # Medians of separate evaluations of one kernel differ by up to ~2 % on a quiet machine (thread
@@ -134,7 +134,7 @@ def slower(child: Evaluation, parent: Evaluation) -> bool:
 def session_compare(ratio: float | None, ratio_ci: float | None) -> Comparison:
     """The verdict of a one-session re-timing: ``ratio`` = child / parent time (median over
     interleaved rounds; a time ratio, below 1 is faster: what users read is its inverse, the
-    speedup, ``tuning.VariantRow.session_speedup``), ``ratio_ci`` its interval's relative
+    speedup, ``variants.VariantRow.session_speedup``), ``ratio_ci`` its interval's relative
     half-width."""
     return Comparison.FASTER if faster(ratio, ratio_ci) else Comparison.NOT_FASTER
 
@@ -236,13 +236,13 @@ def best(
 DISTURBED_NOISE = 0.10
 
 
-def session_verdicts(data: Mapping[str, Any]) -> list[tuple[float | None, float | None]]:
+def session_verdicts(session: RetimingRecord) -> list[tuple[float | None, float | None]]:
     """Each child's time ratio (below 1 is faster) and interval from a stored session
     (``settling.retime``), against the faster of the parent's two processes where the session
     timed a twin (a session stored before twins: against the parent's only one)."""
-    ratios, cis = data["ratios"], data["ratio_ci"]
-    if data.get("disturbed"):  # the slices' floors: believed only beyond DISTURBED_NOISE
-        cis = [None if c is None else max(c, DISTURBED_NOISE) for c in cis]
-    if not data.get("twin"):
+    ratios, cis = session.ratios, session.ratio_ci
+    if session.disturbed:  # the slices' floors: believed only beyond DISTURBED_NOISE
+        cis = tuple(None if c is None else max(c, DISTURBED_NOISE) for c in cis)
+    if not session.twin:
         return list(zip(ratios[1:], cis[1:], strict=True))
     return [against_twin(r, c, ratios[1], cis[1]) for r, c in zip(ratios[2:], cis[2:], strict=True)]

@@ -2,7 +2,7 @@
 of their evaluations (``selection.compare``: UNSURE) are re-timed beside the parent in one
 session, whose verdict is the one the beam and the run's best are chosen by. A session stores time
 ratios (child / parent: below 1 is faster); what users read of it is the speedup, their inverse
-(``tuning.VariantRow.session_speedup``)."""
+(``variants.VariantRow.session_speedup``)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,6 @@ from collections.abc import Sequence
 
 from accelopt.search.children import PlanKernels
 from accelopt.search.measuring import Measurer
-from accelopt.search.phases import PhaseHook
 from accelopt.search.selection import (
     Candidate,
     Comparison,
@@ -27,7 +26,7 @@ SESSION_CHILDREN = 3
 
 
 async def settle(
-    measurer: Measurer, phase: PhaseHook, t: int, groups: Sequence[PlanKernels]
+    measurer: Measurer, t: int, groups: Sequence[PlanKernels]
 ) -> dict[str, Comparison]:
     """Re-time each parent with its children whose gain is within twice the noise, in one
     session (interleaved on one device; at most SESSION_CHILDREN children a session, each
@@ -41,7 +40,7 @@ async def settle(
                 unsure.setdefault(group.parent.hash, (group.parent, {}))[1][kid.hash] = kid
     if not unsure:
         return {}
-    phase("settling", t)
+    measurer.context.phase("settling", t)
     sessions = [
         (parent, chunk)
         for parent, kids in unsure.values()
@@ -59,8 +58,8 @@ async def retime(
     own: ``stats.against_twin``), and that session's verdict is the one kept. Sessions
     are kept in the store (a resumed iteration reuses them), never in the evaluation cache."""
     first = await measurer.session(t, [parent, *kids])
-    verdicts = {kid.hash: session_compare(*found)
-                for kid, found in zip(kids, session_verdicts(first), strict=True)}  # fmt: skip
+    found = zip(kids, session_verdicts(first), strict=True)
+    verdicts = {kid.hash: session_compare(*ratio) for kid, ratio in found}
     claimed = [kid for kid in kids if verdicts[kid.hash] is Comparison.FASTER]
     for chunk in _chunks(claimed, SESSION_CHILDREN - 1):
         again = await measurer.session(t, [parent, parent, *chunk])

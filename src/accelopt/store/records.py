@@ -24,7 +24,7 @@ class KernelOrigin(StrEnum):
     EXECUTOR = "executor"  # written by the executor for a plan (or drafted from the reference)
     FIXER = "fixer"  # a repair of a failed kernel
     AGENT = "agent"  # written by an agent through ``accelopt mcp`` (its runs' strategy)
-    TUNED = "tuned"  # a variant of another kernel's declared tunables (search/tuning.py)
+    TUNED = "tuned"  # a variant of another kernel's declared tunables (search/tuner.py)
 
 
 @dataclass(frozen=True)
@@ -34,7 +34,7 @@ class RunRecord:
     workload: str
     backend: str
     hardware: str  # HardwareSpec.key()
-    strategy: str  # "beam" | "sampling" | "agent" (an ``accelopt mcp`` session)
+    strategy: str  # a ``search.strategies.StrategyName``, or "agent" (an ``accelopt mcp`` session)
     spec: dict[str, Any]  # the run's settings as JSON (``search.spec.RunSpec``), kept unread
     status: RunStatus = RunStatus.RUNNING
     baseline_hash: str = ""

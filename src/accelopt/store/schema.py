@@ -5,7 +5,7 @@ experiences carry the (iteration, parent, plan) that learned them, unique per ru
 invisible until their iteration is committed; the lessons each parent was shown (``retrievals``)
 and the one-session re-timings (``retimings``) are kept per iteration, so that a resumed iteration
 is built from exactly what the killed one saw; 3, a kernel's origin may be ``tuned`` (a variant of
-another kernel's tunables, ``search/tuning.py``), which an accelopt of version 2 could not read,
+another kernel's tunables, ``search/tuner.py``), which an accelopt of version 2 could not read,
 and every paid call is *held* (``llm_holds``: its reservation) from before its request is sent
 until its record is written, so that a call a kill cut off counts against the budget, and every
 time a run's kernel is written is kept (``run_kernel_writes``: a plan tried again that wrote the
@@ -264,8 +264,11 @@ def _to_v5(conn: sqlite3.Connection) -> None:
 
 # MIGRATIONS[v] upgrades a database at version v - 1 to version v, inside the open transaction.
 MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {
-    2: _to_v2, 3: _to_v3, 4: _to_v4, 5: _to_v5,
-}  # fmt: skip
+    2: _to_v2,
+    3: _to_v3,
+    4: _to_v4,
+    5: _to_v5,
+}
 
 
 def ensure_schema(conn: sqlite3.Connection, path: Path) -> None:

@@ -1,5 +1,5 @@
 """A run whose ceiling was raised part-way is moved onto the raised spec in the store
-(``search.evaluations.move_run``, ``search.rescoring.rescore_run`` and
+(``search.evaluations.move_run``, ``search.one_ceiling.rescore_run`` and
 ``rescore_stored_run``): every evaluation of the run, its hardware and recorded spec, and its
 iterations' best % of peak. Evaluations are built by ``scoring.build_evaluation`` from fixed
 worker results; nothing is measured."""
@@ -7,16 +7,18 @@ worker results; nothing is measured."""
 from __future__ import annotations
 
 import pytest
+from evaluations import changed
 from specs import make_spec
 
 from accelopt.backends.kernel import Kernel
+from accelopt.backends.registry import shipped_kernel
 from accelopt.backends.status import Status
 from accelopt.problems import Problem, load_problem
 from accelopt.profiling.evaluation import Evaluation
 from accelopt.profiling.parent.scoring import build_evaluation, workload_roofline
 from accelopt.profiling.worker.protocol import KernelResult
 from accelopt.search.evaluations import move_run, run_evaluations, run_raced
-from accelopt.search.rescoring import rescore_run, rescore_stored_run
+from accelopt.search.one_ceiling import rescore_run, rescore_stored_run
 from accelopt.search.spec import run_hardware
 from accelopt.store.records import IterationRecord, KernelRecord, RunRecord, RunStatus
 from accelopt.store.store import Store
@@ -31,7 +33,7 @@ def evaluation(
 ) -> Evaluation:
     """A kernel that reached ``pct`` of ``hardware``'s roofline on ``workload``."""
     latency = workload_roofline(problem, workload, hardware).peak_s / pct
-    kernel = Kernel(problem.kernel_path("baseline", "cpu").read_text(), "cpu", kernel_hash)
+    kernel = Kernel(shipped_kernel(problem, "baseline", "cpu").read_text(), "cpu", kernel_hash)
     result = KernelResult(latency_s=latency, min_s=latency, calls=20,
                           ci_low_s=latency * 0.99, ci_high_s=latency * 1.01)  # fmt: skip
     built = build_evaluation((kernel, problem, workload), hardware, 2, result)
@@ -56,10 +58,18 @@ def fill(store: Store, run: RunRecord, workload: str = "cpu") -> None:
     scored against the raised one; a kernel that failed before the raise."""
     store.put_evaluation(evaluation("base", 0.68, workload=workload))
     store.put_evaluation(evaluation("fast", 0.68 * 1.73 * 26 / 46, RAISED, workload))
-    failed = evaluation("broken", 0.5, workload=workload).model_copy(
-        update={"status": Status.INCORRECT, "error": "wrong", "latency_s": None,
-                "pct_of_peak": None, "cached_pct": None}
-    )  # fmt: skip
+    failed = changed(
+        evaluation("broken", 0.5, workload=workload),
+        status=Status.INCORRECT,
+        error="wrong",
+        latency_s=None,
+        pct_of_peak=None,
+        cached_pct=None,
+        ci_low_s=None,
+        ci_high_s=None,
+        pct_low=None,
+        pct_high=None,
+    )
     store.put_evaluation(failed)
 
 
@@ -83,9 +93,9 @@ def test_a_run_moves_onto_the_raised_ceiling_with_every_evaluation(store: Store)
     assert base.pct_of_peak == pytest.approx(0.68 * 26 / 46)
     assert fast == measured_after  # one measured against the raised ceiling stays as it was
     assert fast.pct_of_peak / base.pct_of_peak == pytest.approx(1.73)
-    assert base.cached_peak_s == fast.cached_peak_s
+    assert base.cached.peak_s == fast.cached.peak_s
     assert found["broken"].status is Status.INCORRECT
-    assert found["broken"].cached_peak_s == base.cached_peak_s
+    assert found["broken"].cached.peak_s == base.cached.peak_s
     best = [i.best_pct_of_peak for i in store.iterations(run.id)]
     assert best == pytest.approx([base.pct_of_peak, fast.pct_of_peak])
     # the evaluations are cached under the raised key: a later run there finds them
