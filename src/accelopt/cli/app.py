@@ -17,11 +17,11 @@ from rich.markup import escape
 from accelopt import __version__, views
 from accelopt.backends.kernel import Kernel
 from accelopt.cli import (
-    agent_server,
     bench,
     common,
     export,
     llm,
+    mcp_server,
     memory,
     model,
     optimize,
@@ -71,7 +71,7 @@ runs.app.command("compare")(report.compare_command)
 app.command("worker")(worker.worker_command)
 app.command("prompt")(prompt.prompt_command)
 app.command("serve")(serve.serve_command)
-app.command("mcp")(agent_server.mcp_command)
+app.command("mcp")(mcp_server.mcp_command)
 
 
 def _print_version(asked: bool) -> None:
@@ -84,10 +84,14 @@ def _print_version(asked: bool) -> None:
 def root(
     version: Annotated[
         bool,
-        typer.Option("--version", help="print accelopt's version and exit", is_eager=True,
-                     callback=_print_version),
+        typer.Option(
+            "--version",
+            help="print accelopt's version and exit",
+            is_eager=True,
+            callback=_print_version,
+        ),
     ] = False,
-) -> None:  # fmt: skip
+) -> None:
     """accelopt: make compute kernels faster with LLM agents, measured against the roofline."""
 
 

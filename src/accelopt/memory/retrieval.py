@@ -2,7 +2,7 @@
 this kernel.
 
 The published AccelOpt pasted a random list of 16 experiences, lost after each problem. Here the
-memory persists in the workspace and is ranked (issue 5, point 4):
+memory persists in the workspace and is ranked:
 
 - **Query**: the salient words of the problem (name, description) and of the kernel source
   (identifiers such as intrinsics and pragma names, and comment words), without C keywords or very

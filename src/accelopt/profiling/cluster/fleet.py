@@ -1,6 +1,6 @@
 """The ``ray`` profiler's Ray side: the device actors (``DeviceActor``), the ``RayFleet`` that
 starts, watches and replaces them for the dispatcher (``dispatcher.py``), and this process's
-connection to Ray (``RaySession``).
+connection to Ray (``RayConnection``).
 
 **Devices are Ray resources.** A node started with ``accelopt worker --devices cpu:N`` declares
 ``N`` units of the resource ``accelopt_cpu`` (``device_resource``); every device actor asks for
@@ -143,9 +143,14 @@ class DeviceActor:
         }
 
     def evaluate(
-        self, source: str, backend: str, name: str, problem: ProblemRef, workload: str,
+        self,
+        source: str,
+        backend: str,
+        name: str,
+        problem: ProblemRef,
+        workload: str,
         race_s: float | None = None,
-    ) -> Evaluation:  # fmt: skip
+    ) -> Evaluation:
         kernel = Kernel(source, backend, name)
         return self.evaluator.evaluate(kernel, resolve_ref(problem), workload, race_s=race_s)
 
@@ -328,7 +333,7 @@ class RayFleet:
 
 
 @dataclass
-class RaySession:
+class RayConnection:
     """This process's connection to Ray: made here (and closed here) or found already open."""
 
     ray: Any
@@ -339,7 +344,7 @@ class RaySession:
     @classmethod
     def open(
         cls, ray: Any, address: str | None, resource: str, local_devices: int, temp_dir: str | None
-    ) -> RaySession:
+    ) -> RayConnection:
         """Join the head at ``address``, else start a local instance declaring ``local_devices``
         units of ``resource`` (its session files under ``temp_dir``); a connection this process
         already has is used instead (and left open on close)."""
@@ -374,7 +379,7 @@ class RaySession:
         return cls(ray, True, f"the Ray cluster at {address}", target or cls._gcs(ray))
 
     @classmethod
-    def _here(cls, ray: Any, owned: bool, where: str) -> RaySession:
+    def _here(cls, ray: Any, owned: bool, where: str) -> RayConnection:
         return cls(ray, owned, where, cls._gcs(ray))
 
     @staticmethod

@@ -1,4 +1,4 @@
-"""The tools of ``accelopt mcp`` as plain Python: a ``Session`` over one workspace.
+"""The tools of ``accelopt mcp`` as plain Python: an ``McpTools`` over one workspace.
 
 A coding agent (Claude Code, Codex, Cursor...) writes the kernels itself; accelopt gives it what it
 needs to optimize them honestly: the problems with their contract, sizes and roofline, an
@@ -36,6 +36,7 @@ from typing import Any
 from accelopt import settings
 from accelopt.backends.base import get_backend
 from accelopt.backends.kernel import Kernel
+from accelopt.backends.registry import DEFAULT_BACKEND, needs_serve_opt_in
 from accelopt.errors import UserError
 from accelopt.hardware.spec import HardwareSpec
 from accelopt.problems.loader import list_problems, load_problem
@@ -133,7 +134,7 @@ class AgentRun:
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
 
-class Session:
+class McpTools:
     """What one server process holds: the store, a profiler per backend (made when first needed,
     kept until ``close``), the ceilings per backend, and the runs it recorded. Thread-safe: the
     MCP server runs each tool call on a worker thread.
@@ -192,7 +193,7 @@ class Session:
         names = list_problems(self.workspace)
         return [json_safe(problem_json(load_problem(n, self.workspace))) for n in names]
 
-    def show_problem(self, name: str, backend: str = "cpu") -> dict[str, Any]:
+    def show_problem(self, name: str, backend: str = DEFAULT_BACKEND) -> dict[str, Any]:
         """What ``accelopt bench show NAME --json -`` prints (contract, workloads with their cost
         and roofline, the baseline source), with the machine's ceilings (``machine``) and the
         backend's kernel contract as a prompt would show it (``backend_facts``)."""
@@ -204,13 +205,13 @@ class Session:
         return json_safe(payload)
 
     def evaluate_kernel(
-        self, problem: str, source: str, workload: str = "cpu", backend: str = "cpu"
+        self, problem: str, source: str, workload: str = "cpu", backend: str = DEFAULT_BACKEND
     ) -> dict[str, Any]:
         """Check and time ``source`` in the profiler's sandboxed workers: the evaluation (as
         ``accelopt eval --json -`` prints it), its ``profile`` as text, and where it was
         recorded (``run``). A failing kernel is a result (its status and error), not an
         error."""
-        if backend.strip().lower() == "triton" and not settings.serve_triton():
+        if needs_serve_opt_in(backend) and not settings.serve_triton():
             raise UserError(TRITON_REFUSED)  # before anything is made or run
         check_source(source)
         prob = problem_and_workload(problem, workload, self.workspace)
@@ -222,11 +223,18 @@ class Session:
         profile = self._profile(prob, workload, backend, hardware, source, evaluation)
         log.info(
             "evaluated %s/%s (%s): %s, run %s iteration %s",
-            prob.name, workload, backend, evaluation.status.value, step["id"], step["iteration"],
-        )  # fmt: skip
+            prob.name,
+            workload,
+            backend,
+            evaluation.status.value,
+            step["id"],
+            step["iteration"],
+        )
         return json_safe(evaluation.model_dump(mode="json") | {"profile": profile, "run": step})
 
-    def search_memory(self, query: str, k: int = 8, backend: str = "cpu") -> list[dict[str, Any]]:
+    def search_memory(
+        self, query: str, k: int = 8, backend: str = DEFAULT_BACKEND
+    ) -> list[dict[str, Any]]:
         """The lessons of the workspace's optimization memory that best match ``query``, as
         ``accelopt memory list --json -`` prints them, each with its ``relevance`` (higher is
         better)."""
@@ -265,8 +273,9 @@ class Session:
                 )
                 self.store.create_run(record)
                 found = self._runs[key] = AgentRun(record)
-                log.info("recording %s/%s (%s) as run %s", problem.name, workload, backend,
-                         record.id)  # fmt: skip
+                log.info(
+                    "recording %s/%s (%s) as run %s", problem.name, workload, backend, record.id
+                )
             return found
 
     def _run_spec(self, problem: Problem, hardware: HardwareSpec) -> RunSpec:
@@ -361,8 +370,7 @@ class Session:
                 remarks = get_backend(backend).remarks(source, problem, sizes)
             except Exception:  # a nicety: the evaluation is recorded already
                 log.warning("no compiler remarks for %s", problem.name, exc_info=True)
-        return render_profile(build_profile(evaluation, problem.cost.at(sizes), hardware,
-                                            remarks))  # fmt: skip
+        return render_profile(build_profile(evaluation, problem.cost.at(sizes), hardware, remarks))
 
     # -- the end ------------------------------------------------------------------------------
 

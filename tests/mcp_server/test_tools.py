@@ -1,4 +1,4 @@
-"""The tools of `accelopt mcp` without MCP: a `Session` over a real store with a fake profiler
+"""The tools of `accelopt mcp` without MCP: a `McpTools` over a real store with a fake profiler
 (no kernel runs), so the run bookkeeping is fast and deterministic. Each evaluation is a step
 of the session's run of (problem, workload, backend): kernel n at iteration n, the first as the
 baseline, the previous kernel as parent, iteration n committed with the fastest PASSED kernel
@@ -13,17 +13,17 @@ from pathlib import Path
 import pytest
 from specs import make_spec
 
-from accelopt.agentserver.tools import (
-    MAX_SOURCE_BYTES,
-    STRATEGY,
-    TRITON_REFUSED,
-    Session,
-    json_safe,
-)
 from accelopt.backends.kernel import Kernel
 from accelopt.backends.status import Status
 from accelopt.errors import UserError
 from accelopt.hardware.spec import HardwareSpec
+from accelopt.mcp_server.tools import (
+    MAX_SOURCE_BYTES,
+    STRATEGY,
+    TRITON_REFUSED,
+    McpTools,
+    json_safe,
+)
 from accelopt.memory.records import Experience, Lesson
 from accelopt.problems.loader import UnknownProblemError
 from accelopt.problems.records import Problem
@@ -91,7 +91,7 @@ def store(tmp_path: Path) -> Iterator[Store]:
 
 
 @pytest.fixture
-def session(tmp_path: Path, store: Store) -> Iterator[tuple[Session, dict[str, FakeProfiler]]]:
+def session(tmp_path: Path, store: Store) -> Iterator[tuple[McpTools, dict[str, FakeProfiler]]]:
     made: dict[str, FakeProfiler] = {}
 
     def factory(hardware: HardwareSpec, st: Store) -> FakeProfiler:
@@ -101,14 +101,14 @@ def session(tmp_path: Path, store: Store) -> Iterator[tuple[Session, dict[str, F
     def hardware_for(backend: str) -> HardwareSpec:
         return FIXED if backend == "cpu" else real_hardware_for(backend)
 
-    s = Session(tmp_path, store, hardware_for=hardware_for, profiler_factory=factory,
+    s = McpTools(tmp_path, store, hardware_for=hardware_for, profiler_factory=factory,
                 remarks=False)  # fmt: skip
     yield s, made
     s.close()
 
 
 def evaluate(
-    session: Session, made: dict[str, FakeProfiler], label: str, status: Status,
+    session: McpTools, made: dict[str, FakeProfiler], label: str, status: Status,
     latency: float | None, workload: str = "small",
 ) -> dict:  # fmt: skip
     source = kernel_source(label)
@@ -249,7 +249,7 @@ TRITON = "import os\nos.system('touch /tmp/pwned')\n"  # Python: what a hostile 
 
 
 @pytest.fixture
-def triton_session(tmp_path: Path, store: Store) -> Iterator[tuple[Session, list[str], dict]]:
+def triton_session(tmp_path: Path, store: Store) -> Iterator[tuple[McpTools, list[str], dict]]:
     """A session whose every backend has fake ceilings and a fake profiler: what it was asked
     for (the backends whose ceilings were looked up) and what it made."""
     asked: list[str] = []
@@ -263,7 +263,7 @@ def triton_session(tmp_path: Path, store: Store) -> Iterator[tuple[Session, list
         made[hardware.backend] = FakeProfiler(hardware, st)
         return made[hardware.backend]
 
-    s = Session(tmp_path, store, hardware_for=hardware_for, profiler_factory=factory,
+    s = McpTools(tmp_path, store, hardware_for=hardware_for, profiler_factory=factory,
                 remarks=False)  # fmt: skip
     yield s, asked, made
     s.close()
@@ -326,7 +326,7 @@ def test_tool_errors_carry_the_user_sentence():
     pytest.importorskip("mcp")
     from mcp.server.mcpserver.exceptions import ToolError
 
-    from accelopt.agentserver.server import answer
+    from accelopt.mcp_server.server import answer
 
     def unknown() -> None:
         raise UnknownProblemError("unknown problem 'nope'; known problems: silu")

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from accelopt.memory.pairs import Outcome, Pair, representative, select_pairs
 from accelopt.memory.records import ExperienceKind
-from accelopt.memory.selection import Outcome, Pair, representative, select_pairs
 
 
 def out(parent: str, plan: str, child: str, child_s: float | None, parent_s: float = 1.0):

@@ -1,5 +1,5 @@
 """``accelopt mcp``: accelopt's tools for a coding agent, over MCP on stdio
-(``accelopt.agentserver``)."""
+(``accelopt.mcp_server``)."""
 
 from __future__ import annotations
 
@@ -16,8 +16,8 @@ def mcp_command(workspace: common.WorkspaceOption = None) -> None:
         import mcp.server.mcpserver  # noqa: F401  (the SDK, an optional dependency)
     except ImportError:
         raise UserError("accelopt mcp needs the MCP SDK: pip install 'accelopt[serve]'") from None
-    from accelopt.agentserver.server import serve
-    from accelopt.agentserver.tools import Session
+    from accelopt.mcp_server.server import serve
+    from accelopt.mcp_server.tools import McpTools
 
     store = open_store(workspace)
-    serve(Session(store.path.parent, store), store)
+    serve(McpTools(store.path.parent, store), store)

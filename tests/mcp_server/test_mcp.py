@@ -15,9 +15,10 @@ from typing import Any
 import anyio
 import pytest
 
-from accelopt.agentserver.server import TRITON_WARNING
-from accelopt.agentserver.tools import TRITON_REFUSED
 from accelopt.backends.kernel import Kernel
+from accelopt.backends.registry import shipped_kernel
+from accelopt.mcp_server.server import TRITON_WARNING
+from accelopt.mcp_server.tools import TRITON_REFUSED
 from accelopt.problems import load_problem
 from accelopt.store.store import Store
 
@@ -29,7 +30,7 @@ from mcp.types import CallToolResult
 
 pytestmark = [pytest.mark.timeout(300), pytest.mark.slow]
 
-SILU = load_problem("silu").kernel_path("baseline").read_text()
+SILU = shipped_kernel(load_problem("silu"), "baseline").read_text()
 BROKEN = "void kernel(const float *x, float *y) { this is not C; }\n"
 TRITON = "import os\nos.system('touch /tmp/pwned')\n"  # Python: refused unless opted in
 TOOLS = {"list_problems", "show_problem", "evaluate_kernel", "search_memory"}

@@ -1,4 +1,4 @@
-"""The MCP wiring of ``accelopt mcp``: the ``Session``'s tools on the SDK's ``MCPServer``, served
+"""The MCP wiring of ``accelopt mcp``: the ``McpTools`` on the SDK's ``MCPServer``, served
 over stdio.
 
 stdout carries the protocol and nothing else: while it serves, the SDK points file descriptor 1
@@ -31,8 +31,9 @@ from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import Field
 
 from accelopt import __version__, settings
-from accelopt.agentserver.tools import Session
+from accelopt.backends.registry import DEFAULT_BACKEND
 from accelopt.errors import UserError
+from accelopt.mcp_server.tools import McpTools
 from accelopt.problems.loader import UnknownProblemError
 from accelopt.store.records import RunStatus
 from accelopt.store.store import Store
@@ -62,8 +63,8 @@ TRITON_WARNING = (
 )
 
 
-def build_server(session: Session) -> MCPServer:
-    """The MCP server over ``session``: four tools, each answering JSON."""
+def build_server(tools: McpTools) -> MCPServer:
+    """The MCP server over ``tools``: four tools, each answering JSON."""
     server: MCPServer = MCPServer("accelopt", instructions=INSTRUCTIONS, version=__version__)
     reading = ToolAnnotations(read_only_hint=True, open_world_hint=False)
 
@@ -72,14 +73,14 @@ def build_server(session: Session) -> MCPServer:
         """Every problem (the suite's, then the workspace's): name, description, kernel
         arguments (inputs then outputs, with shapes in size parameters), tolerance, workloads
         (name -> sizes) and notes on the cost model."""
-        return answer(session.list_problems)
+        return answer(tools.list_problems)
 
     @server.tool(annotations=reading)
-    def show_problem(name: ProblemName, backend: Backend = "cpu") -> CallToolResult:
+    def show_problem(name: ProblemName, backend: Backend = DEFAULT_BACKEND) -> CallToolResult:
         """One problem: its definition, each workload's cost (FLOPs, bytes) and roofline time
         (peak_s) on this machine, the kernels it ships, the baseline source (baseline_source),
         this machine's ceilings (machine) and the backend's kernel contract (backend_facts)."""
-        return answer(session.show_problem, name, backend)
+        return answer(tools.show_problem, name, backend)
 
     @server.tool(annotations=ToolAnnotations(destructive_hint=False, open_world_hint=False))
     def evaluate_kernel(
@@ -91,7 +92,7 @@ def build_server(session: Session) -> MCPServer:
             str,
             Field(description="which sizes: cpu (default), small, tiny, paper, or the problem's"),
         ] = "cpu",
-        backend: Backend = "cpu",
+        backend: Backend = DEFAULT_BACKEND,
     ) -> CallToolResult:
         """Check a kernel against the problem's reference and time it, in sandboxed workers.
         Returns the evaluation: status (PASSED, COMPILE_ERROR, REJECTED, INCORRECT, CRASH,
@@ -100,17 +101,17 @@ def build_server(session: Session) -> MCPServer:
         max_rel_err; profile (the same as text, with each ceiling's utilization and the
         compiler's remarks); and run: where it was recorded (run id, iteration, best so far).
         A failing kernel is a result, not an error."""
-        return answer(session.evaluate_kernel, problem, source, workload, backend)
+        return answer(tools.evaluate_kernel, problem, source, workload, backend)
 
     @server.tool(annotations=reading)
     def search_memory(
         query: Annotated[str, Field(description="free text: a technique, a problem, a symptom")],
         k: Annotated[int, Field(description="how many lessons, at most")] = 8,
-        backend: Backend = "cpu",
+        backend: Backend = DEFAULT_BACKEND,
     ) -> CallToolResult:
         """Lessons earlier optimization runs of this workspace learned (a title, when and why it
         helps, before/after snippets, the measured speedup), best match first."""
-        return answer(session.search_memory, query, k, backend)
+        return answer(tools.search_memory, query, k, backend)
 
     return server
 
@@ -129,11 +130,11 @@ def answer(tool: Callable[..., Any], *args: Any) -> CallToolResult:
     )
 
 
-def serve(session: Session, store: Store) -> None:
-    """Serve ``session`` on stdio until the client closes stdin or a signal ends it; its runs
-    are then marked (``Session.close``) and the store is closed."""
+def serve(tools: McpTools, store: Store) -> None:
+    """Serve ``tools`` on stdio until the client closes stdin or a signal ends it; its runs
+    are then marked (``McpTools.close``) and the store is closed."""
     print(
-        f"accelopt mcp: serving workspace {session.workspace} on stdio (logs on stderr)",
+        f"accelopt mcp: serving workspace {tools.workspace} on stdio (logs on stderr)",
         file=sys.stderr,
         flush=True,
     )
@@ -141,7 +142,7 @@ def serve(session: Session, store: Store) -> None:
         print(TRITON_WARNING, file=sys.stderr, flush=True)
     status = RunStatus.FAILED
     try:
-        anyio.run(_serve, build_server(session), session, store)
+        anyio.run(_serve, build_server(tools), tools, store)
         status = RunStatus.FINISHED
     except KeyboardInterrupt:
         status = RunStatus.INTERRUPTED
@@ -149,25 +150,25 @@ def serve(session: Session, store: Store) -> None:
     finally:
         # the client waits a little after closing stdin, then sends SIGTERM: finish first
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        session.close(status)
+        tools.close(status)
         store.close()
 
 
-async def _serve(server: MCPServer, session: Session, store: Store) -> None:
+async def _serve(server: MCPServer, tools: McpTools, store: Store) -> None:
     async with anyio.create_task_group() as group:
-        group.start_soon(_end_on_signal, session, store)
+        group.start_soon(_end_on_signal, tools, store)
         await server.run_stdio_async()
         group.cancel_scope.cancel()
 
 
-async def _end_on_signal(session: Session, store: Store) -> None:
+async def _end_on_signal(tools: McpTools, store: Store) -> None:
     """On SIGTERM or SIGINT: mark the runs, stop the profilers, exit. Cancelling the server
     instead would wait for stdin's reader thread, blocked until the client writes or closes."""
     with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
         async for signum in signals:
             terminated = signum == signal.SIGTERM
             status = RunStatus.FINISHED if terminated else RunStatus.INTERRUPTED
-            await anyio.to_thread.run_sync(session.close, status)
+            await anyio.to_thread.run_sync(tools.close, status)
             store.close()
             print(f"accelopt mcp: ended by signal {signum}", file=sys.stderr, flush=True)
             os._exit(0 if terminated else 130)
