@@ -25,6 +25,7 @@ from accelopt.backends.cpu.backend import CpuBackend
 from accelopt.backends.cpu.checks import check_source
 from accelopt.backends.cpu.compiler import prototype
 from accelopt.backends.kernel import Kernel
+from accelopt.backends.registry import shipped_kernel
 from accelopt.backends.status import Status
 from accelopt.hardware import measure
 from accelopt.hardware.isa import detect_isa
@@ -43,7 +44,7 @@ SHIPPED = [
     (name, kind)
     for name in list_problems()
     for kind in ("baseline", "expert")
-    if load_problem(name).kernel_path(kind).is_file()
+    if shipped_kernel(load_problem(name), kind).is_file()
 ]
 BUILD_TIMEOUT_S = 120
 RUN_TIMEOUT_S = 60
@@ -95,7 +96,7 @@ def build_shipped(name: str, kind: str) -> tuple[Problem, Path]:
     """The shipped kernel built by the backend for the small workload (REJECTED or
     COMPILE_ERROR fail the test with the backend's message)."""
     problem = load_problem(name)
-    kernel = Kernel(problem.kernel_path(kind).read_text())
+    kernel = Kernel(shipped_kernel(problem, kind).read_text())
     built = CpuBackend().build(kernel, problem, small_sizes(problem), BUILD_TIMEOUT_S)
     assert built.ok and built.artifact is not None, f"{name}/{kind}.c: {built.error}"
     return problem, built.artifact
@@ -151,12 +152,12 @@ def test_facts_and_messages_name_the_arm_headers(arm_cc: Compiler, target: str, 
 # -- the micro-benchmarks ------------------------------------------------------------------------
 
 
-def test_the_kernel_executor_builds_for_aarch64(arm_cc: Compiler, accelopt_cache: Path):
+def test_the_kernel_host_builds_for_aarch64(arm_cc: Compiler, accelopt_cache: Path):
     # The sandbox (seccomp filter, syscall numbers) is spelled per architecture: it must compile
     # for aarch64 too. (Not run under qemu: qemu-user applies no guest seccomp filter.)
-    from accelopt.backends.cpu.kernel_process import executor_binary
+    from accelopt.backends.cpu.kernel_process import host_binary
 
-    binary = executor_binary(arm_cc)
+    binary = host_binary(arm_cc)
     assert elf_machine(binary) == EM_AARCH64
 
 
@@ -183,7 +184,7 @@ def test_microbenchmarks_run_under_qemu(arm_cc: Compiler, accelopt_cache: Path):
 
 @pytest.mark.parametrize(("name", "kind"), SHIPPED, ids=[f"{n}-{k}" for n, k in SHIPPED])
 def test_shipped_kernels_pass_the_checks_and_build(target: str, in_tmp: Path, name, kind):
-    source = load_problem(name).kernel_path(kind).read_text()
+    source = shipped_kernel(load_problem(name), kind).read_text()
     assert check_source(source, "aarch64") is None
     _, artifact = build_shipped(name, kind)  # the symbol check ran on the aarch64 object
     assert elf_machine(artifact) == EM_AARCH64

@@ -15,7 +15,6 @@ from accelopt.backends.buffers import (
     FENCE_BYTES,
     GUARD_BYTES,
     PAGE_BYTES,
-    aligned_empty,
     allocate,
 )
 from accelopt.backends.device import HostDevice
@@ -44,11 +43,6 @@ def test_a_fenced_block_ends_on_pages(shape):
     assert block.before.ctypes.data % PAGE_BYTES == 0
     assert (block.after.ctypes.data + block.after.nbytes) % PAGE_BYTES == 0
     assert block.before.size == GUARD_FLOATS  # the buffer starts on a page
-
-
-def test_aligned_empty_has_no_guards_and_fills():
-    array = aligned_empty((5, 3), 2.0)
-    assert array.ctypes.data % ALIGNMENT == 0 and (array == 2.0).all()
 
 
 _TOUCH = """

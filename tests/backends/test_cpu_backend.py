@@ -1,4 +1,4 @@
-"""The cpu backend on tiny sizes (build, load into its executor process, call), Kernel identity,
+"""The cpu backend on tiny sizes (build, load into its kernel host process, call), Kernel identity,
 Status."""
 
 from __future__ import annotations
@@ -9,6 +9,7 @@ import pytest
 from accelopt.backends import Kernel, Status, get_backend, normalize_source
 from accelopt.backends.base import BuildResult, KernelLoadError
 from accelopt.backends.cpu.backend import CpuBackend
+from accelopt.backends.registry import shipped_kernel
 from accelopt.errors import UserError
 from accelopt.problems import load_problem
 
@@ -32,10 +33,10 @@ def test_get_backend():
 def test_build_load_and_call_the_silu_baseline(in_tmp, accelopt_cache):
     silu = load_problem("silu")
     backend = CpuBackend()
-    built = backend.build(Kernel(silu.kernel_path("baseline").read_text()), silu, TINY, 60)
+    built = backend.build(Kernel(shipped_kernel(silu, "baseline").read_text()), silu, TINY, 60)
     assert built.ok, built.error
     assert built.artifact is not None and accelopt_cache in built.artifact.parents
-    device = backend.device()  # buffers first: the executor is trusted until the load
+    device = backend.device()  # buffers first: the kernel host is trusted until the load
     (x,) = silu.generate(TINY, seed=3)
     xb = device.upload(x, into=device.empty((4, 8)))
     yb = device.empty((4, 8), fill=np.nan)

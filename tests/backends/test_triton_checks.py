@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from accelopt.backends.registry import shipped_kernel
 from accelopt.backends.triton.checks import check_source, iter_rules
 from accelopt.problems import list_problems, load_problem
 
@@ -46,7 +47,7 @@ def refused(source: str, *parts: str, line: int | None = None) -> str:
 
 @pytest.mark.parametrize("name", list_problems())
 def test_shipped_baselines_pass(name):
-    path = load_problem(name).kernel_path("baseline", "triton")
+    path = shipped_kernel(load_problem(name), "baseline", "triton")
     assert path.name == "baseline_triton.py"
     assert check_source(path.read_text()) is None
 

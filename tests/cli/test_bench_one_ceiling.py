@@ -16,11 +16,14 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pytest
+from evaluations import changed
 from rendered_tables import check_one_ceiling, parse_tables
+from runners import RunsOnly
 from specs import make_spec
 from typer.testing import CliRunner
 
 from accelopt.backends.kernel import Kernel
+from accelopt.backends.registry import shipped_kernel
 from accelopt.backends.status import Status
 from accelopt.cli import bench, common
 from accelopt.formatting import latency as page_latency
@@ -43,7 +46,7 @@ PCT_OF_LOW = {"baseline": 0.68, "expert": 0.68 * 1.73, "numpy": 0.30, "torch": 0
 CONTROL_RATE = 30e9  # the numpy rows are calibrated against a control of this figure
 
 
-class RaisingRunner:
+class RaisingRunner(RunsOnly):
     """Scores jobs in order against its spec, as ``Evaluator._scored`` does: one that beats the
     roofline has the bandwidth ceiling raised (once) and is scored again; the numpy rows come
     calibrated (a control timed with them), the others against the cached ceiling."""
@@ -72,10 +75,16 @@ class RaisingRunner:
             evaluation = build_evaluation(job, self.hardware, self.threads, result)
         if kernel.name == "numpy":
             peak_s = cost.bytes / CONTROL_RATE
-            evaluation = evaluation.model_copy(
-                update={"ceiling": "calibrated", "peak_s": peak_s, "pct_of_peak": peak_s / latency,
-                        "control_rate": CONTROL_RATE, "control": "memory 1:1: 30.0 GB/s"}
-            )  # fmt: skip
+            evaluation = changed(
+                evaluation,
+                ceiling="calibrated",
+                peak_s=peak_s,
+                pct_of_peak=peak_s / latency,
+                calibrated_peak_s=peak_s,
+                calibrated_pct=peak_s / latency,
+                control_rate=CONTROL_RATE,
+                control="memory 1:1: 30.0 GB/s",
+            )
         return evaluation
 
     def retime(self, kernels: Sequence[Kernel], problem: Problem, workload: str) -> None:
@@ -178,7 +187,7 @@ def test_without_a_raise_nothing_is_rescored_or_noted(raising, tmp_path, monkeyp
 
 def test_evaluation_json_names_the_ceilings_each_figure_used():
     silu = load_problem("silu")
-    job = (Kernel(silu.kernel_path("baseline").read_text(), "cpu", "baseline"), silu, "cpu")
+    job = (Kernel(shipped_kernel(silu, "baseline").read_text(), "cpu", "baseline"), silu, "cpu")
     failed = build_evaluation(job, LOW, 2, KernelResult(status=Status.INCORRECT, error="x"))
     data = evaluation_json(failed, LOW)
     assert data["ceilings"] == {

@@ -17,6 +17,7 @@ import json
 from collections.abc import Iterator, Sequence
 
 import pytest
+from evaluations import changed
 from rendered_tables import (
     check_one_ceiling,
     pairs,
@@ -25,6 +26,7 @@ from rendered_tables import (
     within_rounding,
 )
 from rich.table import Table
+from runners import RunsOnly
 from specs import make_spec
 from typer.testing import CliRunner
 
@@ -54,7 +56,7 @@ PCT = {"baseline": 0.30, "expert": 9.609 / 9.80, "numpy": 0.5, "kernel.c": 9.609
 CONTROL = 2.46  # the control's figure over the cached ceiling: the calibrated % is 39.9 %
 
 
-class FakeRunner:
+class FakeRunner(RunsOnly):
     """Scores each job as ``Evaluator`` does (``build_evaluation`` on a fixed worker result), the
     matmul-bound ones calibrated against a control ``CONTROL`` times the cached ceiling (what the
     search ranks them by: ``EvalConfig.headline``)."""
@@ -86,11 +88,16 @@ def scored(job: Job, hardware: HardwareSpec) -> Evaluation:
     if evaluation.bound != "matmul":
         return evaluation
     calibrated = peak / CONTROL
-    return evaluation.model_copy(
-        update={"ceiling": "calibrated", "peak_s": calibrated, "pct_of_peak": calibrated / latency,
-                "calibrated_peak_s": calibrated, "calibrated_pct": calibrated / latency,
-                "control_rate": hardware.matmul_rate * CONTROL, "control": "fma: while timed"}
-    )  # fmt: skip
+    return changed(
+        evaluation,
+        ceiling="calibrated",
+        peak_s=calibrated,
+        pct_of_peak=calibrated / latency,
+        calibrated_peak_s=calibrated,
+        calibrated_pct=calibrated / latency,
+        control_rate=hardware.matmul_rate * CONTROL,
+        control="fma: while timed",
+    )
 
 
 @pytest.fixture(params=[BUSY, QUIET], ids=["provisional", "quiet"])
@@ -226,7 +233,7 @@ def test_a_runs_ceiling_is_the_roofline_at_the_spec_with_each_calibrated_peak():
     assert found.roof.bound == "matmul"
     cost = matmul.cost.at(matmul.workload("cpu").sizes)
     assert found.roof.work == cost.matmul_flops
-    assert found.calibrated == {e.kernel_hash: e.calibrated_peak_s for e in evaluations}
+    assert found.calibrated == {e.kernel_hash: e.calibration.peak_s for e in evaluations}
     assert len(found.calibrated) == 2
     # without the spec: the evaluation's own cached roofline; without the problem, no rate
     assert run_ceiling(evaluations, matmul).roof == found.roof

@@ -7,6 +7,7 @@ from collections.abc import Iterator, Sequence
 
 import pytest
 from fakes import fake_evaluation, variant
+from runners import RunsOnly
 
 from accelopt.backends.status import Status
 from accelopt.errors import UserError
@@ -21,7 +22,7 @@ SILU = load_problem("silu")
 TIMED = EvalConfig(seeds=2, min_calls=5, min_time_s=0.02, call_timeout_floor_s=5.0)
 
 
-class FakeRunner:
+class FakeRunner(RunsOnly):
     """Answers every job at once, in reverse order (as a real runner may: as they finish)."""
 
     threads = 2

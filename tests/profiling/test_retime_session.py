@@ -14,7 +14,10 @@ from typing import Any
 
 import pytest
 from matmul_variants import GOOD, repeated
+from runners import RunsOnly
+from specs import make_spec
 
+from accelopt.backends.device import HostDevice
 from accelopt.backends.kernel import Kernel
 from accelopt.backends.numpy.backend import reference_kernel
 from accelopt.backends.status import Status
@@ -171,7 +174,7 @@ def test_one_worker_timed_them_all(passing):
     assert len(requests) == 1  # one request to the pool: one worker process took them all
     assert isinstance(requests[0], RetimeRequest) and len(requests[0].kernels) == 3
     assert result.worker_pid in workers
-    # each kernel in its own executor process, closed with the session
+    # each kernel in its own kernel host process, closed with the session
     assert all(e.isolation is not None for e in result.evaluations)
 
 
@@ -192,7 +195,7 @@ def test_each_kernel_gets_its_own_verdict(failing):
 
 @pytest.mark.timeout(120)
 def test_kernels_that_run_in_the_worker_itself_are_retimed_too(local):
-    """The numpy kind runs in the worker's own process (no executor): one memory cap for all."""
+    """The numpy kind runs in the worker's own process (no kernel host): one memory cap for all."""
     profiler, cache, _ = local
     reference = reference_kernel(MATMUL)
     tagged = Kernel(reference.source + "\nTAG = 1\n", "numpy", "tagged")
@@ -210,12 +213,13 @@ def test_retime_refuses_check_only(hw):
     assert runner.calls == 0
 
 
-class _NoRunner:
+class _NoRunner(RunsOnly):
     threads = 1
     capacity = 1
 
     def __init__(self) -> None:
         self.calls = 0
+        self.hardware = make_spec()
 
     def run(self, jobs: Any) -> Iterator[Any]:
         self.calls += 1
@@ -235,7 +239,8 @@ class _NoRunner:
 def evaluation(name: str, status: Status = Status.PASSED) -> Evaluation:
     return Evaluation(
         problem="matmul", workload="small", backend="cpu", kernel=name, kernel_hash=name,
-        hardware="hw", status=status, peak_s=1e-6, bound="matmul", tolerance=1e-4,
+        hardware="hw", status=status, error="" if status is Status.PASSED else "failed",
+        peak_s=1e-6, bound="matmul", tolerance=1e-4,
     )  # fmt: skip
 
 
@@ -299,6 +304,8 @@ class _DriftingMachine:
     """Every slice of timing lasts one tick, and the machine is 1 % slower each tick (a
     neighbour's load growing): what the round's order has to cancel."""
 
+    slice_floor: float | None = None  # no floor: the slices' batches were not read for waits
+
     def __init__(self) -> None:
         self.tick = 0
 
@@ -309,7 +316,7 @@ class _DriftingMachine:
 
 class _FakeRun:
     failed = False
-    device = None  # no kernel process to stop
+    device = HostDevice()  # no kernel process to stop
 
     def recording(self) -> Any:
         from contextlib import nullcontext
@@ -388,7 +395,7 @@ def test_a_slice_whose_floor_is_zero_gives_no_ratio_and_no_error():
     from accelopt.profiling.worker.retime import RetimeRun
 
     machine = _DriftingMachine()
-    machine.slice_floor = 0.0  # type: ignore[attr-defined]
+    machine.slice_floor = 0.0
     run = object.__new__(RetimeRun)
     run.runs = [_FakeRun() for _ in range(2)]
     run.loops = dict.fromkeys(range(2), machine)

@@ -18,6 +18,7 @@ sys.path.insert(0, str(Path(__file__).parents[1] / "support"))  # run on its own
 from specs import make_spec
 
 from accelopt.backends.kernel import Kernel
+from accelopt.backends.registry import shipped_kernel
 from accelopt.problems import load_problem
 from accelopt.profiling.cluster.dispatcher import RetryPolicy
 from accelopt.profiling.cluster.runner import RayOptions, RayRunner
@@ -33,7 +34,7 @@ SILU = load_problem("silu")
 
 
 def variant(i: int) -> Kernel:
-    source = SILU.kernel_path("baseline").read_text()
+    source = shipped_kernel(SILU, "baseline").read_text()
     return Kernel(source.replace("{", f"{{ volatile int tag = {i}; (void)tag;", 1), "cpu", f"v{i}")
 
 

@@ -6,6 +6,7 @@ import pytest
 from matmul_variants import GOOD, repeated
 
 from accelopt.backends.kernel import Kernel
+from accelopt.backends.registry import shipped_kernel
 from accelopt.backends.status import Status
 from accelopt.problems import load_problem
 from accelopt.profiling.config import EvalConfig
@@ -42,7 +43,7 @@ def test_a_race_is_run_on_a_device_actor(ray_cluster, hw):
     # a race needs come before the timing may end as precise (it may well, where the machine's
     # drift history is wide: then it is a final figure, not a race); a source of its own, so that
     # no final evaluation of the baseline in the session's cache answers instead
-    source = SILU.kernel_path("baseline").read_text() + "\n/* raced on a device actor */\n"
+    source = shipped_kernel(SILU, "baseline").read_text() + "\n/* raced on a device actor */\n"
     kernel = Kernel(source, "cpu", "baseline")
     long_enough = CONFIG.model_copy(update={"min_calls": 24, "min_time_s": 0.3})
     with make_profiler("ray", hw, long_enough, actors=1) as profiler:

@@ -33,6 +33,8 @@ TOKEN = "t0ken-for-the-triton-tests-0123"
 class CountingProfiler:
     """Counts what it is asked to evaluate; answers PASSED at once."""
 
+    hardware = None  # no spec: the JSON names no cached ceiling's figure
+
     def __init__(self) -> None:
         self.evaluated: list[str] = []
 

@@ -1,6 +1,6 @@
 """Building and running the attack kernels of ``tests/backends/attacks/`` (importable as
 ``attacks``): by a plain program with no sandbox (``unsandboxed``: what the attack does when
-nothing stops it) and in the kernel's process (``in_executor``). Used by the tests and by
+nothing stops it) and in the kernel's process (``in_kernel_host``). Used by the tests and by
 ``benchmarks/red_team.py``."""
 
 from __future__ import annotations
@@ -55,14 +55,14 @@ class Outcome:
     facts: dict[str, str] = field(default_factory=dict)
 
 
-def in_executor(artifact: Path, env: dict[str, str] | None = None, threads: int = 2) -> Outcome:
+def in_kernel_host(artifact: Path, env: dict[str, str] | None = None, threads: int = 2) -> Outcome:
     """Load the kernel in a kernel process (as the worker would) and call it once."""
     from accelopt import settings
     from accelopt.backends.base import KernelError
-    from accelopt.backends.cpu.remote import ExecutorDevice
+    from accelopt.backends.cpu.remote import KernelHostDevice
     from accelopt.hardware.toolchain import compiler_for
 
-    device = ExecutorDevice(compiler_for(settings.c_compiler()), env or dict(os.environ))
+    device = KernelHostDevice(compiler_for(settings.c_compiler()), env or dict(os.environ))
     try:
         x = device.upload(np.linspace(-3, 3, N, dtype=np.float32), into=device.empty((N,)))
         y = device.empty((N,), fill=np.nan)

@@ -106,17 +106,3 @@ def allocate(
         before=block[:offset],
         after=block[offset + count :],
     )
-
-
-def aligned_empty(shape: tuple[int, ...], fill: float | None = None) -> np.ndarray:
-    """A plain aligned buffer (no guard regions)."""
-    array = allocate(shape, guard_bytes=0).array
-    if fill is not None:
-        array.fill(fill)
-    return array
-
-
-def aligned_copy(source: np.ndarray) -> np.ndarray:
-    array = aligned_empty(source.shape)
-    np.copyto(array, source)
-    return array

@@ -1,4 +1,4 @@
-"""How contained a kernel's own process is (a C kernel's ``executor.c``, a Triton kernel's
+"""How contained a kernel's own process is (a C kernel's ``kernel_host.c``, a Triton kernel's
 ``triton/host.py``): how it gives up root, and what every one of its threads must show in /proc
 before any kernel call (the process applies the layers; the worker, which the kernel cannot
 forge, reads them back)."""
@@ -20,7 +20,7 @@ CAP_SYS_PTRACE = 19
 
 
 def drop_mode() -> int:
-    """How a kernel process gives up root (executor.c): not at all for a non-root worker; to
+    """How a kernel process gives up root (kernel_host.c): not at all for a non-root worker; to
     nobody where this worker can still reach another user's memory (CAP_SYS_PTRACE); else (a
     container's root without CAP_SYS_PTRACE) by dropping every capability and keeping uid 0."""
     if os.geteuid() != 0:
@@ -35,9 +35,19 @@ def drop_mode() -> int:
 
 
 NOBODY = 65534
-_TASK_FIELDS = ("Uid", "Gid", "NoNewPrivs", "Seccomp", "Seccomp_filters", "CapInh", "CapPrm",
-                "CapEff", "CapBnd", "CapAmb")  # fmt: skip
-FILTERS = 2  # the loader's, then the compute one (executor.c)
+_TASK_FIELDS = (
+    "Uid",
+    "Gid",
+    "NoNewPrivs",
+    "Seccomp",
+    "Seccomp_filters",
+    "CapInh",
+    "CapPrm",
+    "CapEff",
+    "CapBnd",
+    "CapAmb",
+)
+FILTERS = 2  # the loader's, then the compute one (kernel_host.c)
 
 
 def task_status(pid: int) -> dict[int, dict[str, str]]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 import weakref
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -29,7 +29,11 @@ class CanarySet(Protocol):
     def written(self) -> bool: ...
 
 
+@runtime_checkable
 class Device(Protocol):
+    """What the harness does with a kernel's buffers and calls, on every device (the module's
+    docstring); every member is declared here, so the harness never probes for one."""
+
     def empty(
         self, shape: tuple[int, ...], fill: float | None = None, fenced: bool = False
     ) -> Buffer:
@@ -65,7 +69,50 @@ class Device(Protocol):
 
     def time_calls(self, calls: Sequence[Callable[[], None]]) -> float:
         """Seconds a batch of calls takes (a device that times each call itself gets batches of
-        one; ``batches = True`` on a device that gains from more)."""
+        one; ``batches`` is True on a device that gains from more)."""
+        ...
+
+    @property
+    def batches(self) -> bool:
+        """Whether a batch of several calls gains over batches of one (a round trip to the
+        kernel's process is then paid once a batch); False: every batch is one call."""
+        ...
+
+    @property
+    def copies_to_host(self) -> bool:
+        """Whether ``to_host`` copies (into a new array, or ``out``) rather than returning the
+        buffer itself: the caller may then hand it an array it keeps, the same for every call."""
+        ...
+
+    @property
+    def kernel_pids(self) -> tuple[int, ...]:
+        """The processes the kernel runs in, apart from the worker's (their CPU time is the
+        evaluation's, and they are pinned, stopped and watched); () where it runs in the
+        worker's own process."""
+        ...
+
+    @property
+    def isolation(self) -> dict[str, str] | None:
+        """The isolation layers the kernel's own process got (reported with the evaluation), or
+        None where the kernel runs in the worker's process."""
+        ...
+
+    overhead_s: float | None
+    """Seconds of one round trip to the kernel's process, subtracted from every timed batch
+    (a re-timing session sets all its kernels' to the least of them); None where the device
+    shares none (it times calls itself, or subtracts a figure of its own)."""
+
+    def pause(self) -> None:
+        """Stop the kernel's process between its calls (it runs only while the harness calls
+        it); nothing where there is no such process."""
+        ...
+
+    def resume(self) -> None:
+        """Let the kernel's process run again after ``pause``."""
+        ...
+
+    def close(self) -> None:
+        """End the kernel's process and free what the device holds (its buffers are gone)."""
         ...
 
 
@@ -79,7 +126,14 @@ def wall_time(call: Callable[[], None]) -> float:
 class HostDevice:
     """Buffers in host memory, 64-byte aligned, each between guard regions of seeded random
     signalling NaNs (fenced ones between inaccessible pages too); a call is timed by the wall
-    clock around it. ``seed`` None: patterns no kernel can know in advance."""
+    clock around it. ``seed`` None: patterns no kernel can know in advance. The kernel runs in
+    the worker's own process: no process of its own to stop, watch or close."""
+
+    batches = False
+    copies_to_host = False  # ``to_host`` returns the buffer itself
+    kernel_pids: tuple[int, ...] = ()
+    isolation: dict[str, str] | None = None
+    overhead_s: float | None = None
 
     def __init__(self, seed: int | None = None) -> None:
         self._rng = np.random.default_rng(seed)
@@ -125,3 +179,12 @@ class HostDevice:
 
     def time_calls(self, calls: Sequence[Callable[[], None]]) -> float:
         return sum(wall_time(call) for call in calls)
+
+    def pause(self) -> None:
+        """Nothing to stop: the kernel's code runs only when the harness calls it."""
+
+    def resume(self) -> None:
+        """Nothing was stopped."""
+
+    def close(self) -> None:
+        """Nothing to end: the buffers go with their last reference."""

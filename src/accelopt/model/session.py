@@ -9,20 +9,19 @@ rotates every round (A B C, B C A, C A B, ...), so no callable always goes first
 model's code has imported torch and CUDA is initialised, the device is synchronised before the
 clock is read (torch is never imported here). The comparisons are per round: a speedup is the
 median of the rounds' ratios, with the 95 % interval of that median by order statistics
-(``profiling.stats.median_ci``), so drift between rounds cancels within each ratio.
+(``profiling.stats.estimate``), so drift between rounds cancels within each ratio.
 """
 
 from __future__ import annotations
 
 import math
-import statistics
 import sys
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from accelopt.model.records import Speedup, Timed
-from accelopt.profiling.stats import median_ci
+from accelopt.profiling.stats import estimate
 
 MIN_BUDGET_ROUNDS = 5  # rounds a session times, at least, whatever its budget
 MAX_INNER = 100_000  # calls in one sample, at most (a callable too fast for the clock to see)
@@ -52,9 +51,9 @@ class Session:
             samples = self.seconds[name]
             if not samples:
                 raise ValueError(f"{name!r} was not timed")
-            low, high = median_ci(samples)
-            median = statistics.median(samples)
-            out.append(Timed(name, median * 1e3, low * 1e3, high * 1e3, len(samples)))
+            found = estimate(samples)
+            ms = (found.point * 1e3, found.low * 1e3, found.high * 1e3)
+            out.append(Timed(name, *ms, len(samples)))
         return out
 
     def speedup(self, candidate: str, baseline: str) -> Speedup:
@@ -67,8 +66,8 @@ class Session:
         ratios = [b / c for c, b in pairs if c > 0]
         if not ratios:
             raise ValueError(f"no round timed {candidate!r} above zero")
-        low, high = median_ci(ratios)
-        return Speedup(candidate, baseline, statistics.median(ratios), low, high)
+        found = estimate(ratios)
+        return Speedup(candidate, baseline, found.point, found.low, found.high)
 
 
 def round_order(names: tuple[str, ...], round_index: int) -> list[str]:

@@ -12,7 +12,6 @@ there instead.
 
 from __future__ import annotations
 
-import statistics
 import threading
 import time
 from collections.abc import Sequence
@@ -22,7 +21,7 @@ from typing import Any
 from accelopt.model.confirm import relative_error
 from accelopt.model.matching import Arg
 from accelopt.model.subgraphs import WeightCache, node_values, problem_args
-from accelopt.profiling.stats import median_ci
+from accelopt.profiling.stats import interval, point
 
 POLICIES = ("compile", "fallback")
 RACE = 11  # rounds (a call of each) timed at new shapes: kernel against subgraph
@@ -38,10 +37,19 @@ class Decision:
 class SiteCall:
     """What the op runs for one site."""
 
-    def __init__(self, site: str, args: Sequence[Arg], fallback: Any, widths: Sequence[int],
-                 provided: Any, tolerance: float, policy: str = "compile",
-                 layout: str = "split", race: bool = True,
-                 keep_inputs: bool = False) -> None:  # fmt: skip
+    def __init__(
+        self,
+        site: str,
+        args: Sequence[Arg],
+        fallback: Any,
+        widths: Sequence[int],
+        provided: Any,
+        tolerance: float,
+        policy: str = "compile",
+        layout: str = "split",
+        race: bool = True,
+        keep_inputs: bool = False,
+    ) -> None:
         if policy not in POLICIES:
             raise ValueError(f"policy must be one of {', '.join(POLICIES)}, not {policy!r}")
         self.site, self.args, self.fallback = site, list(args), fallback
@@ -116,12 +124,12 @@ class SiteCall:
                 start = time.perf_counter()
                 call(inputs)
                 times.append(time.perf_counter() - start)
-        low, high = median_ci([k / s for k, s in zip(kernel, subgraph, strict=True)])
+        low, high = interval([k / s for k, s in zip(kernel, subgraph, strict=True)])
         if low <= 1.0:
             return ""
         return (
-            f"the kernel is slower than the subgraph here ({statistics.median(kernel) * 1e3:.3g} "
-            f"ms against {statistics.median(subgraph) * 1e3:.3g} ms; time ratio {low:.2f}-"
+            f"the kernel is slower than the subgraph here ({point(kernel) * 1e3:.3g} "
+            f"ms against {point(subgraph) * 1e3:.3g} ms; time ratio {low:.2f}-"
             f"{high:.2f}, 95 % interval over {RACE} interleaved rounds)"
         )
 

@@ -102,12 +102,6 @@ class EvalConfig(BaseModel):
         the floor."""
         return max(self.call_timeout_floor_s, self.call_timeout_factor * peak_s)
 
-    def timing_timeout_s(self, slowest_call_s: float) -> float:
-        """A timed call's deadline: a generous multiple of the kernel's own slowest call in the
-        correctness check (a slow honest kernel on a busy machine is not killed), never under the
-        floor."""
-        return max(self.call_timeout_floor_s, self.timing_call_factor * slowest_call_s)
-
 
 def harness_digest(root: Path = PACKAGE, parts: tuple[str, ...] = HARNESS_PARTS) -> str:
     """A short hash of the harness's own sources and default settings: it changes by itself

@@ -50,7 +50,7 @@ class KernelMeasurement(BaseModel):
     check_s: float | None = None
     time_s: float | None = None
     network_isolated: bool | None = None  # the worker's network namespace (set by the parent)
-    # The layers the kernel's process ran under (cpu: executor.c's facts, e.g. seccomp, uid)
+    # The layers the kernel's process ran under (cpu: kernel_host.c's facts, e.g. seccomp, uid)
     isolation: dict[str, str] | None = None
     log: str = ""  # what the kernels printed (stdout/stderr), capped
 

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from accelopt.backends.kernel import Kernel
 from accelopt.errors import UserError
@@ -78,9 +78,15 @@ class EvaluationCache(Protocol):
     harness version is part of the key: the store adds the running one)."""
 
     def get_evaluation(
-        self, kernel_hash: str, problem: str, workload: str, hardware: str, *,
-        problem_version: str = "", harness_version: str | None = None,
-    ) -> Evaluation | None: ...  # fmt: skip
+        self,
+        kernel_hash: str,
+        problem: str,
+        workload: str,
+        hardware: str,
+        *,
+        problem_version: str = "",
+        harness_version: str | None = None,
+    ) -> Evaluation | None: ...
 
     def put_evaluation(
         self, evaluation: Evaluation, harness_version: str | None = None
@@ -137,21 +143,35 @@ class Measured:
     measured: bool = True
 
 
+@runtime_checkable
 class Runner(Protocol):
-    """Runs the evaluations the cache could not answer."""
+    """Runs the evaluations the cache could not answer (``parent/cache.py``)."""
 
-    threads: int
-    capacity: int
+    threads: int  # OpenMP threads each kernel runs with
+    capacity: int  # evaluations that can run at once
+
+    @property
+    def hardware(self) -> HardwareSpec:
+        """The spec evaluations are scored against now: the one the runner was made with, or
+        with a ceiling a kernel beat raised since (the cache keys later evaluations by it)."""
+        ...
 
     def run(self, jobs: Sequence[Job]) -> Iterator[Measured]:
         """One outcome per job, in the order they finish (``index``: position in ``jobs``)."""
+        ...
+
+    def race(self, job: Job, race_s: float) -> Evaluation:
+        """One evaluation whose timing may stop early once the kernel is clearly slower than
+        ``race_s`` (it is then ``raced``); a runner that cannot stop early evaluates in full."""
         ...
 
     def retime(self, kernels: Sequence[Kernel], problem: Problem, workload: str) -> Retiming:
         """A re-timing session (``session.py``) on one device."""
         ...
 
-    def close(self) -> None: ...
+    def close(self) -> None:
+        """Stop the runner's workers (or its cluster's actors); nothing runs after."""
+        ...
 
 
 def evaluate_all(

@@ -1,35 +1,61 @@
-"""The pure statistics of a measurement, below both the parent and the worker: the median's
-interval and the timing summary, the thresholds of a busy machine, the arithmetic of a re-timing
-session (``session.py`` says how its rounds are read) and the geometric mean that combines
-workloads (``composite.py``). Numbers in, numbers out: no records, no I/O. The worker imports only
-this module, the protocol and the config from profiling's top (``tests/test_layers.py``)."""
+"""The pure statistics of a measurement, below both the parent and the worker: the latency
+estimator (a point and its interval) and the timing summary, the thresholds of a busy machine, the
+arithmetic of a re-timing session (``session.py`` says how its rounds are read) and the geometric
+mean that combines workloads (``composite.py``). Numbers in, numbers out: no records, no I/O. The
+worker imports only this module, the protocol and the config from profiling's top
+(``tests/test_layers.py``).
+
+Every timing is summarized by one ``Estimator``, ``ESTIMATOR`` (``MEDIAN``: the median and its
+distribution-free order-statistic interval), through this module's functions: ``point``,
+``estimate``, ``interval``, ``ci_half_width``, ``summarize`` and ``ratio_estimate``. The stop rule,
+racing, the slices, the freshness audit, re-timing, calibration and the model's sessions all call
+them, so another estimator (a trimmed mean, say) is one assignment here."""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 
-# -- timing: the median and its interval ------------------------------------------------------
+Samples = Sequence[float] | np.ndarray  # seconds per call (or ratios), in the order timed
+
+# -- timing: the latency estimator and the summary ----------------------------------------------
 
 Z95 = 1.959964  # two-sided 95 % normal quantile
 
 
 @dataclass(frozen=True)
-class TimingStats:
-    latency_s: float  # median
-    min_s: float
-    noise: float  # IQR / median
-    calls: int
-    ci_low_s: float  # 95 % confidence interval of the median
-    ci_high_s: float
+class Estimate:
+    """What samples say of a latency (or a ratio): ``point`` and its 95 % confidence interval
+    [``low``, ``high``]."""
+
+    point: float
+    low: float
+    high: float
 
     @property
-    def ci(self) -> float:
-        """The interval's half-width relative to the median (0.01: the median is known to ±1 %)."""
-        return (self.ci_high_s - self.ci_low_s) / (2 * self.latency_s) if self.latency_s else 0.0
+    def half_width(self) -> float:
+        """The interval's half-width relative to the point (0.01: known to ±1 %; 0 where the
+        point is not above 0)."""
+        return (self.high - self.low) / (2 * self.point) if self.point > 0 else 0.0
+
+
+class Estimator(Protocol):
+    """How samples become a latency: a point and its 95 % interval."""
+
+    name: str
+    min_samples: int  # fewer: the interval spans (about) the extremes, its width tells nothing
+
+    def point(self, samples: Samples) -> float:
+        """The point alone (what a threshold or a slice's figure needs)."""
+        ...
+
+    def estimate(self, samples: Samples) -> Estimate:
+        """The point and its interval; ``samples`` must not be empty."""
+        ...
 
 
 def median_ci_ranks(n: int, z: float = Z95) -> tuple[int, int]:
@@ -42,30 +68,73 @@ def median_ci_ranks(n: int, z: float = Z95) -> tuple[int, int]:
     return low, max(high, 0)
 
 
-def median_ci(samples: Sequence[float] | np.ndarray) -> tuple[float, float]:
-    """The 95 % confidence interval of the median of ``samples``."""
-    ordered = np.sort(np.asarray(samples, dtype=np.float64))
-    low, high = median_ci_ranks(len(ordered))
-    return float(ordered[low]), float(ordered[high])
+@dataclass(frozen=True)
+class OrderStatisticMedian:
+    """The median, with the order-statistic interval of ``median_ci_ranks``."""
+
+    name: str = "median"
+    min_samples: int = 6  # below it the ranks are the extremes
+    z: float = Z95
+
+    def point(self, samples: Samples) -> float:
+        return float(np.median(np.asarray(samples, dtype=np.float64)))
+
+    def estimate(self, samples: Samples) -> Estimate:
+        ordered = np.sort(np.asarray(samples, dtype=np.float64))
+        low, high = median_ci_ranks(len(ordered), self.z)
+        return Estimate(float(np.median(ordered)), float(ordered[low]), float(ordered[high]))
 
 
-def ci_half_width(samples: Sequence[float] | np.ndarray) -> float:
-    """The relative half-width of the median's 95 % interval (inf with fewer than 6 samples,
-    where the interval spans the extremes)."""
-    if len(samples) < 6:
+MEDIAN = OrderStatisticMedian()
+ESTIMATOR: Estimator = MEDIAN  # the one every timing is summarized by
+
+
+def point(samples: Samples) -> float:
+    """The latency ``samples`` say (``ESTIMATOR``'s point)."""
+    return ESTIMATOR.point(samples)
+
+
+def estimate(samples: Samples) -> Estimate:
+    """The latency ``samples`` say, and its 95 % interval (``ESTIMATOR``)."""
+    return ESTIMATOR.estimate(samples)
+
+
+def interval(samples: Samples) -> tuple[float, float]:
+    """The 95 % confidence interval of the latency ``samples`` say."""
+    found = ESTIMATOR.estimate(samples)
+    return found.low, found.high
+
+
+def ci_half_width(samples: Samples) -> float:
+    """The relative half-width of the latency's 95 % interval (inf with fewer samples than the
+    estimator's ``min_samples``, where the interval spans the extremes)."""
+    if len(samples) < ESTIMATOR.min_samples:
         return math.inf
-    low, high = median_ci(samples)
-    median = float(np.median(samples))
-    return (high - low) / (2 * median) if median > 0 else 0.0
+    return ESTIMATOR.estimate(samples).half_width
+
+
+@dataclass(frozen=True)
+class TimingStats:
+    latency_s: float  # the estimator's point (the median)
+    min_s: float
+    noise: float  # IQR / latency
+    calls: int
+    ci_low_s: float  # 95 % confidence interval of the latency
+    ci_high_s: float
+
+    @property
+    def ci(self) -> float:
+        """The interval's half-width relative to the latency (0.01: known to ±1 %)."""
+        return Estimate(self.latency_s, self.ci_low_s, self.ci_high_s).half_width
 
 
 def summarize(samples: Sequence[float]) -> TimingStats:
     if not samples:
         raise ValueError("no timed calls")
-    q1, median, q3 = np.percentile(np.asarray(samples, dtype=np.float64), [25, 50, 75])
-    noise = float((q3 - q1) / median) if median > 0 else 0.0
-    low, high = median_ci(samples)
-    return TimingStats(float(median), float(min(samples)), noise, len(samples), low, high)
+    found = estimate(samples)
+    q1, q3 = np.percentile(np.asarray(samples, dtype=np.float64), [25, 75])
+    noise = float((q3 - q1) / found.point) if found.point > 0 else 0.0
+    return TimingStats(found.point, float(min(samples)), noise, len(samples), found.low, found.high)
 
 
 # -- the machine: how much others took while a kernel was timed (``worker/contention.py``) -----
@@ -82,7 +151,7 @@ def is_busy(others: float | None, steal: float | None) -> bool:
 
 # -- re-timing sessions (``session.py``) ---------------------------------------------------------
 
-MIN_ROUNDS = 8  # rounds a session times, at least (ci_half_width needs 6 ratios for an interval)
+MIN_ROUNDS = 8  # rounds a session times, at least (MEDIAN needs 6 ratios for an interval)
 MIN_SLICE_S = 0.02  # a kernel's slice of a round lasts at least this long (about ten batches)
 
 # per round: a kernel's fastest seconds per call (None: absent)
@@ -171,11 +240,13 @@ def decided(ratio: float | None, ratio_ci: float | None) -> bool:
 
 
 def ratio_estimate(ratios: Sequence[float]) -> tuple[float | None, float | None]:
-    """The median ratio and its 95 % interval's relative half-width (None: too few rounds)."""
+    """The ratio the rounds say (``ESTIMATOR``'s point) and its 95 % interval's relative
+    half-width (None: too few rounds)."""
     if not ratios:
         return None, None
-    half = ci_half_width(ratios)
-    return float(np.median(ratios)), None if math.isinf(half) else half
+    found = estimate(ratios)
+    known = len(ratios) >= ESTIMATOR.min_samples
+    return found.point, found.half_width if known else None
 
 
 # -- several workloads (``composite.py``) ------------------------------------------------------

@@ -17,7 +17,15 @@ from accelopt.store.errors import StoreFull, StoreReadOnly
 MIN_FREE_BYTES = 64 << 20  # what a run's store, compiled kernels and references need, at least
 EVAL_FREE_BYTES = 1 << 20  # what ``eval`` and ``bench run`` need: a few kernels compiled
 # The folders accelopt keeps under the cache directory (``settings.cache_dir()``).
-CACHE_FOLDERS = ("kernels", "executor", "hardware", "locks", "microbench", "problems", "references")
+CACHE_FOLDERS = (
+    "kernels",
+    "kernel-host",
+    "hardware",
+    "locks",
+    "microbench",
+    "problems",
+    "references",
+)
 _FULL = (errno.ENOSPC, errno.EDQUOT)
 
 

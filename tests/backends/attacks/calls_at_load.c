@@ -2,7 +2,7 @@
  * 1 prctl(PR_SET_DUMPABLE) (its /proc files open to peers), 2 a SIGSYS handler (forbidden calls
  * would fail instead of killing), 3 a seccomp filter of its own (to answer the next seccomp call
  * with success and keep the loader's allowances), 4 setresuid, 5 that filter installed the way the
- * executor installs its own (on every thread, TSYNC), which a check of the flags alone allows. */
+ * kernel host installs its own (on every thread, TSYNC), which a check of the flags alone allows. */
 #define _GNU_SOURCE
 #include <signal.h>
 #include <unistd.h>

@@ -1,5 +1,5 @@
 /* Runs a kernel with no sandbox: what its code does when nothing stops it. A pipe stands for
- * the executor's command pipe (a descriptor a SIGIO attack arms); a byte is written to it after
+ * the kernel host's command pipe (a descriptor a SIGIO attack arms); a byte is written to it after
  * the call, as the worker writes its next command. */
 #define _GNU_SOURCE
 #include <dlfcn.h>

@@ -1,4 +1,4 @@
-/* Answers "done" for itself on the executor's done pipe (its number is argv's last, just below
+/* Answers "done" for itself on the kernel host's done pipe (its number is argv's last, just below
  * the environment on the initial stack), then computes. */
 #include <stdlib.h>
 #include <unistd.h>

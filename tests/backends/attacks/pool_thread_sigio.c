@@ -1,5 +1,5 @@
 /* On a pool thread: make every open descriptor send SIGKILL to process TARGET whenever it becomes
- * readable (F_SETOWN, F_SETSIG, O_ASYNC): the executor's command pipe then kills TARGET each time
+ * readable (F_SETOWN, F_SETSIG, O_ASYNC): the kernel host's command pipe then kills TARGET each time
  * the worker writes a command. */
 #define _GNU_SOURCE
 #include <fcntl.h>

@@ -10,6 +10,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 
 import pytest
 from fakes import fake_evaluation, variant
+from runners import RunsOnly
 
 from accelopt.backends.kernel import Kernel
 from accelopt.hardware.spec import HardwareSpec
@@ -45,7 +46,7 @@ class MemoryCache:
             self.saved[(e.kernel_hash, e.problem, e.workload, e.hardware)] = e
 
 
-class GatedRunner:
+class GatedRunner(RunsOnly):
     """Counts the jobs it measures; a job of a gated kernel waits until its gate opens, then
     answers, or raises ``error`` when one is set."""
 

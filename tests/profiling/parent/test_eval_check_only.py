@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import pytest
+from parallel_eval import evaluate_in_parallel
 
 from accelopt.backends.kernel import Kernel
+from accelopt.backends.registry import shipped_kernel
 from accelopt.backends.status import Status
 from accelopt.problems import Problem, load_problem
 from accelopt.profiling.config import EvalConfig
@@ -14,7 +16,7 @@ CONFIG = EvalConfig(seeds=3, check_only=True, call_timeout_floor_s=5.0, workers=
 
 
 def baseline(problem: Problem) -> Kernel:
-    return Kernel(problem.kernel_path("baseline").read_text(), "cpu", "baseline")
+    return Kernel(shipped_kernel(problem, "baseline").read_text(), "cpu", "baseline")
 
 
 @pytest.mark.timeout(120)
@@ -33,7 +35,7 @@ def test_check_only_passes_without_timing(evaluator, name):
 
 
 @pytest.mark.timeout(120)
-def test_evaluate_many_keeps_the_order_of_the_jobs(evaluator, kernel_file):
+def test_parallel_evaluations_keep_the_order_of_the_jobs(evaluator, kernel_file):
     silu, matmul = load_problem("silu"), load_problem("matmul")
     jobs = [
         (kernel_file("segfault"), silu, "cpu"),
@@ -42,7 +44,7 @@ def test_evaluate_many_keeps_the_order_of_the_jobs(evaluator, kernel_file):
         (kernel_file("includes_stdio"), silu, "cpu"),
         (baseline(silu), silu, "cpu"),
     ]
-    evaluations = list(evaluator.evaluate_many(jobs))
+    evaluations = list(evaluate_in_parallel(evaluator, jobs))
     assert [(e.problem, e.kernel) for e in evaluations] == [(p.name, k.name) for k, p, _ in jobs]
     assert [e.status for e in evaluations] == [
         Status.CRASH,

@@ -16,6 +16,7 @@ from collections.abc import Iterator
 import pytest
 
 from accelopt.backends.kernel import Kernel
+from accelopt.backends.registry import shipped_kernel
 from accelopt.backends.status import Status
 from accelopt.problems import load_problem
 from accelopt.profiling.config import EvalConfig
@@ -152,7 +153,7 @@ def test_worker_that_cannot_start_is_reported():
 def test_evaluator_reports_workers_that_cannot_start(accelopt_cache, hw, monkeypatch):
     monkeypatch.setenv("PYTHONHOME", "/nonexistent-python-home")  # read by the workers only
     problem = load_problem("silu")
-    kernel = Kernel(problem.kernel_path("baseline").read_text())
+    kernel = Kernel(shipped_kernel(problem, "baseline").read_text())
     evaluator = Evaluator(hw, EvalConfig(workers=1))
     try:
         evaluation = evaluator.evaluate(kernel, problem, "cpu")

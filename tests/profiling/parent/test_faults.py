@@ -14,10 +14,12 @@ from pathlib import Path
 import pytest
 from fakes import fake_evaluation, variant
 from mounts import fill, small_disk
+from runners import RunsOnly
 
 from accelopt.backends.cpu.compiler import compile_kernel
 from accelopt.backends.faults import unwritable
 from accelopt.backends.kernel import Kernel
+from accelopt.backends.registry import shipped_kernel
 from accelopt.backends.status import Status
 from accelopt.hardware.spec import HardwareSpec
 from accelopt.problems import load_problem
@@ -33,7 +35,7 @@ SILU = load_problem("silu")
 LEGACY = (
     "ld: final link failed: No space left on device",
     "the worker died from SIGKILL (Killed) during waiting for the device",
-    "harness error: OSError: [Errno 30] Read-only file system: '/c/executor'",
+    "harness error: OSError: [Errno 30] Read-only file system: '/c/kernel host'",
 )
 
 
@@ -52,7 +54,7 @@ def test_a_build_on_a_full_disk_is_the_machines_failure(tmp_path: Path) -> None:
     from accelopt.hardware.toolchain import compiler_for
 
     inputs = build_inputs(
-        SILU.kernel_path("baseline").read_text(), SILU, SILU.workload("tiny").sizes,
+        shipped_kernel(SILU, "baseline").read_text(), SILU, SILU.workload("tiny").sizes,
         compiler_for("gcc"),
     )  # fmt: skip
     with small_disk(tmp_path / "disk", "2m") as disk:
@@ -66,7 +68,7 @@ def test_a_build_on_a_full_disk_is_the_machines_failure(tmp_path: Path) -> None:
     assert healthy.ok and not healthy.service
 
 
-class FlakyRunner:
+class FlakyRunner(RunsOnly):
     """Fails each kernel's first measurement as the service (a lost node), then measures."""
 
     threads, capacity = 1, 2
@@ -124,7 +126,7 @@ def test_a_worker_killed_from_outside_is_retried_and_the_kernel_still_passes(
     hw: HardwareSpec, accelopt_cache: Path
 ) -> None:
     config = EvalConfig(seeds=2, workers=1, min_calls=5, min_time_s=0.5)
-    kernel = Kernel(SILU.kernel_path("baseline").read_text(), "cpu", "baseline")
+    kernel = Kernel(shipped_kernel(SILU, "baseline").read_text(), "cpu", "baseline")
     killed: list[int] = []
 
     def kill_the_first_worker() -> None:

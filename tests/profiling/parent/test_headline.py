@@ -30,7 +30,7 @@ def scored(name: str, hw, headline: str, drift: float = 0.05):
 def test_a_compute_bound_problem_is_scored_against_its_control_by_default(hw, headline, uses):
     e, roof = scored("matmul", hw, headline)
     assert str(roof.bound) == "matmul"
-    assert e.cached_pct == pytest.approx(0.5) and e.calibrated_pct == pytest.approx(0.625)
+    assert e.cached.pct == pytest.approx(0.5) and e.calibration.pct == pytest.approx(0.625)
     assert e.ceiling == ("calibrated" if uses else "cached")
     assert e.pct_of_peak == pytest.approx(e.peak_s / e.latency_s)  # its % agrees with its peak
     assert e.pct_low < e.pct_of_peak < e.pct_high
@@ -40,7 +40,7 @@ def test_a_memory_bound_problem_reports_its_calibrated_figure_beside_the_cached_
     e, roof = scored("silu", hw, "compute")
     assert str(roof.bound) == "memory"
     assert e.ceiling == "cached" and e.pct_of_peak == pytest.approx(0.5)
-    assert e.calibrated_pct == pytest.approx(0.625) and e.control_rate is not None
+    assert e.calibration.pct == pytest.approx(0.625) and e.calibration.rate is not None
     assert scored("silu", hw, "all")[0].ceiling == "calibrated"
 
 

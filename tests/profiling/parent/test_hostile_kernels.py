@@ -1,7 +1,7 @@
 """Hostile kernels that pass the source checks, through one Evaluator: each ends with a status and
 a sentence naming the cause, and harms nothing (no key in a log, no state or memory left for the
 next kernel, no device blocked). The attempts that need code to run past the checks are in
-``tests/backends/test_executor.py``."""
+``tests/backends/test_kernel_host.py``."""
 
 from __future__ import annotations
 

@@ -13,6 +13,7 @@ from collections.abc import Iterator
 import pytest
 
 from accelopt.backends.kernel import Kernel
+from accelopt.backends.registry import shipped_kernel
 from accelopt.backends.status import Status
 from accelopt.hardware.roofline import SUSPICIOUS_FRACTION
 from accelopt.hardware.spec import HardwareSpec
@@ -40,7 +41,7 @@ CANARY = "ACCELOPT_TEST_CANARY"
 
 @pytest.fixture(scope="module")
 def baseline(silu: Problem) -> Kernel:
-    return Kernel(silu.kernel_path("baseline").read_text(), "cpu", "baseline")
+    return Kernel(shipped_kernel(silu, "baseline").read_text(), "cpu", "baseline")
 
 
 @pytest.fixture(scope="module")

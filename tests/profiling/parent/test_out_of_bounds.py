@@ -9,6 +9,7 @@ from __future__ import annotations
 import pytest
 
 from accelopt.backends.kernel import Kernel
+from accelopt.backends.registry import shipped_kernel
 from accelopt.backends.status import Status
 from accelopt.problems import Problem
 from accelopt.profiling.config import EvalConfig
@@ -36,7 +37,7 @@ def run(evaluator: Evaluator, silu: Problem):
 
 @pytest.mark.timeout(120)
 def test_honest_kernel_passes(run, silu):
-    evaluation = run(Kernel(silu.kernel_path("baseline").read_text(), "cpu", "baseline"))
+    evaluation = run(Kernel(shipped_kernel(silu, "baseline").read_text(), "cpu", "baseline"))
     assert evaluation.status is Status.PASSED, evaluation.error
 
 
@@ -90,5 +91,5 @@ def test_overrun_only_in_the_timed_calls_is_incorrect(run, kernel_file):
 
 @pytest.mark.timeout(60)
 def test_the_pool_still_passes_an_honest_kernel(run, silu):
-    evaluation = run(Kernel(silu.kernel_path("baseline").read_text(), "cpu", "baseline"))
+    evaluation = run(Kernel(shipped_kernel(silu, "baseline").read_text(), "cpu", "baseline"))
     assert evaluation.status is Status.PASSED, evaluation.error

@@ -10,6 +10,7 @@ import pytest
 from fakes import fake_evaluation, variant
 
 from accelopt.backends.kernel import Kernel
+from accelopt.backends.registry import shipped_kernel
 from accelopt.backends.status import Status
 from accelopt.hardware.spec import HardwareSpec
 from accelopt.problems import load_problem
@@ -85,7 +86,7 @@ def test_a_child_races_its_parents_latency_widened_by_the_search_noise(hw):
 
 @pytest.mark.usefixtures("accelopt_cache")
 def test_a_kernel_clearly_slower_stops_timing_early_and_says_so(hw):
-    kernel = Kernel(SILU.kernel_path("baseline").read_text(), "cpu", "baseline")
+    kernel = Kernel(shipped_kernel(SILU, "baseline").read_text(), "cpu", "baseline")
     # the small workload: calls of microseconds, so the 16 samples a race needs come at once
     long_enough = CONFIG.model_copy(update={"min_calls": 24, "min_time_s": 0.3})
     with Evaluator(hw, long_enough) as evaluator:

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from accelopt.backends.kernel import Kernel
+from accelopt.backends.registry import shipped_kernel
 from accelopt.backends.status import Status
 from accelopt.problems import load_problem
 from accelopt.profiling.config import HARNESS_VERSION, EvalConfig
@@ -95,7 +96,7 @@ def test_too_big_to_keep_is_computed_each_time(tmp_path):
 @pytest.mark.timeout(120)
 def test_evaluations_share_seeds_and_their_references(accelopt_cache, hw):
     problem = load_problem("silu")
-    kernel = Kernel(problem.kernel_path("baseline").read_text())
+    kernel = Kernel(shipped_kernel(problem, "baseline").read_text())
     config = EvalConfig(workers=1, seeds=2, check_only=True)
     with Evaluator(hw, config) as evaluator:
         first = evaluator.evaluate(kernel, problem, "small")

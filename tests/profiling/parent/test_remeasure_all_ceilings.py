@@ -11,6 +11,7 @@ import pytest
 from specs import make_spec
 
 from accelopt.backends.kernel import Kernel
+from accelopt.backends.registry import shipped_kernel
 from accelopt.backends.status import Status
 from accelopt.hardware.spec import HardwareSpec
 from accelopt.problems import load_problem
@@ -46,7 +47,7 @@ def evaluator(accelopt_cache) -> Iterator[Evaluator]:
 
 def _baseline(name: str) -> tuple[Kernel, object]:
     problem = load_problem(name)
-    return Kernel(problem.kernel_path("baseline").read_text(), "cpu", "baseline"), problem
+    return Kernel(shipped_kernel(problem, "baseline").read_text(), "cpu", "baseline"), problem
 
 
 def test_two_ceilings_beaten_in_turn_remeasure_the_machine_once(evaluator: Evaluator):

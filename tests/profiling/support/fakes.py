@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from accelopt.backends.kernel import Kernel
+from accelopt.backends.registry import shipped_kernel
 from accelopt.backends.status import Status
 from accelopt.hardware.spec import HardwareSpec
 from accelopt.problems import load_problem
@@ -14,7 +15,7 @@ SILU = load_problem("silu")
 
 def variant(i: int, name: str = "") -> Kernel:
     """The silu baseline with a harmless line, so that each ``i`` hashes differently."""
-    source = SILU.kernel_path("baseline").read_text()
+    source = shipped_kernel(SILU, "baseline").read_text()
     tagged = source.replace("{", f"{{ volatile int tag = {i}; (void)tag;", 1)
     return Kernel(tagged, "cpu", name or f"v{i}")
 

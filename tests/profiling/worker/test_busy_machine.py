@@ -12,6 +12,7 @@ import time
 import pytest
 
 from accelopt.backends.kernel import Kernel
+from accelopt.backends.registry import shipped_kernel
 from accelopt.backends.status import Status
 from accelopt.hardware import devicelock
 from accelopt.hardware.load import CpuTimes
@@ -20,7 +21,7 @@ from accelopt.profiling.config import EvalConfig
 from accelopt.profiling.parent.deadlines import TIMING, CallClock, Deadlines
 from accelopt.profiling.parent.evaluator import Evaluator
 from accelopt.profiling.parent.pool import WorkerProcess
-from accelopt.profiling.stats import ci_half_width, is_busy, median_ci, median_ci_ranks, summarize
+from accelopt.profiling.stats import ci_half_width, interval, is_busy, median_ci_ranks, summarize
 from accelopt.profiling.worker.contention import Contention, CpuSnapshot, contention, snapshot
 from accelopt.profiling.worker.pacing import Precision
 from accelopt.profiling.worker.protocol import EvaluationAnswer
@@ -70,7 +71,7 @@ def test_the_harness_work_between_calls_has_the_references_deadline():
 def test_median_interval_ranks_follow_the_binomial_rule():
     assert median_ci_ranks(100) == (39, 60)  # the textbook 95 % ranks 40 and 61, 1-based
     assert median_ci_ranks(5) == (0, 4)  # too few samples: the extremes
-    low, high = median_ci(list(range(1, 101)))
+    low, high = interval(list(range(1, 101)))
     assert (low, high) == (40.0, 61.0)
 
 
@@ -138,7 +139,7 @@ def test_a_worker_waiting_for_the_device_is_not_timed_out(accelopt_cache, hw):
     """Before a kernel runs, and before its timed outputs are verified, the worker waits for
     whoever times a kernel now; a short start deadline must not kill it meanwhile."""
     problem = load_problem("silu")
-    kernel = Kernel(problem.kernel_path("baseline").read_text())
+    kernel = Kernel(shipped_kernel(problem, "baseline").read_text())
     evaluator = Evaluator(hw, EvalConfig(workers=1, seed=3, seeds=1, min_calls=3, min_time_s=0))
     request = evaluator._request(kernel, problem, "small", [3])
     evaluator.close()
@@ -170,7 +171,7 @@ def test_a_worker_waiting_for_the_device_is_not_timed_out(accelopt_cache, hw):
 @pytest.mark.timeout(120)
 def test_an_evaluation_reports_its_interval_and_the_load(accelopt_cache, hw):
     problem = load_problem("silu")
-    kernel = Kernel(problem.kernel_path("baseline").read_text())
+    kernel = Kernel(shipped_kernel(problem, "baseline").read_text())
     with Evaluator(hw, EvalConfig(workers=1, seeds=1, min_calls=5, min_time_s=0)) as evaluator:
         evaluation = evaluator.evaluate(kernel, problem, "small")
     assert evaluation.status is Status.PASSED, evaluation.error
@@ -184,7 +185,7 @@ def test_a_correctness_call_phase_ends_when_the_kernel_returns(accelopt_cache, h
     """The worker says so as soon as each correctness call returns, and before it fills the
     timed calls' buffers: only the kernel's own time runs under the call's deadline."""
     problem = load_problem("silu")
-    kernel = Kernel(problem.kernel_path("baseline").read_text())
+    kernel = Kernel(shipped_kernel(problem, "baseline").read_text())
     evaluator = Evaluator(hw, EvalConfig(workers=1, seeds=2, min_calls=3, min_time_s=0))
     request = evaluator._request(kernel, problem, "small", [1, 2])
     evaluator.close()

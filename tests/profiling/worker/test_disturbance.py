@@ -14,6 +14,7 @@ from contextlib import contextmanager
 import pytest
 from stoppable import Stoppable
 
+from accelopt.backends.device import HostDevice
 from accelopt.profiling.worker import disturbance
 from accelopt.profiling.worker.disturbance import Reading, RunDelay, between_calls, task_ns
 
@@ -103,16 +104,18 @@ def test_a_process_that_falls_idle_after_its_call_as_a_pool_does_is_not():
 def test_a_paused_kernel_process_cannot_run():
     with process("while True: pass") as kernel:
         device = Stoppable(kernel.pid)
-        disturbance.pause(device)
+        device.pause()
         assert disturbance.all_stopped([kernel.pid])
         before = task_ns([kernel.pid])
         time.sleep(0.2)
         assert task_ns([kernel.pid]) - before < 1_000_000  # it did not run
-        disturbance.resume(device)
+        device.resume()
         time.sleep(0.2)
         assert task_ns([kernel.pid]) - before > 50_000_000  # it runs again
 
 
 def test_pause_and_resume_leave_devices_without_a_process_alone():
-    disturbance.pause(object())
-    disturbance.resume(object())
+    device = HostDevice()
+    device.pause()
+    device.resume()
+    assert device.kernel_pids == () and device.isolation is None

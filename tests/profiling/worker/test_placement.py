@@ -1,6 +1,6 @@
 """Where a kernel's threads run while timed (``profiling.worker.placement``): every kernel a
 worker times on the same CPUs, those its control runs on; released afterwards; left to the user's
-OpenMP binding where there is one; and a kernel cannot leave them (``executor.c``)."""
+OpenMP binding where there is one; and a kernel cannot leave them (``kernel_host.c``)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from accelopt import settings
-from accelopt.backends.cpu.remote import ExecutorDevice
+from accelopt.backends.cpu.remote import KernelHostDevice
 from accelopt.hardware.toolchain import compiler_for
 from accelopt.profiling.worker import placement
 
@@ -72,7 +72,7 @@ def test_a_bound_kernel_cannot_leave_its_cpus(accelopt_cache):
     shown = subprocess.run(["taskset", "-c", first, str(driver), str(artifact)],
                            capture_output=True, text=True, timeout=60).stdout  # fmt: skip
     assert f"may run on {len(ALLOWED)} CPUs" in shown  # unsandboxed, a bound process leaves
-    device = ExecutorDevice(compiler_for(settings.c_compiler()), dict(os.environ))
+    device = KernelHostDevice(compiler_for(settings.c_compiler()), dict(os.environ))
     try:
         x = device.upload(np.ones(attacks.N, np.float32), into=device.empty((attacks.N,)))
         y = device.empty((attacks.N,), fill=np.nan)
@@ -80,7 +80,7 @@ def test_a_bound_kernel_cannot_leave_its_cpus(accelopt_cache):
         with placement.pinned(device.kernel_pids, 1, {}) as where:
             assert where == f"CPU {first}"
             kernel([x, y])
-            assert allowed_of(device.executor.pid) == {ALLOWED[0]}
+            assert allowed_of(device.host.pid) == {ALLOWED[0]}
         assert device.to_host(y)[0] == 1.0  # its own mask as it saw it: still one CPU
     finally:
         device.close()

@@ -6,6 +6,7 @@ from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import accelopt.backends.registry as registry
 from accelopt import settings
 from accelopt.backends.base import BuildResult, CheckedBuild, KernelError
 from accelopt.backends.cpu.cache_macros import cache_macros
@@ -21,13 +22,14 @@ from accelopt.backends.cpu.compiler import (
 )
 from accelopt.backends.cpu.contract import compile_command, contract_text, forbidden_rules
 from accelopt.backends.cpu.headers import allowed_headers
-from accelopt.backends.cpu.kernel_process import ExecutorStartError
+from accelopt.backends.cpu.kernel_process import KernelHostStartError
 from accelopt.backends.cpu.openmp import refusal as openmp_refusal
 from accelopt.backends.cpu.remarks import vectorization_remarks
-from accelopt.backends.cpu.remote import ExecutorDevice, RemoteKernel, probe_isolation
+from accelopt.backends.cpu.remote import KernelHostDevice, probe_isolation
 from accelopt.backends.cpu.symbols import disallowed_symbols
 from accelopt.backends.facts import BackendFacts, describe_ceilings
 from accelopt.backends.kernel import Kernel
+from accelopt.backends.remote_kernel import RemoteKernel
 from accelopt.backends.status import Status
 from accelopt.errors import CompilerNotFoundError, UserError
 from accelopt.hardware import devicelock
@@ -41,10 +43,10 @@ if TYPE_CHECKING:  # annotations only: keeps pydantic out of worker processes
 @cache
 def sandbox_refused(cc: Compiler) -> str:
     """Why a kernel process here would get no system call filter ('' when it would): probed once
-    per process (``executor.c`` applies the layers and answers)."""
+    per process (``kernel_host.c`` applies the layers and answers)."""
     try:
         facts = probe_isolation(cc, settings.environment())
-    except (ExecutorStartError, KernelError) as exc:
+    except (KernelHostStartError, KernelError) as exc:
         return str(exc)
     if facts.get("memory_access") != "1":
         return f"the worker cannot reach a kernel process's memory: {facts.get('memory_access')}"
@@ -92,9 +94,9 @@ class CpuBackend(CheckedBuild):
                 "set ACCELOPT_UNSANDBOXED=1 to run them without it (unsafe with an untrusted model)"
             )
 
-    def device(self) -> ExecutorDevice:
+    def device(self) -> KernelHostDevice:
         """A new kernel process, with the worker's environment's OpenMP settings."""
-        return ExecutorDevice(compiler_for(settings.c_compiler()), settings.environment())
+        return KernelHostDevice(compiler_for(settings.c_compiler()), settings.environment())
 
     def lock_name(self) -> str:
         return "cpu"
@@ -143,8 +145,8 @@ class CpuBackend(CheckedBuild):
         memory_cap_bytes: int = 2 << 30,
     ) -> RemoteKernel:
         """Load the kernel into ``device``'s process (made by ``device()``, its buffers made)."""
-        if not isinstance(device, ExecutorDevice):
-            raise TypeError("a cpu kernel loads into the ExecutorDevice of CpuBackend.device()")
+        if not isinstance(device, KernelHostDevice):
+            raise TypeError("a cpu kernel loads into the KernelHostDevice of CpuBackend.device()")
         n_args = len(problem.inputs) + len(problem.outputs)
         return device.load(artifact, n_args, self._threads, memory_cap_bytes)
 
@@ -162,7 +164,7 @@ class CpuBackend(CheckedBuild):
             command, version = settings.c_compiler(), ""
         return BackendFacts(
             backend=self.name,
-            language="c",
+            language=registry.record(self.name).language,
             toolchain=f"C11 + OpenMP{version}",
             contract=contract_text(cc.arch, hardware.cores),
             compile_command=compile_command(command, cc),

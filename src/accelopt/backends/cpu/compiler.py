@@ -333,8 +333,9 @@ def compile_kernel(
         fault = os_fault(exc, "building the kernel")
         if not fault:
             raise
-        return BuildResult(Status.COMPILE_ERROR, fault, seconds=time.perf_counter() - start,
-                           service=fault)  # fmt: skip
+        return BuildResult(
+            Status.COMPILE_ERROR, fault, seconds=time.perf_counter() - start, service=fault
+        )
     if result.status is Status.COMPILE_ERROR:  # the machine's, when it cannot write now
         fault = unwritable([work_dir, cache_dir])
         if fault:

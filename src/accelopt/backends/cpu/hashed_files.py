@@ -1,5 +1,5 @@
 """Files kept in the cache read-only with their SHA-256 recorded beside them (built kernel objects,
-the executor): a file is used again only while it still has the hash recorded when it was built.
+the kernel host): a file is used again only while it still has the hash recorded when it was built.
 """
 
 from __future__ import annotations

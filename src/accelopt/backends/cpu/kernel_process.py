@@ -1,11 +1,11 @@
-"""The worker's side of ``executor.c``: a separate, sandboxed process per evaluation that runs a
+"""The worker's side of ``kernel_host.c``: a separate, sandboxed process per evaluation that runs a
 C kernel, and nothing else.
 
 The worker keeps everything a verdict depends on: it writes inputs and reads outputs and guard
-regions with ``process_vm_readv``/``process_vm_writev`` at addresses the executor gave before any
-kernel code existed, and it times each batch of calls with its own clock. What the executor says
+regions with ``process_vm_readv``/``process_vm_writev`` at addresses the kernel host gave before any
+kernel code existed, and it times each batch of calls with its own clock. What the kernel host says
 after the kernel is loaded is one byte per batch ("done"); a second byte, or none, is a broken
-protocol and ends the evaluation. Buffers stay private memory of the executor (anonymous, on huge
+protocol and ends the evaluation. Buffers stay private memory of the kernel host (anonymous, on huge
 pages like NumPy's), so the kernel streams the same kind of memory the ceilings were measured on.
 """
 
@@ -36,29 +36,29 @@ from accelopt.backends.cpu.process_memory import transfer
 from accelopt.backends.status import Status
 from accelopt.hardware.toolchain import Compiler
 
-SOURCE = Path(__file__).with_name("executor.c")
+SOURCE = Path(__file__).with_name("kernel_host.c")
 FLAGS = ("-O2", "-std=gnu11", "-fopenmp", "-Wall")
 LIBS = ("-ldl", "-lm")
 OP_CALL, OP_NOOP, OP_EXIT = 1, 2, 3
-MAX_CALLS = 256  # per batch (executor.c)
+MAX_CALLS = 256  # per batch (kernel_host.c)
 MAX_ARGS = 32
 EXIT_FORBIDDEN = 97
 EXIT_PROTOCOL = 98
 CALIBRATION_ROUNDS = 64
 SETUP_TIMEOUT_S = 30.0
 PROBE_THREADS = 2
-# What the executor's environment keeps of the worker's: the OpenMP settings libgomp reads
+# What the kernel host's environment keeps of the worker's: the OpenMP settings libgomp reads
 # (openmp.py) and the locale, nothing else.
 _LOCALE_PREFIXES = ("LANG", "LC_")
 
 
-class ExecutorStartError(RuntimeError):
-    """The executor could not be built or started (a harness fault, not the kernel's)."""
+class KernelHostStartError(RuntimeError):
+    """The kernel host could not be built or started (a harness fault, not the kernel's)."""
 
 
 @dataclass(frozen=True)
 class RemoteBuffer:
-    """A float32 buffer in the executor's memory, between guard regions of the given sizes."""
+    """A float32 buffer in the kernel host's memory, between guard regions of the given sizes."""
 
     address: int
     shape: tuple[int, ...]
@@ -74,20 +74,28 @@ class RemoteBuffer:
         return self.nbytes // 4
 
 
-def executor_env(worker_env: Mapping[str, str]) -> dict[str, str]:
+def host_env(worker_env: Mapping[str, str]) -> dict[str, str]:
     locale = {k: v for k, v in worker_env.items() if k.startswith(_LOCALE_PREFIXES)}
     return locale | openmp_environment(worker_env)
 
 
 @cache
-def executor_binary(cc: Compiler) -> Path:
-    """The executor built by ``cc`` (once per source and compiler, in the cache; read-only, with
+def host_binary(cc: Compiler) -> Path:
+    """The kernel host built by ``cc`` (once per source and compiler, in the cache; read-only, with
     its SHA-256 beside it, checked before the first use in a process: a binary that differs from
     the one built is built again, never run)."""
     source = SOURCE.read_bytes()
-    key = hashlib.sha256(b"\0".join([source, *(p.encode() for p in cc.command),
-                                      cc.version.encode(), " ".join(FLAGS).encode()]))  # fmt: skip
-    target = settings.cache_dir() / "executor" / f"accelopt-executor-{key.hexdigest()[:16]}"
+    key = hashlib.sha256(
+        b"\0".join(
+            [
+                source,
+                *(p.encode() for p in cc.command),
+                cc.version.encode(),
+                " ".join(FLAGS).encode(),
+            ]
+        )
+    )
+    target = settings.cache_dir() / "kernel-host" / f"accelopt-kernel-host-{key.hexdigest()[:16]}"
     with contextlib.suppress(OSError):  # not built yet: build it
         if sha256_of(target) == recorded_hash(target):
             return target
@@ -97,7 +105,9 @@ def executor_binary(cc: Compiler) -> Path:
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     if out.returncode != 0:
         tmp.unlink(missing_ok=True)
-        raise ExecutorStartError(f"the kernel executor does not build: {out.stderr.strip()[-400:]}")
+        raise KernelHostStartError(
+            f"the kernel kernel host does not build: {out.stderr.strip()[-400:]}"
+        )
     publish(tmp, target, mode=0o555)
     return target
 
@@ -106,11 +116,11 @@ def _facts(words: str) -> dict[str, str]:
     return dict(item.partition("=")[::2] for item in words.split())
 
 
-class Executor:
-    """One executor process: set up (buffers, calibration), load, then batches of calls."""
+class KernelHost:
+    """One kernel host process: set up (buffers, calibration), load, then batches of calls."""
 
     def __init__(self, cc: Compiler, worker_env: Mapping[str, str]) -> None:
-        binary = executor_binary(cc)
+        binary = host_binary(cc)
         setup, theirs = socket.socketpair()
         cmd_r, self._cmd = os.pipe()
         self._done, done_w = os.pipe()
@@ -119,13 +129,13 @@ class Executor:
             [str(binary), *map(str, child_fds)],
             pass_fds=child_fds,
             stdin=subprocess.DEVNULL,
-            env=executor_env(worker_env),
+            env=host_env(worker_env),
         )
         theirs.close()
         os.close(cmd_r)
         os.close(done_w)
         self._setup: socket.socket | None = setup
-        # Buffered reads: the executor writes nothing but the answer to each question.
+        # Buffered reads: the kernel host writes nothing but the answer to each question.
         self._setup_file = setup.makefile("rb")
         self.overhead_s = 0.0
         self._sequence = 0
@@ -141,7 +151,7 @@ class Executor:
     # -- set-up (trusted: no kernel code exists in the process yet) --------------------------
     def _ask(self, line: str) -> str:
         if self._setup is None:
-            raise RuntimeError("the executor's set-up is over (the kernel is loaded)")
+            raise RuntimeError("the kernel host's set-up is over (the kernel is loaded)")
         self._setup.settimeout(SETUP_TIMEOUT_S)
         try:
             self._setup.sendall(line.encode() + b"\n")
@@ -157,7 +167,7 @@ class Executor:
         guard bytes after)."""
         answer = self._ask(f"alloc {nbytes} {guard} {fence} {offset}").split()
         if answer[0] != "ok":
-            raise MemoryError(" ".join(answer[1:]) or "the executor could not map a buffer")
+            raise MemoryError(" ".join(answer[1:]) or "the kernel host could not map a buffer")
         return int(answer[1]), int(answer[2]), int(answer[3])
 
     def calibrate(self) -> float:
@@ -251,8 +261,14 @@ class Executor:
         if not 0 < len(calls) <= MAX_CALLS or not 0 < nargs <= MAX_ARGS:
             raise ValueError(f"a batch holds 1 to {MAX_CALLS} calls of 1 to {MAX_ARGS} arguments")
         self._sequence = (self._sequence + 1) & 0xFF
-        payload = struct.pack(f"<4I{len(calls) * nargs}Q", op, len(calls), nargs, self._sequence,
-                              *(a for call in calls for a in call))  # fmt: skip
+        payload = struct.pack(
+            f"<4I{len(calls) * nargs}Q",
+            op,
+            len(calls),
+            nargs,
+            self._sequence,
+            *(a for call in calls for a in call),
+        )
         start = time.perf_counter()
         try:
             os.write(self._cmd, payload)
@@ -305,8 +321,10 @@ class Executor:
         ``nbytes`` or the last copy is cut short): a fill without a host array of its size."""
         self._flush()
         step = block.nbytes
-        pairs = [(block.ctypes.data, address + at, min(step, nbytes - at))
-                 for at in range(0, nbytes, step)]  # fmt: skip
+        pairs = [
+            (block.ctypes.data, address + at, min(step, nbytes - at))
+            for at in range(0, nbytes, step)
+        ]
         transfer(self.pid, pairs, write=True)
 
     def read_scattered(self, items: Sequence[tuple[int, int]]) -> list[np.ndarray]:
@@ -327,12 +345,12 @@ class Executor:
 
     # -- the end -----------------------------------------------------------------------------
     def _failure(self, when: str) -> KernelError:
-        """What the executor's end means, as the kernel's error (a forbidden system call is
+        """What the kernel host's end means, as the kernel's error (a forbidden system call is
         REJECTED; a memory fault is a CRASH with ``fault``)."""
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.proc.wait(timeout=5)
         code = self.proc.returncode  # None: it has not ended
-        message = describe_executor_exit(code, when, log_tail())
+        message = describe_host_exit(code, when, log_tail())
         if code == EXIT_FORBIDDEN:
             return KernelError(message, Status.REJECTED)
         fault = code is not None and -code in MEMORY_FAULTS
@@ -347,7 +365,7 @@ class Executor:
             self._setup = None
 
 
-def describe_executor_exit(code: int | None, when: str, log_tail: str = "") -> str:
+def describe_host_exit(code: int | None, when: str, log_tail: str = "") -> str:
     """Why the kernel's process ended, in one sentence."""
     if code is None:
         return "the kernel's process stopped answering" + (f" {when}" if when else "")

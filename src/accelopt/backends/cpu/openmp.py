@@ -2,7 +2,7 @@
 
 Those libgomp reads work as they would outside accelopt: the kernel's process reads them at its
 start, and its trusted part makes the thread pool (binding it as ``OMP_PROC_BIND``,
-``OMP_PLACES`` or ``GOMP_CPU_AFFINITY`` say) before any filter is installed (``executor.c``).
+``OMP_PLACES`` or ``GOMP_CPU_AFFINITY`` say) before any filter is installed (``kernel_host.c``).
 ``OMP_NUM_THREADS`` is the evaluation's thread count (``--threads``), whatever the shell says.
 Any other ``OMP_``/``GOMP_`` name is refused in one sentence before an evaluation starts: a
 tool interface would load a library into the kernel's process, and a misspelt name would
@@ -17,14 +17,33 @@ from collections.abc import Mapping
 # libgomp's variables (GCC 12-14 manuals); GCC 13 adds _ALL, _DEV and _DEV_<n> forms of some.
 HONOURED = frozenset(
     {
-        "OMP_ALLOCATOR", "OMP_AFFINITY_FORMAT", "OMP_CANCELLATION", "OMP_DEFAULT_DEVICE",
-        "OMP_DISPLAY_AFFINITY", "OMP_DISPLAY_ENV", "OMP_DYNAMIC", "OMP_MAX_ACTIVE_LEVELS",
-        "OMP_MAX_TASK_PRIORITY", "OMP_NESTED", "OMP_NUM_TEAMS", "OMP_NUM_THREADS",
-        "OMP_PLACES", "OMP_PROC_BIND", "OMP_SCHEDULE", "OMP_STACKSIZE", "OMP_TARGET_OFFLOAD",
-        "OMP_TEAMS_THREAD_LIMIT", "OMP_THREAD_LIMIT", "OMP_WAIT_POLICY", "GOMP_CPU_AFFINITY",
-        "GOMP_DEBUG", "GOMP_SPINCOUNT", "GOMP_STACKSIZE", "GOMP_RTEMS_THREAD_POOLS",
+        "OMP_ALLOCATOR",
+        "OMP_AFFINITY_FORMAT",
+        "OMP_CANCELLATION",
+        "OMP_DEFAULT_DEVICE",
+        "OMP_DISPLAY_AFFINITY",
+        "OMP_DISPLAY_ENV",
+        "OMP_DYNAMIC",
+        "OMP_MAX_ACTIVE_LEVELS",
+        "OMP_MAX_TASK_PRIORITY",
+        "OMP_NESTED",
+        "OMP_NUM_TEAMS",
+        "OMP_NUM_THREADS",
+        "OMP_PLACES",
+        "OMP_PROC_BIND",
+        "OMP_SCHEDULE",
+        "OMP_STACKSIZE",
+        "OMP_TARGET_OFFLOAD",
+        "OMP_TEAMS_THREAD_LIMIT",
+        "OMP_THREAD_LIMIT",
+        "OMP_WAIT_POLICY",
+        "GOMP_CPU_AFFINITY",
+        "GOMP_DEBUG",
+        "GOMP_SPINCOUNT",
+        "GOMP_STACKSIZE",
+        "GOMP_RTEMS_THREAD_POOLS",
     }
-)  # fmt: skip
+)
 TOOLS = frozenset({"OMP_TOOL", "OMP_TOOL_LIBRARIES", "OMP_TOOL_VERBOSE_INIT", "OMP_DEBUG"})
 _DEVICE_SUFFIX = re.compile(r"_(ALL|DEV|DEV_\d+)$")
 

@@ -1,5 +1,5 @@
 """Reading and writing the kernel's process's memory from the worker (``process_vm_readv`` and
-``process_vm_writev``), at addresses the executor gave before any kernel code existed."""
+``process_vm_writev``), at addresses the kernel host gave before any kernel code existed."""
 
 from __future__ import annotations
 
@@ -24,8 +24,14 @@ def _libc() -> ctypes.CDLL:
     libc = ctypes.CDLL(None, use_errno=True)
     for name in ("process_vm_readv", "process_vm_writev"):
         fn = getattr(libc, name)
-        fn.argtypes = [ctypes.c_int, ctypes.POINTER(_Iovec), ctypes.c_ulong,
-                       ctypes.POINTER(_Iovec), ctypes.c_ulong, ctypes.c_ulong]  # fmt: skip
+        fn.argtypes = [
+            ctypes.c_int,
+            ctypes.POINTER(_Iovec),
+            ctypes.c_ulong,
+            ctypes.POINTER(_Iovec),
+            ctypes.c_ulong,
+            ctypes.c_ulong,
+        ]
         fn.restype = ctypes.c_ssize_t
     return libc
 

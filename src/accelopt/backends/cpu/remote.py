@@ -1,16 +1,15 @@
 """The cpu backend's device: buffers in the kernel's own process (``kernel_process.py``),
 reached by the worker through ``process_vm_readv``/``process_vm_writev``.
 
-Every buffer is made before the kernel is loaded (the executor is trusted until then), with the
+Every buffer is made before the kernel is loaded (the kernel host is trusted until then), with the
 same layout as ``buffers.py``: guard regions of seeded random signalling NaNs either side, fenced
 by inaccessible pages for the correctness calls. After the load, only the worker's reads decide
-anything: outputs, guards and canaries are read from the executor's memory after each batch.
+anything: outputs, guards and canaries are read from the kernel host's memory after each batch.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -18,8 +17,9 @@ import numpy as np
 from accelopt import settings
 from accelopt.backends.base import KernelLoadError
 from accelopt.backends.buffers import FENCE_BYTES, GUARD_BYTES, PAGE_BYTES
-from accelopt.backends.cpu.kernel_process import MAX_CALLS, Executor, RemoteBuffer
+from accelopt.backends.cpu.kernel_process import MAX_CALLS, KernelHost, RemoteBuffer
 from accelopt.backends.guards import Guards, signalling_nans
+from accelopt.backends.remote_kernel import InOwnProcess, RemoteKernel, batch
 from accelopt.hardware.toolchain import Compiler
 
 _F32 = 4
@@ -30,40 +30,13 @@ STAGGER_BYTES = 17 * 64
 FILL_FLOATS = 1 << 16  # a fill writes copies of a block this long (256 KiB)
 
 
-@dataclass(frozen=True)
-class RemoteCall:
-    """One call's arguments (addresses in the executor), bound ahead for the timing loop."""
-
-    executor: Executor
-    addresses: tuple[int, ...]
-
-    def __call__(self) -> None:
-        self.executor.call_batch([self.addresses])
-
-
-class RemoteKernel:
-    """A kernel loaded in the executor: a call sends the buffers' addresses and waits."""
-
-    def __init__(self, executor: Executor) -> None:
-        self.executor = executor
-
-    def __call__(self, arrays: Sequence[RemoteBuffer]) -> None:
-        self.executor.call_batch([tuple(a.address for a in arrays)])
-
-    def bind(self, arrays: Sequence[RemoteBuffer]) -> RemoteCall:
-        return RemoteCall(self.executor, tuple(a.address for a in arrays))
-
-    def close(self) -> None:
-        self.executor.kill()
-
-
 class RemoteCanaries:
-    """``canary.Canaries`` in the executor's memory: each armed set's outputs get NaN at the
+    """``canary.Canaries`` in the kernel host's memory: each armed set's outputs get NaN at the
     first, the last and one random element; ``written`` checks every set armed since the last
     check (a batch of calls)."""
 
     def __init__(
-        self, device: ExecutorDevice, outputs_per_set: Sequence[Sequence[RemoteBuffer]], seed: int
+        self, device: KernelHostDevice, outputs_per_set: Sequence[Sequence[RemoteBuffer]], seed: int
     ) -> None:
         self._device = device
         self._sets = outputs_per_set
@@ -83,19 +56,19 @@ class RemoteCanaries:
         return not np.isnan(self._device.peek_many(armed)).any()
 
 
-class ExecutorDevice:
+class KernelHostDevice(InOwnProcess):
     """Host memory in a separate, sandboxed process; a batch of calls is timed by the worker."""
 
     batches = True  # several calls per round trip (timing.py picks how many)
     copies_to_host = True  # ``to_host`` reads into a new array: the caller owns it
 
     def __init__(self, cc: Compiler, env: Mapping[str, str], seed: int | None = None) -> None:
-        self.executor = Executor(cc, env)
+        self.host = KernelHost(cc, env)
         self._rng = np.random.default_rng(seed)
         self._guards: dict[RemoteBuffer, tuple[np.ndarray, np.ndarray]] = {}
         self._made = 0
         self._fills: dict[bytes, np.ndarray] = {}  # a small block of each fill value
-        self.overhead_s = self.executor.calibrate()
+        self.host.calibrate()
 
     # -- buffers -----------------------------------------------------------------------------
     def empty(
@@ -104,14 +77,14 @@ class ExecutorDevice:
         count = int(np.prod(shape, dtype=np.int64))
         offset = (self._made * STAGGER_BYTES) % PAGE_BYTES
         self._made += 1
-        address, before, after = self.executor.alloc(
+        address, before, after = self.host.alloc(
             count * _F32, GUARD_BYTES, FENCE_BYTES if fenced else 0, offset
         )
         buffer = RemoteBuffer(address, tuple(shape), before, after)
         bits = signalling_nans((before + after) // _F32, self._rng)
         self._guards[buffer] = (bits[: before // _F32], bits[before // _F32 :])
-        self.executor.write(address - before, bits[: before // _F32])
-        self.executor.write(address + buffer.nbytes, bits[before // _F32 :])
+        self.host.write(address - before, bits[: before // _F32])
+        self.host.write(address + buffer.nbytes, bits[before // _F32 :])
         if fill is not None:
             self.fill(buffer, fill)
         return buffer
@@ -119,7 +92,7 @@ class ExecutorDevice:
     def upload(self, host: np.ndarray, into: RemoteBuffer | None = None) -> RemoteBuffer:
         if into is None:
             into = self.empty(host.shape)
-        self.executor.write(into.address, np.asarray(host, dtype=np.float32))
+        self.host.write(into.address, np.asarray(host, dtype=np.float32))
         return into
 
     def fill(self, buffer: RemoteBuffer, value: float) -> None:
@@ -129,7 +102,7 @@ class ExecutorDevice:
         block = self._fills.get(key)
         if block is None:
             block = self._fills[key] = np.full(FILL_FLOATS, value, dtype=np.float32)
-        self.executor.write_repeated(buffer.address, block, buffer.nbytes)
+        self.host.write_repeated(buffer.address, block, buffer.nbytes)
 
     def to_host(self, buffer: RemoteBuffer, out: np.ndarray | None = None) -> np.ndarray:
         """The buffer's contents, in a new array or in ``out`` (float32, of its shape)."""
@@ -137,31 +110,28 @@ class ExecutorDevice:
             out = np.empty(buffer.shape, dtype=np.float32)
         elif out.shape != buffer.shape or out.dtype != np.float32:
             raise ValueError(f"to_host into an array of {out.shape}: the buffer is {buffer.shape}")
-        self.executor.read_into(buffer.address, out)
+        self.host.read_into(buffer.address, out)
         return out
 
     def poke(self, buffer: RemoteBuffer, flat: np.ndarray, values: np.ndarray) -> None:
         """Write float32 ``values`` at the flat indices ``flat`` (made before the next call or
-        access, with the other pokes: ``Executor.poke``)."""
+        access, with the other pokes: ``KernelHost.poke``)."""
         values = np.asarray(values, dtype=np.float32)
-        self.executor.poke(
+        self.host.poke(
             [(buffer.address + _F32 * int(i), values[j : j + 1]) for j, i in enumerate(flat)]
         )
-
-    def peek(self, buffer: RemoteBuffer, flat: np.ndarray) -> np.ndarray:
-        return self.peek_many([(buffer, flat)])
 
     def peek_many(self, places: Sequence[tuple[RemoteBuffer, np.ndarray]]) -> np.ndarray:
         """The float32 values at each (buffer, flat indices), in order, read together."""
         items = [(b.address + _F32 * int(i), _F32) for b, flat in places for i in flat]
-        return np.concatenate(self.executor.read_scattered(items)).view(np.float32)
+        return np.concatenate(self.host.read_scattered(items)).view(np.float32)
 
     def guards(self, buffer: RemoteBuffer) -> Guards | None:
         bits = self._guards.get(buffer)
         if bits is None:
             return None
-        before = self.executor.read(buffer.address - buffer.before_bytes, buffer.before_bytes)
-        after = self.executor.read(buffer.address + buffer.nbytes, buffer.after_bytes)
+        before = self.host.read(buffer.address - buffer.before_bytes, buffer.before_bytes)
+        after = self.host.read(buffer.address + buffer.nbytes, buffer.after_bytes)
         return Guards(before.view(np.float32), after.view(np.float32), bits[0], bits[1])
 
     def canaries(
@@ -174,43 +144,33 @@ class ExecutorDevice:
         self, artifact: Path, n_args: int, threads: int, memory_cap_bytes: int
     ) -> RemoteKernel:
         try:
-            self.executor.load(artifact, threads, memory_cap_bytes, settings.sandbox_required())
+            self.host.load(artifact, threads, memory_cap_bytes, settings.sandbox_required())
         except KernelLoadError:
-            self.executor.kill()
+            self.host.kill()
             raise
-        return RemoteKernel(self.executor)
+        return RemoteKernel(self.host, lambda buffer: buffer.address)
 
     def time_call(self, call: Callable[[], None]) -> float:
-        assert isinstance(call, RemoteCall)
-        return self.executor.call_batch([call.addresses])
+        return self.time_calls([call])
 
     def time_calls(self, calls: Sequence[Callable[[], None]]) -> float:
         """Seconds of one batch of calls, by the worker's clock, less the calibrated round trip."""
-        addresses = [c.addresses for c in calls if isinstance(c, RemoteCall)]
-        if len(addresses) != len(calls) or len(calls) > MAX_CALLS:
-            raise ValueError("a batch is 1 to MAX_CALLS bound calls of this device")
-        return self.executor.call_batch(addresses)
-
-    def pause(self) -> None:
-        """Stop the kernel's process between its calls (``Executor.pause``)."""
-        self.executor.pause()
-
-    def resume(self) -> None:
-        self.executor.resume()
+        return self.host.call_batch(batch(calls, MAX_CALLS))
 
     @property
-    def kernel_pids(self) -> tuple[int, ...]:
-        """The kernel's process: its CPU time is the evaluation's, not other work's."""
-        return (self.executor.pid,)
+    def overhead_s(self) -> float | None:
+        """The round trip the kernel host subtracts from every batch (calibrated when it starts)."""
+        return self.host.overhead_s
 
-    @property
-    def isolation(self) -> dict[str, str]:
-        return dict(self.executor.facts)
+    @overhead_s.setter
+    def overhead_s(self, seconds: float | None) -> None:
+        if seconds is not None:
+            self.host.overhead_s = seconds
 
     def close(self) -> None:
-        self.executor.kill()
+        self.host.kill()
 
 
 def probe_isolation(cc: Compiler, env: Mapping[str, str]) -> dict[str, str]:
     """The layers a kernel's process gets on this system (a process applies them and exits)."""
-    return Executor(cc, env).probe()
+    return KernelHost(cc, env).probe()

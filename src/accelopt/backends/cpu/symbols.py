@@ -22,23 +22,59 @@ from accelopt.hardware.toolchain import Compiler
 ALLOWED = frozenset(
     {
         # memory and strings (<stdlib.h>, <string.h>)
-        "malloc", "calloc", "realloc", "free", "aligned_alloc", "posix_memalign", "memalign",
-        "memcpy", "memmove", "memset", "memcmp", "memchr", "strlen", "strcmp", "strncmp",
-        "strcpy", "strncpy", "strcat", "strchr", "strstr", "__memcpy_chk", "__memset_chk",
+        "malloc",
+        "calloc",
+        "realloc",
+        "free",
+        "aligned_alloc",
+        "posix_memalign",
+        "memalign",
+        "memcpy",
+        "memmove",
+        "memset",
+        "memcmp",
+        "memchr",
+        "strlen",
+        "strcmp",
+        "strncmp",
+        "strcpy",
+        "strncpy",
+        "strcat",
+        "strchr",
+        "strstr",
+        "__memcpy_chk",
+        "__memset_chk",
         "__memmove_chk",
         # a few stdlib functions
-        "qsort", "bsearch", "abs", "labs", "llabs", "div", "ldiv", "rand", "srand", "rand_r",
-        "abort", "exit", "__errno_location",
+        "qsort",
+        "bsearch",
+        "abs",
+        "labs",
+        "llabs",
+        "div",
+        "ldiv",
+        "rand",
+        "srand",
+        "rand_r",
+        "abort",
+        "exit",
+        "__errno_location",
         # printing goes to the evaluation's capped log
-        "printf", "puts", "putchar", "__printf_chk",
+        "printf",
+        "puts",
+        "putchar",
+        "__printf_chk",
         # toolchain boilerplate
-        "__stack_chk_fail", "__cxa_finalize", "__gmon_start__", "_ITM_deregisterTMCloneTable",
+        "__stack_chk_fail",
+        "__cxa_finalize",
+        "__gmon_start__",
+        "_ITM_deregisterTMCloneTable",
         "_ITM_registerTMCloneTable",
         # aarch64: libgcc's outline atomics (the default below armv8.1, e.g. for Cortex-A72),
         # linked in for `#pragma omp atomic` or __atomic_*, read AT_HWCAP once to pick LSE or not
         "__getauxval",
     }
-)  # fmt: skip
+)
 ALLOWED_PREFIXES = ("GOMP_", "omp_", "_ZGV")  # OpenMP runtime, libmvec vector math
 
 

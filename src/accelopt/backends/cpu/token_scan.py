@@ -32,11 +32,31 @@ _EVERY_TOKEN = re.compile(_TOKEN.pattern + r"|\S")
 # definition: `if (x) {`, `return (struct s){...}`, `sizeof (T){...}`.
 _NOT_A_FUNCTION = frozenset(
     {
-        "if", "for", "while", "switch", "return", "sizeof", "else", "do", "case", "goto",
-        "_Alignof", "__alignof__", "__alignof", "alignof", "typeof", "__typeof__", "__typeof",
-        "_Generic", "__extension__", "__real__", "__imag__", "_Static_assert", "static_assert",
+        "if",
+        "for",
+        "while",
+        "switch",
+        "return",
+        "sizeof",
+        "else",
+        "do",
+        "case",
+        "goto",
+        "_Alignof",
+        "__alignof__",
+        "__alignof",
+        "alignof",
+        "typeof",
+        "__typeof__",
+        "__typeof",
+        "_Generic",
+        "__extension__",
+        "__real__",
+        "__imag__",
+        "_Static_assert",
+        "static_assert",
     }
-)  # fmt: skip
+)
 _ATTRIBUTE_PAREN = "(__attribute__"  # what the stack holds for an attribute's outer "("
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import accelopt.backends.registry as registry
 from accelopt.backends.base import BuildResult, CheckedBuild, LoadedKernel
 from accelopt.backends.device import Device
 from accelopt.backends.facts import BackendFacts, describe_ceilings
@@ -124,7 +125,7 @@ class TritonBackend(CheckedBuild):
         )
         return BackendFacts(
             backend=self.name,
-            language="python",
+            language=registry.record(self.name).language,
             toolchain=_toolchain(),
             contract=contract,
             ceilings=describe_ceilings(

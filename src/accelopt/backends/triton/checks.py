@@ -42,7 +42,8 @@ _LAUNCHER = (
 )
 
 RULES = (
-    "imports other than torch, triton, triton.language (and its " + ", ".join(DEVICE_MATH)
+    "imports other than torch, triton, triton.language (and its "
+    + ", ".join(DEVICE_MATH)
     + ") and math",
     "a dotted name that does not start at an import and end at an allowed name (tl.<name>, a "
     "function of " + ", ".join(DEVICE_MATH) + ", math.<name>); a module is never a value: no "
@@ -50,22 +51,26 @@ RULES = (
     "torch names other than " + ", ".join(sorted(TORCH_NAMES)) + " (no torch operator: "
     "matmul, softmax, nn.functional, ... run outside the kernel)",
     "triton names other than " + ", ".join(sorted(TRITON_NAMES)) + " and triton.language.*",
-    "outside @triton.jit functions, method calls other than " + ", ".join(sorted(LAUNCHER_METHODS))
-    + ", attributes other than " + ", ".join(sorted(LAUNCHER_ATTRS)) + ", a method taken "
+    "outside @triton.jit functions, method calls other than "
+    + ", ".join(sorted(LAUNCHER_METHODS))
+    + ", attributes other than "
+    + ", ".join(sorted(LAUNCHER_ATTRS))
+    + ", a method taken "
     "without calling it (f = x.view), and the @ operator",
     "outside @triton.jit functions, a call through a name other than the module's own functions, "
-    "the allowed imported names and the builtins " + ", ".join(sorted(BUILTIN_FUNCTIONS))
+    "the allowed imported names and the builtins "
+    + ", ".join(sorted(BUILTIN_FUNCTIONS))
     + " (and exceptions); kernel[grid](...) only on the module's own kernels",
     "inside @triton.jit functions, attributes of a value other than a Triton tensor's methods "
     "(x.to, x.reshape, ...), its shape, dtype, type, numel, a dtype's, a constexpr's value",
-    "tl.dot without input_precision=\"ieee\" (or \"tf32x3\"): TF32 misses the problems' "
+    'tl.dot without input_precision="ieee" (or "tf32x3"): TF32 misses the problems\' '
     "tolerance; allow_tf32 is refused",
     "the builtins " + ", ".join(sorted(BANNED_BUILTINS - {"__import__"})) + ", __import__, "
     "and str.format / format_map",
     "dunder names and attributes (__class__, __dict__, __globals__, ...), class definitions, "
     "assigning or deleting an attribute (torch.empty = ..., x.data = ...), rebinding an imported "
     "name, global, nonlocal, match statements and generators (yield)",
-)  # fmt: skip
+)
 
 
 def check_source(source: str) -> str | None:
@@ -115,6 +120,18 @@ def _import_bindings(node: ast.Import | ast.ImportFrom) -> tuple[list[tuple[str,
         else:
             bound.append((alias.asname or alias.name, full))
     return bound, reasons
+
+
+# Statements a kernel has no use for, refused where they stand
+_NO_USE: dict[type[ast.AST], str] = {
+    ast.AsyncFunctionDef: "async functions",
+    ast.ClassDef: "class definitions (a kernel is functions)",
+    ast.Global: "global statements (a kernel keeps no state across calls)",
+    ast.Nonlocal: "nonlocal statements (a kernel keeps no state across calls)",
+    ast.Match: "match statements (a class pattern reads attributes by name)",
+    ast.Yield: "generators (yield): a kernel's functions return",
+    ast.YieldFrom: "generators (yield from): a kernel's functions return",
+}
 
 
 class _Checker(ast.NodeVisitor):
@@ -205,8 +222,11 @@ class _Checker(ast.NodeVisitor):
         elif chain is not None and (reason := resolve(*chain)[1]):
             self.refuse(node, reason)
         elif not isinstance(node.ctx, ast.Load):
-            self.refuse(node, f"assigning or deleting the attribute .{node.attr}: a kernel "
-                        "changes no object's attributes (a module's, a tensor's)")  # fmt: skip
+            self.refuse(
+                node,
+                f"assigning or deleting the attribute .{node.attr}: a kernel "
+                "changes no object's attributes (a module's, a tensor's)",
+            )
         elif chain is not None:
             self._check_dotted(node, *chain)
         else:
@@ -224,20 +244,26 @@ class _Checker(ast.NodeVisitor):
     def _check_value_attribute(self, node: ast.Attribute) -> None:
         attr = node.attr
         if attr in FORMAT_METHODS:
-            self.refuse(node, f".{attr}: a format string can read attributes ({{0.x}}); use an "
-                        "f-string")  # fmt: skip
+            self.refuse(
+                node, f".{attr}: a format string can read attributes ({{0.x}}); use an f-string"
+            )
         elif self.in_jit:
             if attr not in JIT_ATTRS:
-                self.refuse(node, f"attribute .{attr} in a @triton.jit function: only a Triton "
-                            "tensor's methods, shape, dtype and type, a dtype's, a constexpr's "
-                            "value")  # fmt: skip
+                self.refuse(
+                    node,
+                    f"attribute .{attr} in a @triton.jit function: only a Triton "
+                    "tensor's methods, shape, dtype and type, a dtype's, a constexpr's "
+                    "value",
+                )
         elif attr in LAUNCHER_ATTRS:
             return
         elif id(node) not in self.calls:
             taken = "a method taken without calling it" if attr in LAUNCHER_METHODS else "attribute"
             readable = ", ".join(sorted(LAUNCHER_ATTRS))
-            self.refuse(node, f"{taken} .{attr} {_LAUNCHER} (it may read {readable} and call "
-                        "methods at once)")  # fmt: skip
+            self.refuse(
+                node,
+                f"{taken} .{attr} {_LAUNCHER} (it may read {readable} and call methods at once)",
+            )
         elif attr not in LAUNCHER_METHODS:
             self.refuse(node, f".{attr}() {_LAUNCHER}")
 
@@ -309,8 +335,11 @@ class _Checker(ast.NodeVisitor):
             and isinstance(func.value, ast.Name)
             and func.value.id in self.functions
         ):
-            self.refuse(func, f"a call of a computed value {_LAUNCHER} (only f(...), x.m(...), "
-                        "and kernel[grid](...) on the module's own kernels)")  # fmt: skip
+            self.refuse(
+                func,
+                f"a call of a computed value {_LAUNCHER} (only f(...), x.m(...), "
+                "and kernel[grid](...) on the module's own kernels)",
+            )
 
     def _check_dot(self, node: ast.Call, name: str) -> None:
         if len(node.args) > 3:
@@ -335,26 +364,14 @@ class _Checker(ast.NodeVisitor):
             self.refuse(node, "the @ operator outside a @triton.jit kernel runs torch's matmul")
         self.generic_visit(node)
 
-    def visit_AsyncFunctionDef(self, node: ast.AsyncFunctionDef) -> None:
-        self.refuse(node, "async functions")
-
-    def visit_ClassDef(self, node: ast.ClassDef) -> None:
-        self.refuse(node, "class definitions (a kernel is functions)")
-
-    def visit_Global(self, node: ast.Global) -> None:
-        self.refuse(node, "global statements (a kernel keeps no state across calls)")
-
-    def visit_Nonlocal(self, node: ast.Nonlocal) -> None:
-        self.refuse(node, "nonlocal statements (a kernel keeps no state across calls)")
-
-    def visit_Match(self, node: ast.Match) -> None:
-        self.refuse(node, "match statements (a class pattern reads attributes by name)")
-
-    def visit_Yield(self, node: ast.Yield) -> None:
-        self.refuse(node, "generators (yield): a kernel's functions return")
-
-    def visit_YieldFrom(self, node: ast.YieldFrom) -> None:
-        self.refuse(node, "generators (yield from): a kernel's functions return")
+    def visit(self, node: ast.AST) -> None:
+        """Refuse a statement a kernel has no use for (``_NO_USE``), its body unread; visit any
+        other node by its kind."""
+        reason = _NO_USE.get(type(node))
+        if reason is not None:
+            self.refuse(node, reason)
+            return
+        super().visit(node)
 
 
 def iter_rules() -> Iterator[str]:

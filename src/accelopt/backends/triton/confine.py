@@ -21,8 +21,10 @@ from accelopt.backends.containment import DROP_CAPABILITIES, DROP_NONE, NOBODY
 _libc = ctypes.CDLL(None, use_errno=True)
 _libc.syscall.restype = ctypes.c_long
 _SYS = {  # the same numbers on x86-64 and aarch64 (the unified table's)
-    "landlock_create_ruleset": 444, "landlock_add_rule": 445, "landlock_restrict_self": 446,
-}  # fmt: skip
+    "landlock_create_ruleset": 444,
+    "landlock_add_rule": 445,
+    "landlock_restrict_self": 446,
+}
 _SYS_SECCOMP = {"x86_64": 317, "aarch64": 277}
 _SYS_CAPSET = {"x86_64": 126, "aarch64": 91}
 PR_SET_PDEATHSIG, PR_SET_DUMPABLE, PR_CAPBSET_DROP = 1, 4, 24
@@ -52,8 +54,11 @@ def _syscall(number: int, *args: object) -> int:
 
 
 def _prctl(option: int, arg: int = 0) -> int:
-    return int(_libc.prctl(option, ctypes.c_ulong(arg), ctypes.c_ulong(0), ctypes.c_ulong(0),
-                           ctypes.c_ulong(0)))  # fmt: skip
+    return int(
+        _libc.prctl(
+            option, ctypes.c_ulong(arg), ctypes.c_ulong(0), ctypes.c_ulong(0), ctypes.c_ulong(0)
+        )
+    )
 
 
 def die_with_parent() -> None:

@@ -12,8 +12,10 @@ import re
 from accelopt import settings
 from accelopt.errors import UserError
 
-INSTALL_HINT = "pip install 'accelopt[triton]' (CPU torch, for the interpreter), or use a CUDA " \
-    "environment that has torch and triton"  # fmt: skip
+INSTALL_HINT = (
+    "pip install 'accelopt[triton]' (CPU torch, for the interpreter), or use a CUDA "
+    "environment that has torch and triton"
+)
 
 
 def interpreting() -> bool:

@@ -24,6 +24,7 @@ import numpy as np
 from accelopt.backends.canary import Canaries
 from accelopt.backends.containment import DROP_TO_NOBODY, NOBODY, drop_mode
 from accelopt.backends.guards import Guards, signalling_nans
+from accelopt.backends.remote_kernel import InOwnProcess, RemoteKernel, batch
 from accelopt.backends.triton.kernel_host import CALIBRATION_ROUNDS, KernelHost
 
 GUARD_FLOATS = 1024  # each side of a buffer in shared memory (one page)
@@ -49,37 +50,13 @@ class HostedBuffer:
         return 4 * self.size
 
 
-@dataclass(frozen=True)
-class HostedCall:
-    """One call's buffer ids, bound ahead for the timing loop."""
-
-    host: KernelHost
-    ids: tuple[int, ...]
-
-    def __call__(self) -> None:
-        self.host.call_batch([self.ids])
-
-
-class HostedKernel:
-    """The kernel loaded in its process: a call sends the buffers' ids and waits."""
-
-    def __init__(self, host: KernelHost) -> None:
-        self.host = host
-
-    def __call__(self, arrays: Sequence[HostedBuffer]) -> None:
-        self.host.call_batch([tuple(a.id for a in arrays)])
-
-    def bind(self, arrays: Sequence[HostedBuffer]) -> HostedCall:
-        return HostedCall(self.host, tuple(a.id for a in arrays))
-
-    def close(self) -> None:
-        self.host.kill()
-
-
-class HostedDevice:
+class HostedDevice(InOwnProcess):
     """Buffers in a Triton kernel's own process; ``gpu``: CUDA tensors, else shared memory."""
 
     copies_to_host = True  # the kernel's process shares the memory: a read is a copy
+    batches: bool  # several calls per round trip where calls are timed (on a GPU)
+    # the kernel host subtracts the round trip it calibrated itself (``load``), shared with none
+    overhead_s: float | None = None
 
     def __init__(self, gpu: bool, seed: int | None = None) -> None:
         self.gpu = gpu
@@ -92,7 +69,7 @@ class HostedDevice:
         except BaseException:
             self.close()
             raise
-        self.batches = gpu  # several calls per round trip where calls are timed
+        self.batches = gpu
 
     # -- buffers ------------------------------------------------------------------------------
     def empty(
@@ -112,8 +89,14 @@ class HostedDevice:
         try:
             os.ftruncate(fd, total)
             mapping = mmap.mmap(fd, total, flags=mmap.MAP_SHARED)
-            request = {"op": "alloc", "id": self._made, "shape": list(shape), "bytes": total,
-                       "offset": 4 * GUARD_FLOATS, "count": count}  # fmt: skip
+            request = {
+                "op": "alloc",
+                "id": self._made,
+                "shape": list(shape),
+                "bytes": total,
+                "offset": 4 * GUARD_FLOATS,
+                "count": count,
+            }
             self.host.ask(request, [fd])
         finally:
             os.close(fd)
@@ -174,37 +157,20 @@ class HostedDevice:
             buffer.array.reshape(-1)[flat] = values
 
     # -- the kernel ---------------------------------------------------------------------------
-    def load(self, source: str, memory_cap_bytes: int) -> HostedKernel:
+    def load(self, source: str, memory_cap_bytes: int) -> RemoteKernel:
         """Contain the process, check it, calibrate the round trip, import the kernel there."""
         self.host.contain(source, memory_cap_bytes)
         if self.gpu:
             rounds = [self.host.call_batch([]) for _ in range(CALIBRATION_ROUNDS)]
             self.host.overhead_s = min(rounds)
         self.host.load()
-        return HostedKernel(self.host)
+        return RemoteKernel(self.host, lambda buffer: buffer.id)
 
     def time_call(self, call: Callable[[], None]) -> float:
         return self.time_calls([call])
 
     def time_calls(self, calls: Sequence[Callable[[], None]]) -> float:
-        ids = [c.ids for c in calls if isinstance(c, HostedCall)]
-        if len(ids) != len(calls):
-            raise ValueError("a batch is calls bound by this device's kernel")
-        return self.host.call_batch(ids)
-
-    def pause(self) -> None:
-        self.host.pause()
-
-    def resume(self) -> None:
-        self.host.resume()
-
-    @property
-    def kernel_pids(self) -> tuple[int, ...]:
-        return (self.host.pid,)
-
-    @property
-    def isolation(self) -> dict[str, str]:
-        return dict(self.host.facts)
+        return self.host.call_batch(batch(calls))
 
     def close(self) -> None:
         self.host.kill()

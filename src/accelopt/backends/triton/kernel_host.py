@@ -30,11 +30,19 @@ from accelopt.backends.status import Status
 from accelopt.backends.triton import protocol
 
 SETUP_TIMEOUT_S = 120.0  # importing torch and Triton, and a first launch, on a busy machine
-SYSTEM_LIBRARIES = ("/usr/lib", "/usr/lib64", "/lib", "/lib64", "/usr/local/lib",
-                    "/etc/ld.so.cache", "/dev/null", "/dev/urandom", "/proc/cpuinfo",
-                    "/sys/devices/system/cpu")  # fmt: skip
-GPU_READ = ("/proc/driver/nvidia", "/sys/bus/pci", "/sys/devices", "/usr/local/cuda",
-            "/etc/nvidia")  # fmt: skip
+SYSTEM_LIBRARIES = (
+    "/usr/lib",
+    "/usr/lib64",
+    "/lib",
+    "/lib64",
+    "/usr/local/lib",
+    "/etc/ld.so.cache",
+    "/dev/null",
+    "/dev/urandom",
+    "/proc/cpuinfo",
+    "/sys/devices/system/cpu",
+)
+GPU_READ = ("/proc/driver/nvidia", "/sys/bus/pci", "/sys/devices", "/usr/local/cuda", "/etc/nvidia")
 CALIBRATION_ROUNDS = 32
 STOP_WAIT_S = 2.0  # a stopped process shows it within this (it must be scheduled to stop)
 
@@ -86,8 +94,11 @@ class KernelHost:
         env |= settings_for_gpu() if gpu else {}
         self.proc = subprocess.Popen(
             [sys.executable, "-I", "-u", "-m", "accelopt.backends.triton.host", *map(str, fds)],
-            pass_fds=fds, stdin=subprocess.DEVNULL, env=env | (log_env or {}), cwd="/",
-        )  # fmt: skip
+            pass_fds=fds,
+            stdin=subprocess.DEVNULL,
+            env=env | (log_env or {}),
+            cwd="/",
+        )
         theirs.close()
         os.close(cmd_r)
         os.close(done_w)
@@ -120,20 +131,30 @@ class KernelHost:
 
     def start(self, scratch: str | None) -> None:
         request: dict[str, Any] = {
-            "op": "start", "gpu": self.gpu, "read": python_paths() + list(SYSTEM_LIBRARIES),
+            "op": "start",
+            "gpu": self.gpu,
+            "read": python_paths() + list(SYSTEM_LIBRARIES),
             "require_landlock": settings.sandbox_required(),
-        }  # fmt: skip
+        }
         if self.gpu:
-            request |= {"read": request["read"] + list(GPU_READ), "devices": gpu_devices(),
-                        "exec": ptxas_path(), "write": [scratch] if scratch else [],
-                        "cache_dir": scratch}  # fmt: skip
+            request |= {
+                "read": request["read"] + list(GPU_READ),
+                "devices": gpu_devices(),
+                "exec": ptxas_path(),
+                "write": [scratch] if scratch else [],
+                "cache_dir": scratch,
+            }
         answer = self.ask(request)
         self.facts["landlock"] = str(answer["landlock"])
 
     def contain(self, source: str, memory_cap_bytes: int) -> dict[str, str]:
         """Every layer on, the set-up channel closed, every thread checked; the facts."""
-        request = {"op": "contain", "source": source, "drop": drop_mode(),
-                   "memory_cap": memory_cap_bytes}  # fmt: skip
+        request = {
+            "op": "contain",
+            "source": source,
+            "drop": drop_mode(),
+            "memory_cap": memory_cap_bytes,
+        }
         assert self._setup is not None
         protocol.send(self._setup, request)
         ready = select.select([self._done, self._setup], [], [], SETUP_TIMEOUT_S)[0]
@@ -261,11 +282,13 @@ def describe_exit(code: int | None, when: str, log_tail: str) -> tuple[str, Stat
     if code == -signal.SIGSYS:
         where = _kernel_line(log_tail)
         return (
-            "the kernel made a system call the sandbox forbids" + (f" ({where})" if where else "")
+            "the kernel made a system call the sandbox forbids"
+            + (f" ({where})" if where else "")
             + ": a Triton kernel computes on its buffers and may not open files for writing, "
             "use the network, start processes or signal other processes",
-            Status.REJECTED, False,
-        )  # fmt: skip
+            Status.REJECTED,
+            False,
+        )
     if code < 0:
         sig = signal.Signals(-code)
         fault = sig in MEMORY_FAULTS

@@ -34,7 +34,7 @@ from accelopt.profiling.cluster.dispatcher import (
     Work,
     failure_of,
 )
-from accelopt.profiling.cluster.fleet import RayFleet, RaySession, device_resource, import_ray
+from accelopt.profiling.cluster.fleet import RayConnection, RayFleet, device_resource, import_ray
 from accelopt.profiling.config import EvalConfig
 from accelopt.profiling.evaluation import Evaluation
 from accelopt.profiling.profiler import ClusterLostError, Job, Measured
@@ -56,9 +56,11 @@ class RayRunner:
     def __init__(self, hardware: HardwareSpec, config: EvalConfig, options: RayOptions) -> None:
         ray = import_ray(options.address)
         self.options = options
+        # the spec the device actors score with (a ceiling one of them raises stays its own)
+        self.hardware = hardware
         self.threads = config.threads or hardware.cores
         resource = device_resource(hardware.backend)
-        self.session = RaySession.open(
+        self.session = RayConnection.open(
             ray, options.address, resource, options.actors or 1, options.temp_dir
         )
         self.fleet: RayFleet | None = None

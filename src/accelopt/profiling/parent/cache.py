@@ -157,7 +157,7 @@ class CachedProfiler(AbstractContextManager["CachedProfiler"]):
             with self._lock:
                 self.measured += 1
                 # a raised ceiling changes the key later evaluations are cached under
-                self.hardware = getattr(self.runner, "hardware", self.hardware)
+                self.hardware = self.runner.hardware
             if self._caching:
                 assert self.store is not None
                 self.store.put_evaluation(evaluation, **disturbed_apart(evaluation))
@@ -184,10 +184,8 @@ class CachedProfiler(AbstractContextManager["CachedProfiler"]):
         cached evaluation where there is one, else measured with timing stopped early once the
         kernel is clearly slower. A raced evaluation is kept apart from the final ones (under a
         harness version of its own, with the latency it raced: ``raced_version``), so a resumed
-        search finds it and nothing else does; one that ran to the end is cached as any.
-        Runners that cannot race (``race`` missing) evaluate in full."""
-        racing = getattr(self.runner, "race", None)
-        if race_s is None or racing is None or self.config.check_only:
+        search finds it and nothing else does; one that ran to the end is cached as any."""
+        if race_s is None or self.config.check_only:
             return self.evaluate(kernel, problem, workload)
         job: Job = (kernel, problem, workload)
         version = raced_version(problem, race_s)
@@ -195,7 +193,7 @@ class CachedProfiler(AbstractContextManager["CachedProfiler"]):
         if cached is not None:
             self._count(cache_hits=1)
             return _labelled(cached, kernel)
-        evaluation: Evaluation = racing(job, race_s)
+        evaluation = self.runner.race(job, race_s)
         if not evaluation.raced or evaluation.service:
             return self._keep(Measured(0, evaluation, measured=not evaluation.service))
         self._count(measured=1)
@@ -287,5 +285,5 @@ class CachedProfiler(AbstractContextManager["CachedProfiler"]):
             raise UserError("re-timing measures speed: it cannot run with check_only")
         retiming = self.runner.retime(kernels, problem, workload)
         with self._lock:
-            self.hardware = getattr(self.runner, "hardware", self.hardware)
+            self.hardware = self.runner.hardware
         return retiming

@@ -28,6 +28,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from accelopt.problems.records import Cost
+from accelopt.profiling import stats
 
 MIN_CONTROLS = 2  # calibrated only with this many undisturbed controls ...
 # A kernel near its bound may beat a control of a few milliseconds by a little (the control's
@@ -35,8 +36,22 @@ MIN_CONTROLS = 2  # calibrated only with this many undisturbed controls ...
 CONTROL_SLACK = 1.25
 VALID_SHARE = 0.5  # ... and at least this share of them undisturbed
 # Two-sided 95 % Student t quantiles by degrees of freedom (beyond the table: the normal's).
-T95 = {1: 12.71, 2: 4.30, 3: 3.18, 4: 2.78, 5: 2.57, 6: 2.45, 7: 2.36, 8: 2.31, 9: 2.26,
-       10: 2.23, 12: 2.18, 15: 2.13, 20: 2.09, 30: 2.04}  # fmt: skip
+T95 = {
+    1: 12.71,
+    2: 4.30,
+    3: 3.18,
+    4: 2.78,
+    5: 2.57,
+    6: 2.45,
+    7: 2.36,
+    8: 2.31,
+    9: 2.26,
+    10: 2.23,
+    12: 2.18,
+    15: 2.13,
+    20: 2.09,
+    30: 2.04,
+}
 
 
 @dataclass(frozen=True)
@@ -95,8 +110,9 @@ def mean_half_width(values: Sequence[float]) -> float | None:
 
 
 def spread_half_width(values: Sequence[float]) -> float:
-    """Half the relative range of ``values`` around their median (0 for one value)."""
-    middle = statistics.median(values)
+    """Half the relative range of ``values`` around their point (``stats.point``: the median;
+    0 for one value)."""
+    middle = stats.point(values)
     return (max(values) - min(values)) / (2 * middle) if middle > 0 else 0.0
 
 
@@ -125,7 +141,7 @@ def calibrate(
         return None, why
     if work_units <= 0 or latency_s <= 0:
         return None, "the problem pays nothing at its bound: not calibrated"
-    rate = statistics.median(good)
+    rate = stats.point(good)
     peak_s = work_units / rate
     pct = peak_s / latency_s
     if pct > CONTROL_SLACK:

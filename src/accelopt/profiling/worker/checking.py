@@ -89,7 +89,7 @@ class SeedCheck:
         """A correctness call's buffer on the host: where the device copies anyway, into the
         array this evaluation keeps for ``name`` (``hostmemory.py``), the same for every seed."""
         device = self.args.device
-        if not getattr(device, "copies_to_host", False):
+        if not device.copies_to_host:
             return device.to_host(buffer)
         return device.to_host(buffer, out=self.host.array(name, tuple(buffer.shape)))
 
@@ -98,10 +98,11 @@ def verify_kept(args: Arguments, host: Lease, audit: Audit, fresh: Freshness) ->
     """The timed calls kept by the audit: their inputs as the harness left them, their outputs
     right, element by element, against the reference on those (rolled, perturbed) inputs."""
     expected = [
-        fresh.rebuild(rolls, [host.array(("expected", n, k), x.shape)
-                              for k, x in enumerate(inputs)])
+        fresh.rebuild(
+            rolls, [host.array(("expected", n, k), x.shape) for k, x in enumerate(inputs)]
+        )
         for n, (inputs, _, rolls) in enumerate(audit.kept)
-    ]  # fmt: skip
+    ]
     for n, (inputs, _, _) in enumerate(audit.kept):
         changed = modified_input(args.input_names, inputs, expected[n])
         if changed:

@@ -1,6 +1,6 @@
 """How much of the machine others used while a kernel was timed: the CPU time of every other
 process and of the hypervisor (steal), from /proc/stat (``hardware.load``), this process's own CPU
-time and that of the kernel's process where it has one (the cpu backend's executor).
+time and that of the kernel's process where it has one (the cpu backend's kernel host).
 
 Read by the worker just before and just after its timed calls (outside the timed window). The
 figure is reported with the evaluation, never used to reject it: load is reported, not punished.

@@ -24,16 +24,17 @@ from __future__ import annotations
 import ctypes
 import hashlib
 import os
-import statistics
 import subprocess
 import time
 from collections.abc import Sequence
 from functools import cache
 
 from accelopt import settings
+from accelopt.backends.device import Device, HostDevice
 from accelopt.hardware.measure import sources_of
 from accelopt.hardware.toolchain import find_compiler, target_flags
-from accelopt.profiling.worker.disturbance import pause, resume, task_ns
+from accelopt.profiling import stats
+from accelopt.profiling.worker.disturbance import task_ns
 from accelopt.profiling.worker.protocol import CONTROL_SOURCE, ControlSpec
 
 # A control is a few runs of the loop, each about as long as one of the kernel's calls (``match``:
@@ -55,8 +56,14 @@ PASS_SHARE = 4  # a memory pass covers 1 / PASS_SHARE of the arrays: each starts
 def library(fused: bool) -> ctypes.CDLL:
     """control.c built as a shared library (fused: FMA), once per source, flags and compiler."""
     compiler = find_compiler()
-    flags = ("-O3", *target_flags(compiler), "-shared", "-fPIC", "-pthread",
-             "-ffp-contract=fast" if fused else "-ffp-contract=off")  # fmt: skip
+    flags = (
+        "-O3",
+        *target_flags(compiler),
+        "-shared",
+        "-fPIC",
+        "-pthread",
+        "-ffp-contract=fast" if fused else "-ffp-contract=off",
+    )
     identity = "\n".join([*compiler.command, compiler.version, *flags])
     digest = hashlib.sha256(sources_of(CONTROL_SOURCE) + identity.encode()).hexdigest()[:16]
     path = settings.cache_dir() / "microbench" / f"control-{digest}.so"
@@ -104,12 +111,13 @@ class Control:
         threads: int,
         pids: Sequence[int],
         span_bytes: int,
-        device: object = None,
+        device: Device | None = None,
     ) -> None:
         """``span_bytes``: what the kernel's rotation sets span (the memory control's arrays);
-        ``device``: the kernel's, whose process is stopped while the control runs."""
+        ``device``: the kernel's, whose process is stopped while the control runs (None: a
+        kernel in this process, with nothing to stop)."""
         self.spec, self.threads, self.pids = spec, threads, tuple(pids)
-        self.device = device
+        self.device: Device = device if device is not None else HostDevice()
         self.lib = library(spec.kind == "fma")
         self.elements = _stream_elements(span_bytes) if spec.kind == "memory" else 0
         self.rates: list[float | None] = []
@@ -133,17 +141,17 @@ class Control:
         return rate
 
     def _measure(self) -> float | None:
-        """The control's figure, with the kernel's process stopped (``disturbance.pause``: it is
+        """The control's figure, with the kernel's process stopped (``Device.pause``: it is
         between its calls); None if that process ran meanwhile all the same."""
-        pause(self.device)
+        self.device.pause()
         try:
             before, start = task_ns(self.pids), time.perf_counter()
             runs = min(MAX_RUNS, max(MIN_RUNS, round(CONTROL_S / self.run_s)))
-            rate = statistics.median(self._run() for _ in range(runs))
+            rate = stats.point([self._run() for _ in range(runs)])
             wall_ns = (time.perf_counter() - start) * 1e9
             ran = self.pids and task_ns(self.pids) - before > DISTURBED_SHARE * wall_ns
         finally:
-            resume(self.device)
+            self.device.resume()
         if ran:
             self.note = "the kernel's process ran while the control did (a thread left busy)"
             return None

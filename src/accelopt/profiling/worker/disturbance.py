@@ -8,7 +8,7 @@ here, a 2-thread OpenMP kernel); when
 another process holds one of their CPUs, a thread waits for a whole scheduler slice
 (milliseconds), and a parallel kernel's other threads wait for it at their barrier. Measured on
 this project's 2-core AMD EPYC VM (2026-12-07, a 2-thread OpenMP loop timed 2000 times through
-a pipe, as the executor is): quiet, 98 % of batches under the threshold below, their median 2.18
+a pipe, as the kernel host is): quiet, 98 % of batches under the threshold below, their median 2.18
 ms; beside four CPU spinners, 5 % under it, their median 2.17 ms, the others' 11.97 ms. So a
 batch whose threads waited more than ``max(FLOOR_NS, SHARE x its wall time)`` is *disturbed*
 and left out of the latency (``TimedLoop``); the clean ones measure the kernel, not the load.
@@ -167,19 +167,6 @@ def _close(files: dict[str, int], *lists: list[int]) -> None:
     files.clear()
 
 
-def pause(device: object) -> None:
-    """Stop the device's kernel process between its calls, where it has one (``Executor.pause``)."""
-    stop = getattr(device, "pause", None)
-    if stop is not None:
-        stop()
-
-
-def resume(device: object) -> None:
-    go = getattr(device, "resume", None)
-    if go is not None:
-        go()
-
-
 def _task_files(pids: Sequence[int], name: str) -> Iterator[str]:
     """The text of ``/proc/PID/task/TID/NAME`` for every thread of the processes ``pids`` (those
     gone meanwhile are skipped)."""
@@ -207,8 +194,8 @@ def task_ns(pids: Sequence[int]) -> int:
 
 def all_stopped(pids: Sequence[int], wait_s: float = 0.05) -> bool:
     """Wait, ``wait_s`` at most, until every thread of the processes ``pids`` is stopped (state
-    T, after ``pause``): a thread's CPU time is brought up to date when it stops, so only then
-    is it final."""
+    T, after ``Device.pause``): a thread's CPU time is brought up to date when it stops, so only
+    then is it final."""
     deadline = time.perf_counter() + wait_s
     while True:
         states = [text.rpartition(")")[2].split()[:1] for text in _task_files(pids, "stat")]

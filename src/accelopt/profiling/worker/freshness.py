@@ -45,7 +45,7 @@ from typing import Any
 
 import numpy as np
 
-from accelopt.profiling.stats import median_ci
+from accelopt.profiling import stats
 
 POSITIONS = 4  # changed per input per call of a sparse batch
 CHEAP_REFRESH = 0.1  # every batch is full when a set's refresh costs at most this share of a call
@@ -111,8 +111,9 @@ class Freshness:
     def state(self, set_index: int) -> list[_Roll]:
         """How the set's inputs are made now (each input's roll and changes): a few numbers to
         keep, where ``expected`` copies the inputs; ``rebuild`` makes them from these."""
-        return [_Roll(r.offset, dict(r.changes) if r.changes else None)
-                for r in self._rolls[set_index]]  # fmt: skip
+        return [
+            _Roll(r.offset, dict(r.changes) if r.changes else None) for r in self._rolls[set_index]
+        ]
 
     def expected(self, set_index: int) -> list[np.ndarray]:
         """The inputs the set holds now, as the harness made them."""
@@ -200,14 +201,14 @@ def confirms(sparse: Sequence[float], full: Sequence[float]) -> bool:
     least = CONFIRM_ROUNDS // 2
     if len(sparse) < least or len(full) < least:
         return False
-    return float(np.median(sparse)) < SPARSE_FASTER * float(np.median(full))
+    return stats.point(sparse) < SPARSE_FASTER * stats.point(full)
 
 
 def sparse_faster(sparse: Sequence[float], full: Sequence[float]) -> str:
     """Why the kernel is SUSPICIOUS, or '': its calls on inputs changed in a few places
     (``sparse``, seconds per call by batch) are clearly faster than those on inputs new throughout
     (``full``): the upper end of the sparse median's 95 % interval is below SPARSE_FASTER times
-    the lower end of the full one's (``stats.median_ci``; with few samples the interval spans
+    the lower end of the full one's (``stats.interval``; with few samples the interval spans
     them all), so noise on a busy machine widens the intervals rather than accusing the kernel.
     Both kinds are interleaved in one timing, so drift in the machine's speed cancels. Honest
     kernels measured 0.78-1.16 here (sparse over full medians, short timings on a busy machine;
@@ -216,9 +217,10 @@ def sparse_faster(sparse: Sequence[float], full: Sequence[float]) -> str:
     changed takes a few percent of its full time."""
     if not sparse or not full:
         return ""
-    if median_ci(sparse)[1] >= SPARSE_FASTER * median_ci(full)[0]:
+    sparse_found, full_found = stats.estimate(sparse), stats.estimate(full)
+    if sparse_found.high >= SPARSE_FASTER * full_found.low:
         return ""
-    ratio = float(np.median(sparse)) / float(np.median(full))
+    ratio = sparse_found.point / full_found.point
     return (
         f"on inputs that changed in a few places since its last call on the same buffers the "
         f"kernel took {ratio:.0%} of its time on inputs new throughout (clearly below "

@@ -31,8 +31,8 @@ from accelopt.backends.status import Status
 from accelopt.hardware import devicelock
 from accelopt.problems.records import Problem
 from accelopt.problems.shipping import resolve_ref
-from accelopt.profiling.stats import summarize
-from accelopt.profiling.worker import contention, disturbance, hostmemory, placement, rotation
+from accelopt.profiling import stats
+from accelopt.profiling.worker import contention, hostmemory, placement, rotation
 from accelopt.profiling.worker.arguments import Arguments
 from accelopt.profiling.worker.checking import SeedCheck, verify_kept
 from accelopt.profiling.worker.control import Control
@@ -131,7 +131,7 @@ class EvaluationRun:
         self.phase("lock")
         with devicelock.shared(self.lock_path):
             self.phase("start")
-            self.device = self.backend.device()  # may import torch, start CUDA, an executor
+            self.device = self.backend.device()  # may import torch, start CUDA, an kernel host
             args = Arguments(self.device, self.problem, self.sizes)
             code = self.code = KernelCode(self.backend, args, self.config, self.result, self.phase)
             artifact = code.build(self.kernel)
@@ -144,7 +144,7 @@ class EvaluationRun:
                 sets = rotation.make_sets(args, self.llc_bytes, budget)
             code.load(artifact, self.threads)
             base = self.check(code, *checked)
-            disturbance.pause(self.device)  # its process runs only while the harness calls it
+            self.device.pause()  # its process runs only while the harness calls it
             if sets is None:
                 return None
             self.phase("prepare")
@@ -159,14 +159,12 @@ class EvaluationRun:
         return check.last_inputs
 
     def close(self) -> None:
-        isolation = getattr(self.device, "isolation", None)
+        isolation = self.device.isolation
         if isolation is not None:  # the kernel ran in its own process, never in this one
             self.note(isolation=isolation, kernel_process=SEPARATE)
         if self.code is not None:
             self.code.close()
-        close = getattr(self.device, "close", None)
-        if close is not None:
-            close()
+        self.device.close()
         self.host.close()
         _flush_c_stdio()
 
@@ -181,16 +179,24 @@ class EvaluationRun:
         """The timed calls of this kernel on the sets ``prepare`` filled."""
         self.note(rotation_sets=len(rotated.sets))
         setup = LoopSetup(
-            self.config, self.device, self.host, self.rng, self.tick, canary_seed=self.seeds[0],
-            call_s=self.call_s, drift=self.drift, race_s=self.race_s, threads=self.threads,
-        )  # fmt: skip
+            self.config,
+            self.device,
+            self.host,
+            self.rng,
+            self.tick,
+            canary_seed=self.seeds[0],
+            call_s=self.call_s,
+            drift=self.drift,
+            race_s=self.race_s,
+            threads=self.threads,
+        )
         return TimedLoop(setup, rotated, self.prepared_code.loaded, control)
 
     def _control(self, sets: RotationSets) -> Control | None:
         """The control to time with the kernel, where the request asks for one and it builds."""
         if self.control_spec is None:
             return None
-        pids = getattr(self.device, "kernel_pids", ())
+        pids = self.device.kernel_pids
         span = len(sets) * self.problem.buffer_bytes(self.sizes)
         try:
             return Control(self.control_spec, self.threads, pids, span, self.device)
@@ -201,13 +207,13 @@ class EvaluationRun:
     def time(self, rotated: Rotation) -> None:
         loop = self.timed_loop(rotated, self._control(rotated.sets))
         self.phase("lock")
-        disturbance.pause(self.device)  # nothing of it runs while others time theirs
+        self.device.pause()  # nothing of it runs while others time theirs
         with devicelock.exclusive(self.lock_path):
-            disturbance.resume(self.device)
+            self.device.resume()
             start = time.perf_counter()
             self.phase("call", "timing")
             self.result.kernel_ran = True
-            pids = getattr(self.device, "kernel_pids", ())
+            pids = self.device.kernel_pids
             before = contention.snapshot(pids)
             with self.prepared_code.memory_cap(), placement.pinned(pids, self.threads) as where:
                 self.note(placement=where)
@@ -218,7 +224,7 @@ class EvaluationRun:
                 loop.confirm()
             self.result.time_s = time.perf_counter() - start
             self.record_contention(before, contention.snapshot(pids))
-            disturbance.pause(self.device)
+            self.device.pause()
         self.note(batch_calls=loop.batch)  # as it ended (halved on a busy machine)
         self.summarize(loop)
         self.phase("lock")  # the other worker may be timing: waiting is not this kernel's time
@@ -226,16 +232,22 @@ class EvaluationRun:
             self.verify_timed(loop)
 
     def summarize(self, loop: TimedLoop) -> None:
-        stats = summarize(loop.reported)
+        timing = stats.summarize(loop.reported)
         known = loop.delay.available
         self.note(
-            latency_s=stats.latency_s, min_s=stats.min_s, noise=stats.noise, calls=loop.count,
-            ci_low_s=stats.ci_low_s, ci_high_s=stats.ci_high_s, raced=loop.raced,
-            slice_medians=loop.slice_medians, disturbed=loop.is_disturbed,
+            latency_s=timing.latency_s,
+            min_s=timing.min_s,
+            noise=timing.noise,
+            calls=loop.count,
+            ci_low_s=timing.ci_low_s,
+            ci_high_s=timing.ci_high_s,
+            raced=loop.raced,
+            slice_medians=loop.slice_medians,
+            disturbed=loop.is_disturbed,
             disturbed_batches=len(loop.disturbed) if known else None,
-            floor_s=float(np.median(loop.floors)) if known and loop.floors else None,
+            floor_s=stats.point(loop.floors) if known and loop.floors else None,
             clean_batches=len(loop.samples) if known else None,
-        )  # fmt: skip
+        )
         if loop.control is not None:
             self.note(control_rates=loop.control.rates, control_note=loop.control.note)
 

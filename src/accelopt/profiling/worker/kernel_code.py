@@ -50,8 +50,8 @@ class KernelCode:
 
     def memory_cap(self) -> AbstractContextManager[object]:
         """The address-space cap while kernel code runs in this process; none where the kernel
-        has a process of its own (capped there, for its whole life: executor.c)."""
-        if getattr(self.args.device, "kernel_pids", ()):
+        has a process of its own (capped there, for its whole life: kernel_host.c)."""
+        if self.args.device.kernel_pids:
             return nullcontext()
         return sandbox.memory_cap(self.config.memory_cap_bytes)
 

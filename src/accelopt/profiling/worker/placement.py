@@ -17,7 +17,7 @@ process's doing (``disturbance.py``). Where the user binds the OpenMP pool (``OM
 ``OMP_PLACES``, ``GOMP_CPU_AFFINITY``), libgomp already placed each thread the same way for
 every kernel, and that placement is kept.
 The kernel cannot undo its binding: its own ``sched_setaffinity`` is answered without effect
-(``executor.c``).
+(``kernel_host.c``).
 """
 
 from __future__ import annotations

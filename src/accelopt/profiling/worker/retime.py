@@ -28,7 +28,7 @@ class RetimeRun:
     """A re-timing session in the worker (``session.py``).
 
     Every kernel is built, loaded and checked by its own ``EvaluationRun``, on its own device
-    (the cpu backend: its own executor process) and its own rotation sets (each spanning the cold
+    (the cpu backend: its own kernel host process) and its own rotation sets (each spanning the cold
     span: a session holds a set per kernel). Then, under one exclusive device lock, their
     ``TimedLoop``s run in rounds of slices, each kernel's flanked by the reference's
     (``_flanked_round``; ``stats.round_order`` once the reference is gone), until every kernel has
@@ -84,7 +84,7 @@ class RetimeRun:
     def _kernel_memory(self) -> AbstractContextManager[object]:
         """One address-space cap while kernels that run in this process are timed; none where
         each has a process of its own."""
-        if all(getattr(self.runs[i].device, "kernel_pids", ()) for i in self.loops):
+        if all(self.runs[i].device.kernel_pids for i in self.loops):
             return nullcontext()
         return sandbox.memory_cap(self.config.memory_cap_bytes)
 
@@ -94,7 +94,7 @@ class RetimeRun:
         with devicelock.exclusive(self.lock_path):
             first.phase("call", "timing")
             devices = [self.runs[i].device for i in self.loops]
-            pids = tuple(pid for d in devices for pid in getattr(d, "kernel_pids", ()))
+            pids = tuple(pid for d in devices for pid in d.kernel_pids)
             before = contention.snapshot(pids)
             threads = self.runs[0].threads
             with self._kernel_memory(), placement.pinned(pids, threads) as where:
@@ -129,19 +129,18 @@ class RetimeRun:
 
     def _run_only(self, i: int) -> None:
         """Only kernel ``i``'s process may run: every other one of the session is stopped
-        (``disturbance.pause``) while it (or nothing) is timed."""
+        (``Device.pause``) while it (or nothing) is timed."""
         if self._running == i:
             return
         for j, run in enumerate(self.runs):
             if j != i:
-                disturbance.pause(run.device)
+                run.device.pause()
         disturbance.all_stopped(self._other_pids(i))  # their CPU time final: ``_stopped_ns``
-        disturbance.resume(self.runs[i].device)
+        self.runs[i].device.resume()
         self._running = i
 
     def _other_pids(self, i: int) -> list[int]:
-        return [p for j, run in enumerate(self.runs) if j != i
-                for p in getattr(run.device, "kernel_pids", ())]  # fmt: skip
+        return [p for j, run in enumerate(self.runs) if j != i for p in run.device.kernel_pids]
 
     def _stopped_ns(self, i: int) -> int:
         """CPU time of the session's kernel processes other than ``i``'s (all stopped)."""
@@ -150,14 +149,14 @@ class RetimeRun:
     def _share_overhead(self) -> None:
         """One round trip subtracted from every kernel's batches: the least any of their kernel
         processes measured (each measures its own before its kernel is loaded, and the figures
-        differ by tens of microseconds, a tiny kernel's whole batch)."""
-        executors = [getattr(self.runs[i].device, "executor", None) for i in self.loops]
-        overheads = [getattr(e, "overhead_s", None) for e in executors]
-        known = [s for s in overheads if isinstance(s, float)]
-        if len(known) != len(executors) or not known:
+        differ by tens of microseconds, a tiny kernel's whole batch). Only where every device
+        shares its round trip (``Device.overhead_s``)."""
+        devices = [self.runs[i].device for i in self.loops]
+        known = [d.overhead_s for d in devices if d.overhead_s is not None]
+        if len(known) != len(devices) or not known:
             return
-        for executor in executors:
-            executor.overhead_s = min(known)
+        for device in devices:
+            device.overhead_s = min(known)
 
     def _round(self) -> None:
         flanked = 0 in self.loops and len(self.loops) > 1
@@ -179,8 +178,7 @@ class RetimeRun:
         stopped_ns = self._stopped_ns(i)
         with run.recording():
             samples = loop.run_slice(self.slice_s)
-            floor = getattr(loop, "slice_floor", None)
-            figure = (float(np.min(samples)) if samples else None, floor)
+            figure = (float(np.min(samples)) if samples else None, loop.slice_floor)
         self._void_if_others_ran(i, stopped_ns)
         if run.failed:
             self.loops.pop(i, None)
@@ -195,8 +193,11 @@ class RetimeRun:
             return
         for j in list(self.loops):
             with self.runs[j].recording():
-                raise Failed(Status.CRASH, f"the session is void: another kernel's process ran "
-                             f"{ran_ns / 1e6:.1f} ms while kernel {i} was timed")  # fmt: skip
+                raise Failed(
+                    Status.CRASH,
+                    f"the session is void: another kernel's process ran "
+                    f"{ran_ns / 1e6:.1f} ms while kernel {i} was timed",
+                )
             del self.loops[j]
 
     def _plain_round(self) -> tuple[dict[int, float], dict[int, float]]:
@@ -237,7 +238,7 @@ class RetimeRun:
         known = [r[k] for r in references if r[k] is not None]
         if not known:
             return {}
-        reference = float(np.median(known))  # type: ignore[arg-type]
+        reference = stats.point(known)  # type: ignore[arg-type]
         return {0: reference} | {i: ratio * reference for i, ratio in ratios.items()}
 
     def _confirm(self) -> None:
@@ -277,8 +278,9 @@ class RetimeRun:
         if 0 not in self.loops or len(self.loops) < 2:
             return False
         first = self.series[0]
-        estimates = [stats.ratio_estimate(stats.round_ratios(first, self.series[i]))
-                     for i in self.loops if i]  # fmt: skip
+        estimates = [
+            stats.ratio_estimate(stats.round_ratios(first, self.series[i])) for i in self.loops if i
+        ]
         return all(stats.decided(ratio, ci) for ratio, ci in estimates)
 
     def _intervals(self) -> list[float]:

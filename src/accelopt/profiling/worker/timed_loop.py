@@ -19,8 +19,8 @@ import numpy as np
 from accelopt.backends.base import LoadedKernel
 from accelopt.backends.device import Buffer, CanarySet, Device
 from accelopt.backends.status import Status
+from accelopt.profiling import stats
 from accelopt.profiling.config import EvalConfig
-from accelopt.profiling.stats import median_ci
 from accelopt.profiling.worker import disturbance
 from accelopt.profiling.worker.control import Control
 from accelopt.profiling.worker.freshness import (
@@ -40,7 +40,7 @@ from accelopt.profiling.worker.rotation import Rotation
 from accelopt.profiling.worker.steps import Failed
 
 BATCH_S = 0.0005  # a batch of calls in another process lasts about this long...
-MAX_BATCH = 256  # ... and holds at most this many calls (executor.c)
+MAX_BATCH = 256  # ... and holds at most this many calls (kernel_host.c)
 SLICE_S = 0.25  # a control runs before the timing, after it and every this many seconds of it
 RACE_MIN_SAMPLES = 16  # a race is decided on this many samples at least: the interval of
 # fewer spans their extremes (median_ci_ranks), and one outlier would leave the raced figure with
@@ -122,7 +122,7 @@ class TimedLoop:
         self._control_base = 0.0  # the controls' seconds before this timing
         # batches a thread waited for a CPU in (``disturbance.py``): left out of every kind
         self.disturbed: list[float] = []
-        self.delay = disturbance.RunDelay(getattr(self.device, "kernel_pids", ()), setup.threads)
+        self.delay = disturbance.RunDelay(self.device.kernel_pids, setup.threads)
         self.delay.available = self.delay.available and self.config.detect_disturbance
         self._recent: list[bool] = []  # whether each of the last batches was disturbed
         # each batch's seconds per call less the longest wait of one of its threads (an
@@ -137,7 +137,7 @@ class TimedLoop:
         policy, checked_s = self.config.full_batches, self.setup.call_s
         if policy != "auto" or not checked_s:
             return policy != "some"
-        return all_full(self.refresh_s, call_s or float(np.median(checked_s)))
+        return all_full(self.refresh_s, call_s or stats.point(checked_s))
 
     @property
     def samples(self) -> list[float]:
@@ -189,10 +189,9 @@ class TimedLoop:
         """The kernel's process, let run after a call, must fall idle as an OpenMP pool does
         (``disturbance.between_calls``); one that keeps a thread busy between its calls (to slow
         what is timed beside it) is REJECTED. Stopped again afterwards."""
-        pids = getattr(self.device, "kernel_pids", ())
-        disturbance.resume(self.device)
-        kept_running = disturbance.between_calls(pids, self.setup.threads)
-        disturbance.pause(self.device)
+        self.device.resume()
+        kept_running = disturbance.between_calls(self.device.kernel_pids, self.setup.threads)
+        self.device.pause()
         if kept_running:
             raise Failed(Status.REJECTED, kept_running)
 
@@ -202,7 +201,7 @@ class TimedLoop:
         wall time holds their guard checks) for about BATCH_S (the worker's round trip,
         subtracted, is then a small part), each set at most once (every call gets freshly
         perturbed inputs)."""
-        if not getattr(self.device, "batches", False):
+        if not self.device.batches:
             return 1
         return max(1, min(len(self.calls), MAX_BATCH, math.ceil(BATCH_S / max(call_s, 1e-7))))
 
@@ -235,7 +234,7 @@ class TimedLoop:
     def _end_slice(self) -> None:
         """The slice's median latency (if it has samples), then a control."""
         new = self.samples[self._slice_from :]
-        self.slice_medians.append(float(np.median(new)) if new else None)
+        self.slice_medians.append(stats.point(new) if new else None)
         self._slice_from = len(self.samples)
         self.delay.rescan()
         if self.control is not None:
@@ -303,7 +302,7 @@ class TimedLoop:
         race_s, samples = self.setup.race_s, self.samples  # clean samples only
         if race_s is None or len(samples) < RACE_MIN_SAMPLES:
             return False
-        return elapsed_s >= self.config.min_time_s and median_ci(samples)[0] > race_s
+        return elapsed_s >= self.config.min_time_s and stats.estimate(samples).low > race_s
 
     def confirm(self) -> None:
         """Where the sparse batches look clearly faster than the full ones
@@ -317,8 +316,10 @@ class TimedLoop:
             return
         kinds: dict[str, list[float]] = {"full": [], "sparse": [], "settling": []}
         for _ in range(CONFIRM_ROUNDS):
-            ahead = [(self.warm + self.count + self.batch + j) % len(self.calls)
-                     for j in range(self.batch)]  # fmt: skip
+            ahead = [
+                (self.warm + self.count + self.batch + j) % len(self.calls)
+                for j in range(self.batch)
+            ]
             for index in ahead:
                 self.fresh.refresh(index)
             self._ahead.update(ahead)

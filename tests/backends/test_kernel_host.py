@@ -1,4 +1,4 @@
-"""The kernel's own process (``backends/cpu/executor.c``) against hostile kernels.
+"""The kernel's own process (``backends/cpu/kernel_host.c``) against hostile kernels.
 
 These kernels are compiled straight with gcc, past every source and object check: they stand for
 a kernel that got arbitrary code running (the checks are a first fence, not the sandbox). Each
@@ -22,7 +22,7 @@ import pytest
 
 from accelopt import settings
 from accelopt.backends.base import KernelError
-from accelopt.backends.cpu.remote import ExecutorDevice, probe_isolation
+from accelopt.backends.cpu.remote import KernelHostDevice, probe_isolation
 from accelopt.backends.status import Status
 from accelopt.hardware.toolchain import compiler_for
 
@@ -43,8 +43,8 @@ def unchecked(tmp_path: Path, body: str, includes: str = "") -> Path:
 
 
 @pytest.fixture
-def device(accelopt_cache) -> Iterator[ExecutorDevice]:
-    dev = ExecutorDevice(compiler_for(settings.c_compiler()), os.environ)
+def device(accelopt_cache) -> Iterator[KernelHostDevice]:
+    dev = KernelHostDevice(compiler_for(settings.c_compiler()), os.environ)
     yield dev
     dev.close()
 
@@ -62,7 +62,7 @@ def running_commands(fragment: str) -> list[str]:
     return found
 
 
-def run_once(device: ExecutorDevice, artifact: Path) -> np.ndarray:
+def run_once(device: KernelHostDevice, artifact: Path) -> np.ndarray:
     x = device.upload(np.linspace(-3, 3, N, dtype=np.float32), into=device.empty((N,)))
     y = device.empty((N,), fill=np.nan)
     kernel = device.load(artifact, 2, threads=2, memory_cap_bytes=1 << 30)
@@ -70,13 +70,13 @@ def run_once(device: ExecutorDevice, artifact: Path) -> np.ndarray:
     return device.to_host(y)
 
 
-def assert_refused(device: ExecutorDevice, artifact: Path, *syscalls: str) -> KernelError:
+def assert_refused(device: KernelHostDevice, artifact: Path, *syscalls: str) -> KernelError:
     with pytest.raises(KernelError) as caught:
         run_once(device, artifact)
     assert caught.value.status is Status.REJECTED, caught.value
     assert "system call the sandbox forbids" in str(caught.value)
     assert any(f"({name} (" in str(caught.value) for name in syscalls), str(caught.value)
-    assert device.executor.proc.poll() is not None  # the process is gone
+    assert device.host.proc.poll() is not None  # the process is gone
     return caught.value
 
 
@@ -152,7 +152,7 @@ def test_raw_system_calls_from_executable_memory_are_refused(device, tmp_path):
 
 
 def test_a_forged_done_answer_is_caught(device, tmp_path):
-    # The executor's argv ends with its "done" descriptor, just below the environment on the
+    # The kernel host's argv ends with its "done" descriptor, just below the environment on the
     # initial stack: the kernel answers for itself, then computes.
     with pytest.raises(KernelError) as caught:
         run_once(device, attacks.build(tmp_path, "forges_done"))
@@ -166,10 +166,10 @@ def test_the_kernel_process_holds_no_descriptor_but_its_own(device, accelopt_cac
     from accelopt.hardware import devicelock
 
     with devicelock.shared(devicelock.lock_path("cpu")):
-        dev = ExecutorDevice(compiler_for(settings.c_compiler()), os.environ)
+        dev = KernelHostDevice(compiler_for(settings.c_compiler()), os.environ)
         try:
-            fds = os.listdir(f"/proc/{dev.executor.pid}/fd")
-            targets = {os.readlink(f"/proc/{dev.executor.pid}/fd/{fd}") for fd in fds}
+            fds = os.listdir(f"/proc/{dev.host.pid}/fd")
+            targets = {os.readlink(f"/proc/{dev.host.pid}/fd/{fd}") for fd in fds}
         finally:
             dev.close()
     assert len(fds) == 6  # stdin, the log twice, the set-up socket, the two pipes
@@ -204,8 +204,8 @@ data[0].permitted &= ~(1 << 19)
 assert libc.capset(ctypes.byref(header), data) == 0
 from accelopt import settings
 from accelopt.hardware.toolchain import compiler_for
-from accelopt.backends.cpu.remote import ExecutorDevice
-device = ExecutorDevice(compiler_for(settings.c_compiler()), os.environ)
+from accelopt.backends.cpu.remote import KernelHostDevice
+device = KernelHostDevice(compiler_for(settings.c_compiler()), os.environ)
 x = device.upload(np.linspace(-3, 3, 1024, dtype=np.float32), into=device.empty((1024,)))
 y = device.empty((1024,), fill=np.nan)
 kernel = device.load(sys.argv[1], 2, threads=1, memory_cap_bytes=1 << 30)
@@ -232,20 +232,20 @@ def test_a_root_worker_without_cap_sys_ptrace_still_reaches_its_kernel(tmp_path,
 
 
 def test_a_replaced_executor_binary_is_built_again_not_run(accelopt_cache, tmp_path):
-    from accelopt.backends.cpu.kernel_process import executor_binary
+    from accelopt.backends.cpu.kernel_process import host_binary
 
     cc = compiler_for(settings.c_compiler())
     import hashlib
 
-    binary = executor_binary(cc)
+    binary = host_binary(cc)
     forged = b"#!/bin/sh\necho forged\n"
     binary.chmod(0o755)
     binary.write_bytes(forged)
-    executor_binary.cache_clear()
+    host_binary.cache_clear()
     try:
-        rebuilt = executor_binary(cc).read_bytes()
+        rebuilt = host_binary(cc).read_bytes()
     finally:
-        executor_binary.cache_clear()
+        host_binary.cache_clear()
     assert rebuilt != forged and rebuilt[:4] == b"\x7fELF"
     recorded = binary.with_suffix(".sha256").read_text().strip()
     assert recorded == hashlib.sha256(rebuilt).hexdigest()

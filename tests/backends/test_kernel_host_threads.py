@@ -26,6 +26,7 @@ import pytest
 from accelopt.backends.base import KernelError
 from accelopt.backends.containment import DROP_TO_NOBODY, check_tasks, task_status
 from accelopt.backends.cpu import openmp
+from accelopt.backends.registry import shipped_kernel
 from accelopt.backends.status import Status
 
 ROOT = os.geteuid() == 0
@@ -66,14 +67,14 @@ def test_a_pool_thread_reads_no_file_as_nobody(accelopt_cache, shared_dir, drive
     artifact = attacks.build(shared_dir, "pool_thread_reads_files", PATHS=wanted)
     shown = attacks.unsandboxed(driver, artifact, as_nobody=True)
     assert "planted-secret-4711" in shown and "read /etc/passwd: root" in shown  # it would harm
-    outcome = attacks.in_executor(artifact)
+    outcome = attacks.in_kernel_host(artifact)
     assert refused(outcome, "openat"), outcome  # at its first open: nothing read, nothing shown
 
 
 _WITHOUT_PTRACE = """
 import dataclasses, json, sys
 import attacks
-print(json.dumps(dataclasses.asdict(attacks.in_executor(attacks.Path(sys.argv[1])))))
+print(json.dumps(dataclasses.asdict(attacks.in_kernel_host(attacks.Path(sys.argv[1])))))
 """
 
 
@@ -142,7 +143,7 @@ def test_sigio_from_a_pool_thread_reaches_no_process(accelopt_cache, shared_dir,
                 attacks.unsandboxed(driver, artifact, as_nobody=True)
                 assert victim.wait(timeout=10) == -signal.SIGKILL  # the attack kills it
                 continue
-            outcome = attacks.in_executor(artifact)
+            outcome = attacks.in_kernel_host(artifact)
             assert refused(outcome, "fcntl"), outcome
             time.sleep(0.2)
             assert victim.poll() is None  # alive
@@ -157,7 +158,7 @@ def test_sigio_from_a_pool_thread_reaches_no_process(accelopt_cache, shared_dir,
 def test_a_file_opened_at_load_time_is_out_of_reach(accelopt_cache, shared_dir, driver):
     artifact = attacks.build(shared_dir, "opens_at_load")
     assert "opened -" not in attacks.unsandboxed(driver, artifact)  # it opens the file
-    outcome = attacks.in_executor(artifact)
+    outcome = attacks.in_kernel_host(artifact)
     assert outcome.status == "ran", outcome
     if outcome.facts.get("landlock") == "0":
         why = outcome.facts.get("landlock_error")
@@ -170,7 +171,7 @@ def test_a_file_opened_at_load_time_is_out_of_reach(accelopt_cache, shared_dir, 
     [(1, "prctl"), (2, "rt_sigaction"), (3, "seccomp"), (4, "setresuid"), (5, "seccomp")],
 )
 def test_the_loader_stage_allows_only_loading(accelopt_cache, shared_dir, call, syscall):
-    outcome = attacks.in_executor(attacks.build(shared_dir, "calls_at_load", CALL=call))
+    outcome = attacks.in_kernel_host(attacks.build(shared_dir, "calls_at_load", CALL=call))
     assert refused(outcome, syscall), outcome
 
 
@@ -179,13 +180,13 @@ def test_the_loader_stage_allows_only_loading(accelopt_cache, shared_dir, call, 
 
 def test_every_thread_is_checked_and_reported(accelopt_cache, shared_dir):
     from accelopt import settings
-    from accelopt.backends.cpu.remote import ExecutorDevice
+    from accelopt.backends.cpu.remote import KernelHostDevice
     from accelopt.hardware.toolchain import compiler_for
 
-    device = ExecutorDevice(compiler_for(settings.c_compiler()), os.environ)
+    device = KernelHostDevice(compiler_for(settings.c_compiler()), os.environ)
     try:
         device.load(attacks.build(shared_dir, "parallel_silu", THREADS=2), 2, 2, 1 << 30)
-        tasks = task_status(device.executor.pid)
+        tasks = task_status(device.host.pid)
     finally:
         device.close()
     facts = device.isolation
@@ -243,7 +244,7 @@ def test_openmp_settings_work(accelopt_cache, shared_dir, settings_):
     want = x / (1 + np.exp(-x))
     for threads in (2, 4):  # 4: more than the pool, made after the filters
         artifact = attacks.build(shared_dir, "parallel_silu", THREADS=threads)
-        outcome = attacks.in_executor(artifact, os.environ | settings_)
+        outcome = attacks.in_kernel_host(artifact, os.environ | settings_)
         assert outcome.status == "ran", outcome
         np.testing.assert_allclose(outcome.output, want, rtol=1e-5)
 
@@ -251,14 +252,14 @@ def test_openmp_settings_work(accelopt_cache, shared_dir, settings_):
 @pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="binding two threads needs two CPUs")
 def test_the_pool_is_bound_as_omp_places_says(accelopt_cache, shared_dir):
     from accelopt import settings
-    from accelopt.backends.cpu.remote import ExecutorDevice
+    from accelopt.backends.cpu.remote import KernelHostDevice
     from accelopt.hardware.toolchain import compiler_for
 
     env = os.environ | {"OMP_PROC_BIND": "close", "OMP_PLACES": "cores"}
-    device = ExecutorDevice(compiler_for(settings.c_compiler()), env)
+    device = KernelHostDevice(compiler_for(settings.c_compiler()), env)
     try:
         device.load(attacks.build(shared_dir, "parallel_silu", THREADS=2), 2, 2, 1 << 30)
-        cpus = _affinities(device.executor.pid)
+        cpus = _affinities(device.host.pid)
     finally:
         device.close()
     assert len(cpus) == 2 and all("," not in c and "-" not in c for c in cpus), cpus
@@ -307,20 +308,20 @@ def test_the_shipped_baselines_pass_with_binding(accelopt_cache, hw, monkeypatch
     with Evaluator(hw, config.model_copy(update={"workers": 1})) as evaluator:
         for name in ("matmul", "silu"):
             problem = load_problem(name)
-            source = problem.kernel_path("baseline").read_text()
+            source = shipped_kernel(problem, "baseline").read_text()
             evaluation = evaluator.evaluate(Kernel(source, "cpu", "baseline"), problem, "small")
             assert evaluation.status is Status.PASSED, evaluation.error
 
 
 def test_the_compute_filter_is_read_only_and_sealed_until_installed(accelopt_cache, shared_dir):
     from accelopt import settings
-    from accelopt.backends.cpu.remote import ExecutorDevice
+    from accelopt.backends.cpu.remote import KernelHostDevice
     from accelopt.hardware.toolchain import compiler_for
 
-    device = ExecutorDevice(compiler_for(settings.c_compiler()), os.environ)
+    device = KernelHostDevice(compiler_for(settings.c_compiler()), os.environ)
     try:
         device.load(attacks.build(shared_dir, "parallel_silu", THREADS=2), 2, 2, 1 << 30)
-        smaps = Path(f"/proc/{device.executor.pid}/smaps").read_text()
+        smaps = Path(f"/proc/{device.host.pid}/smaps").read_text()
     finally:
         device.close()
     if device.isolation["compute_filter_sealed"] == "0":

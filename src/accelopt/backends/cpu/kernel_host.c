@@ -1,4 +1,4 @@
-/* accelopt-executor: the only process that runs a C kernel's code.
+/* accelopt-kernel-host: the only process that runs a C kernel's code.
  *
  * Started by a worker for one evaluation and killed after it. The worker holds the verdict: it
  * writes the inputs, reads the outputs and the guard regions (process_vm_readv/writev), and times
@@ -69,7 +69,7 @@ static int SETUP_FD = -1, CMD_FD = -1, DONE_FD = -1; /* from argv */
 #elif defined(__aarch64__)
 #define AUDIT_ARCH_HERE AUDIT_ARCH_AARCH64
 #else
-#error "accelopt-executor knows the seccomp architecture of x86-64 and aarch64 only"
+#error "accelopt-kernel-host knows the seccomp architecture of x86-64 and aarch64 only"
 #endif
 
 /* ---- system call names, for the message when a kernel makes a forbidden one ------------- */
@@ -101,7 +101,7 @@ static void on_sigsys(int sig, siginfo_t *info, void *context) {
     (void)sig; (void)context;
     char number[24];
     snprintf(number, sizeof number, "%d", info->si_syscall);
-    put("\naccelopt-executor: forbidden system call ");
+    put("\naccelopt-kernel-host: forbidden system call ");
     put(syscall_name(info->si_syscall));
     put(" (");
     put(number);
@@ -116,7 +116,7 @@ static void on_sigsys(int sig, siginfo_t *info, void *context) {
 struct filter { struct sock_filter code[MAX_FILTER]; unsigned short n; };
 
 static void emit(struct filter *f, struct sock_filter ins) {
-    if (f->n >= MAX_FILTER) { put("accelopt-executor: seccomp filter too long\n"); _exit(2); }
+    if (f->n >= MAX_FILTER) { put("accelopt-kernel-host: seccomp filter too long\n"); _exit(2); }
     f->code[f->n++] = ins;
 }
 
@@ -265,7 +265,7 @@ static void prepare_running(void) {
     size_t page = (size_t)sysconf(_SC_PAGESIZE);
     size_t size = (bytes + page - 1) / page * page;
     void *memory = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (memory == MAP_FAILED) { put("accelopt-executor: no page for the filter\n"); _exit(2); }
+    if (memory == MAP_FAILED) { put("accelopt-kernel-host: no page for the filter\n"); _exit(2); }
     struct sock_fprog *prog = memory;
     struct sock_filter *code = (struct sock_filter *)(prog + 1);
     memcpy(code, f.code, f.n * sizeof(struct sock_filter));
@@ -603,7 +603,7 @@ static void command(int kernel_loaded) {
 }
 
 int main(int argc, char **argv) {
-    if (argc != 4) { put("usage: accelopt-executor SETUP_FD COMMAND_FD DONE_FD\n"); return 2; }
+    if (argc != 4) { put("usage: accelopt-kernel-host SETUP_FD COMMAND_FD DONE_FD\n"); return 2; }
     SETUP_FD = atoi(argv[1]);
     CMD_FD = atoi(argv[2]);
     DONE_FD = atoi(argv[3]);
