@@ -43,6 +43,7 @@ def evaluation(problem, kernel: Kernel, workload: str, status: str, **extra) -> 
         "kernel_hash": kernel.hash,
         "hardware": HW.key(),
         "status": status,
+        "error": "" if status == "PASSED" else "failed",
         "peak_s": 1e-4,
         "bound": "matmul",
         "tolerance": problem.tolerance,

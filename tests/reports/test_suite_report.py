@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from evaluations import changed
 from report_helpers import SPEC, assert_self_contained, check_pct_columns, parse
 
 from accelopt.backends.status import Status
@@ -104,13 +105,17 @@ def test_the_model_places_kernels_by_the_cost_model_and_lists_failures():
 
 
 def test_every_cell_is_its_rows_peak_over_its_latency():
-    """One ceiling for the table (issue 46, defect 2): a calibrated kernel's cell is against the
+    """One ceiling for the table: a calibrated kernel's cell is against the
     row's peak too, not its control's."""
     matmul = load_problem("matmul")
-    calibrated = _evaluation("matmul", "expert", Status.PASSED, 2.5e-5).model_copy(
-        update={"peak_s": 7e-6, "pct_of_peak": 7e-6 / 2.5e-5, "ceiling": "calibrated",
-                "cached_peak_s": 1e-5, "calibrated_peak_s": 7e-6}
-    )  # fmt: skip
+    calibrated = changed(
+        _evaluation("matmul", "expert", Status.PASSED, 2.5e-5),
+        peak_s=7e-6,
+        pct_of_peak=7e-6 / 2.5e-5,
+        ceiling="calibrated",
+        cached_peak_s=1e-5,
+        calibrated_peak_s=7e-6,
+    )
     evaluations = [_evaluation("matmul", "baseline", Status.PASSED, 4e-5), calibrated]
     report = suite_report(evaluations, [matmul], SPEC, KINDS, "t")
     assert [c.pct for c in report.rows[0].cells[:2]] == pytest.approx([0.25, 0.4])

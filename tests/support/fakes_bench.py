@@ -14,6 +14,7 @@ def evaluation_of(
 ) -> Evaluation:  # fmt: skip
     return Evaluation(
         problem=problem.name, workload="small", backend=kind, kernel=kind, kernel_hash=kind,
-        hardware=hw.key(), status=status, latency_s=latency_s, peak_s=1e-4, bound="memory",
+        hardware=hw.key(), status=status, error="" if status is Status.PASSED else "failed",
+        latency_s=latency_s, peak_s=1e-4, bound="memory",
         tolerance=problem.tolerance, seeds=[1],
     )  # fmt: skip

@@ -119,7 +119,7 @@ def run_ceiling(
 ) -> RunCeiling:
     """The ceiling of a run's table from its kernels' evaluations (the first sets the roof:
     ``roof_of``); each one's calibrated roofline time where it has one."""
-    calibrated = {e.kernel_hash: e.calibrated_peak_s for e in evaluations if e.calibrated_peak_s}
+    calibrated = {e.kernel_hash: e.calibration.peak_s for e in evaluations if e.calibration}
     return RunCeiling(roof_of(evaluations[0], problem, hardware), calibrated)
 
 

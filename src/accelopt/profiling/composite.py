@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from accelopt.profiling.evaluation import Evaluation
+from accelopt.profiling.evaluation import CeilingFigure, ControlFigure, Evaluation
 from accelopt.profiling.stats import geomean
 
 SEPARATOR = "+"  # the combined evaluation's workload: "a+b"
@@ -82,21 +82,36 @@ def combine_ratios(
 def _headline(evaluations: Sequence[Evaluation], first: Evaluation) -> dict[str, object]:
     """The combined % of peak and its roofline: calibrated where every workload's is, else
     against the cached ceiling for all (one figure never mixes the two)."""
-    cached_peak = geomean([e.cached_peak_s or e.peak_s for e in evaluations])
+    cached = [e.cached or CeilingFigure(peak_s=e.peak_s) for e in evaluations]
+    cached_peak = geomean([c.peak_s for c in cached])
     # a record from before calibrated figures has its cached % in pct_of_peak
-    cached_pct = geomean([_or(e.cached_pct, e.pct_of_peak) for e in evaluations])
-    calibrated = geomean([e.calibrated_pct or 0.0 for e in evaluations])
-    common = {"cached_peak_s": cached_peak, "cached_pct": cached_pct, "control_rate": None,
-              "pct_low": None, "pct_high": None, "calibrated_pct": calibrated,
-              "calibrated_peak_s": geomean([e.calibrated_peak_s or 0.0 for e in evaluations]),
-              "calibrated_low": None, "calibrated_high": None}  # fmt: skip
+    cached_pct = geomean(
+        [_or(c.pct, e.pct_of_peak) for c, e in zip(cached, evaluations, strict=True)]
+    )
+    calibrations = [e.calibration for e in evaluations]
+    calibration = None
+    if all(c is not None for c in calibrations):
+        peaks = geomean([c.peak_s for c in calibrations if c is not None])
+        pcts = geomean([(c.pct or 0.0) for c in calibrations if c is not None])
+        calibration = ControlFigure(peak_s=peaks, pct=pcts) if peaks is not None else None
+    common = {
+        "cached": CeilingFigure(peak_s=cached_peak, pct=cached_pct) if cached_peak else None,
+        "calibration": calibration,
+        "pct_low": None,
+        "pct_high": None,
+    }
     if all(e.calibrated for e in evaluations):
         peak = geomean([e.peak_s for e in evaluations]) or first.peak_s
         pct = geomean([e.pct_of_peak or 0.0 for e in evaluations])
         return {**common, "ceiling": "calibrated", "peak_s": peak, "pct_of_peak": pct}
     why = "not calibrated on every workload: scored against the cached ceiling"
-    return {**common, "ceiling": "cached", "peak_s": cached_peak or first.peak_s,
-            "pct_of_peak": cached_pct, "control": why}  # fmt: skip
+    return {
+        **common,
+        "ceiling": "cached",
+        "peak_s": cached_peak or first.peak_s,
+        "pct_of_peak": cached_pct,
+        "control": why,
+    }
 
 
 def _or(value: float | None, fallback: float | None) -> float:

@@ -14,11 +14,14 @@ from dataclasses import dataclass
 
 from accelopt.hardware.spec import HardwareSpec
 from accelopt.profiling.evaluation import Evaluation
-from accelopt.profiling.parent.rescoring import cached_peak
+from accelopt.profiling.parent.rescoring import cached_pct, cached_peak
 
 # The ceiling that bounds a kernel of each bound, and the unit of its rate
-RATE_OF = {"matmul": ("matmul_rate", "FLOP/s"), "vector": ("vector_rate", "FLOP/s"),
-           "memory": ("bandwidth", "B/s")}  # fmt: skip
+RATE_OF = {
+    "matmul": ("matmul_rate", "FLOP/s"),
+    "vector": ("vector_rate", "FLOP/s"),
+    "memory": ("bandwidth", "B/s"),
+}
 
 
 @dataclass(frozen=True)
@@ -49,7 +52,7 @@ class Calibrated:
 
 def timed(e: Evaluation) -> bool:
     """Whether the evaluation has a figure: it was timed to the end (passed, or suspicious)."""
-    return bool(e.latency_s) and (e.pct_of_peak is not None or e.cached_pct is not None)
+    return bool(e.latency_s) and (e.pct_of_peak is not None or cached_pct(e) is not None)
 
 
 def cached(e: Evaluation, spec: HardwareSpec | None) -> Cached:
@@ -66,12 +69,12 @@ def cached(e: Evaluation, spec: HardwareSpec | None) -> Cached:
 
 def calibrated(e: Evaluation) -> Calibrated | None:
     """``e`` against its control, or None where it has no calibrated figure."""
-    if e.calibrated_peak_s is None:
+    figure = e.calibration
+    if figure is None:
         return None
-    pct = e.calibrated_peak_s / e.latency_s if timed(e) and e.latency_s else None
-    low, high = _interval(e.calibrated_peak_s, e) if pct is not None else (None, None)
-    return Calibrated(e.calibrated_peak_s, pct, low, high, e.control, e.control_rate,
-                      e.calibrated)  # fmt: skip
+    pct = figure.peak_s / e.latency_s if timed(e) and e.latency_s else None
+    low, high = _interval(figure.peak_s, e) if pct is not None else (None, None)
+    return Calibrated(figure.peak_s, pct, low, high, e.control, figure.rate, e.calibrated)
 
 
 def _interval(peak_s: float, e: Evaluation) -> tuple[float | None, float | None]:

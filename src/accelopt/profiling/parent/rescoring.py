@@ -6,7 +6,7 @@ is scored against one ceiling: the commands re-score every evaluation against th
 with (the highest: a cached ceiling only rises) before they show or store anything.
 
 What changes is what depends on the cached ceiling: ``hardware`` (the spec's key), the cached
-roofline (``cached_peak_s``, ``cached_pct``) and, for an evaluation scored against the cached
+roofline (``Evaluation.cached``) and, for an evaluation scored against the cached
 ceiling (``ceiling == "cached"``), its headline figure (``peak_s``, ``pct_of_peak`` and its
 interval, ``bound``). A calibrated figure is the control's, timed with the kernel, and stays. A
 kernel called SUSPICIOUS only for beating the old roofline that does not beat the new one passes;
@@ -26,7 +26,7 @@ from accelopt.hardware.roofline import Bound
 from accelopt.hardware.spec import HardwareSpec
 from accelopt.problems.records import Problem
 from accelopt.profiling.composite import SEPARATOR
-from accelopt.profiling.evaluation import Evaluation
+from accelopt.profiling.evaluation import CeilingFigure, Evaluation
 from accelopt.profiling.parent.scoring import blames_the_ceiling, verdict, workload_roofline
 from accelopt.profiling.stats import geomean
 
@@ -56,15 +56,18 @@ def rescore(evaluation: Evaluation, problem: Problem, hardware: HardwareSpec) ->
             f"another device ({key})"
         )
     cached_peak, bound = _roofline(evaluation, problem, hardware)
-    update: dict[str, Any] = {"hardware": key, "cached_peak_s": cached_peak}
+    update: dict[str, Any] = {
+        "hardware": key,
+        "cached": CeilingFigure(peak_s=cached_peak, pct=cached_pct(evaluation)),
+    }
     cached = not evaluation.calibrated
     if cached:
         update |= {"peak_s": cached_peak, "bound": bound}
     latency = evaluation.latency_s
-    if latency is None or (evaluation.pct_of_peak is None and evaluation.cached_pct is None):
+    if latency is None or (evaluation.pct_of_peak is None and cached_pct(evaluation) is None):
         return evaluation.model_copy(update=update)  # a failure, or untimed: no figure to redo
     pct = cached_peak / latency if latency > 0 else math.inf
-    update["cached_pct"] = pct
+    update["cached"] = CeilingFigure(peak_s=cached_peak, pct=pct)
     if cached:
         update |= {"pct_of_peak": pct, **_interval(evaluation, cached_peak)}
     update |= _status(evaluation, latency, cached_peak)
@@ -119,21 +122,22 @@ def _interval(evaluation: Evaluation, peak_s: float) -> dict[str, float | None]:
 def beats_the_roofline(evaluation: Evaluation) -> bool:
     """Whether the evaluation is SUSPICIOUS only for its median beating the cached roofline
     (``scoring.verdict``'s message), not for what the worker caught it doing."""
-    pct = evaluation.cached_pct if evaluation.cached_pct is not None else evaluation.pct_of_peak
+    own = cached_pct(evaluation)
+    pct = own if own is not None else evaluation.pct_of_peak
     return blames_the_ceiling(evaluation.status, pct) and bool(
         _BEATS_THE_ROOFLINE.match(evaluation.error)
     )
 
 
-def _status(evaluation: Evaluation, latency: float, cached_peak: float) -> dict[str, Any]:
+def _status(evaluation: Evaluation, latency: float, peak_s: float) -> dict[str, Any]:
     """The verdict against the new roofline: a kernel SUSPICIOUS for beating the old one passes
     unless it beats this one too (then its message gives the new figure); others keep theirs."""
     if not beats_the_roofline(evaluation):
         return {}
-    judged = verdict(None, "", latency, cached_peak)
+    judged = verdict(None, "", latency, peak_s)
     if judged.status is Status.PASSED:
         return {"status": Status.PASSED, "error": ""}
-    old_reason = verdict(None, "", latency, evaluation.cached_peak_s or evaluation.peak_s).error
+    old_reason = verdict(None, "", latency, cached_peak(evaluation)).error
     rest = evaluation.error[len(old_reason) :] if evaluation.error.startswith(old_reason) else ""
     return {"error": judged.error + rest}
 
@@ -141,8 +145,12 @@ def _status(evaluation: Evaluation, latency: float, cached_peak: float) -> dict[
 def cached_peak(evaluation: Evaluation) -> float:
     """The roofline time at the cached ceiling (an evaluation from before the two were kept
     apart: its ``peak_s``, then always against the cached ceiling)."""
-    e = evaluation
-    return e.cached_peak_s if e.cached_peak_s is not None else e.peak_s
+    return evaluation.cached.peak_s if evaluation.cached is not None else evaluation.peak_s
+
+
+def cached_pct(evaluation: Evaluation) -> float | None:
+    """The % of peak against the cached ceiling (None where there is none: untimed, or failed)."""
+    return evaluation.cached.pct if evaluation.cached is not None else None
 
 
 def ceiling_notes(evaluations: Sequence[Evaluation], hardware: HardwareSpec | None) -> list[str]:
