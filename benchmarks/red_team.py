@@ -183,7 +183,7 @@ def run_attacks(mode: str, with_harm: bool) -> list[Row]:
         victim = _victim(work) if attack.file == "pool_thread_sigio" else None
         try:
             artifact = attacks.build(work, attack.file, **attack.defines(work))
-            outcome = attacks.in_executor(artifact)
+            outcome = attacks.in_kernel_host(artifact)
             contained = attack.contained(outcome, work)
         finally:
             if victim is not None:

@@ -12,6 +12,10 @@ the graph of imports between accelopt modules and asserts:
 - inside profiling, the worker imports only its own folder, the config and the statistics of
   profiling's top, and nothing reaches into the worker past its protocol (``worker/protocol.py``);
 - no module is over 400 lines and no function over 60 (the suite's kernels aside).
+- no code outside ``backends/`` and ``cli/`` decides by a backend's name written as a literal: it
+  reads the backend's registry record (``support/backend_names.py`` says what counts);
+- nothing probes a member of the ``Device`` or ``Runner`` protocol with ``getattr``/``hasattr``:
+  the protocols declare every member their users use (``support/protocol_scan.py``).
 
 An import counts wherever it is written (a function-level import too) except under
 ``if TYPE_CHECKING:``, which never runs. ``from accelopt.a import b`` imports ``accelopt.a`` (its
@@ -54,7 +58,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("reports",),
     ("views",),  # what the front ends above show and look up alike (JSON of problems and runs)
     ("model",),  # a user's nn.Module with accelopt's kernels: the torch.compile backend
-    ("serve", "agentserver"),
+    ("serve", "mcp_server"),
     ("cli",),
     ("testing",),  # test doubles (a scripted LLM server and chat model): nothing imports them
 )
@@ -524,6 +528,75 @@ def test_the_size_checker_finds_a_long_module_and_function(tmp_path: Path) -> No
     root = _write(tmp_path, {"a.py": f"def f():\n{body}\n{padding}", "b.py": "y = 1\n"})
     modules, functions = sizes(root)
     assert list(modules) == ["a.py"] and functions == {"a.py:f": MAX_FUNCTION_LINES + 1}
+
+
+def test_no_code_outside_backends_and_cli_names_a_backend() -> None:
+    """A backend's identity lives in its registry record (``backends/registry.py``); the rest of
+    the tree reads the record instead of deciding by a backend's name (``support/backend_names``
+    says which uses of a name count)."""
+    from backend_names import scan_tree
+
+    from accelopt.backends import registry
+
+    found = scan_tree(ROOT, frozenset(registry.names()))
+    assert not found, "read the backend's record instead:\n" + "\n".join(map(str, found))
+
+
+def test_the_backend_name_scan_finds_each_way_of_naming_one() -> None:
+    from backend_names import scan
+
+    source = """
+def f(kernel, backend="cpu"):
+    if kernel.backend == "triton" or kind in ("numpy", "torch"):
+        return get_backend("cpu"), Kernel(src, "cpu"), g(backend="triton")
+    table = {"cpu": ".c", "triton": ".py"}
+    spec.device.type != "cpu"; "torch" in problem.requires; {"cpu": workload}
+class R:
+    backend: str = "cpu"
+"""
+    found = scan(source, "m.py", frozenset({"cpu", "triton", "numpy", "torch"}))
+    assert [(n.line, n.what) for n in found] == [
+        (2, "backend defaults to 'cpu'"),
+        (3, "compares with 'triton'"),
+        (3, "compares with 'numpy'"),
+        (3, "compares with 'torch'"),
+        (4, "get_backend(... 'cpu' ...)"),
+        (4, "Kernel(... 'cpu' ...)"),
+        (4, "backend='triton'"),
+        (5, "a table keyed by backends (cpu, triton)"),
+        (8, "backend field defaults to 'cpu'"),
+    ]
+
+
+def test_no_module_probes_a_protocol_member() -> None:
+    """``Device`` and ``Runner`` declare every member the harness and the cache use
+    (``support/protocol_scan.py``): code uses them, it does not probe for them."""
+    from protocol_scan import ROOT as SRC
+    from protocol_scan import probes, protocol_members, trees
+
+    names = set().union(*protocol_members().values())
+    offences = [
+        line
+        for path, tree in trees()
+        for line in probes(tree, names, str(path.relative_to(SRC.parents[1])))
+    ]
+    assert not offences, "probes of protocol members (declare and use them):\n" + "\n".join(
+        offences
+    )
+
+
+def test_the_probe_scan_catches_a_probe() -> None:
+    from protocol_scan import probes
+
+    source = (
+        "def f(device, runner, recorder):\n"
+        "    pids = getattr(device, 'kernel_pids', ())\n"
+        "    if hasattr(runner, 'race'):\n"
+        "        pass\n"
+        "    return getattr(recorder, 'hold', None), getattr(device, name)\n"
+    )
+    found = probes(ast.parse(source), {"kernel_pids", "race"})
+    assert found == ['<source>:2: getattr(..., "kernel_pids")', '<source>:3: hasattr(..., "race")']
 
 
 if __name__ == "__main__":  # python tests/test_layers.py: every offence, without pytest

@@ -15,6 +15,8 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from accelopt.backends import registry
+from accelopt.backends.registry import shipped_kernel
 from accelopt.errors import UserError
 from accelopt.hardware.cache import BOUND_CEILINGS, ensure_cpu_spec, load_cpu_spec
 from accelopt.hardware.roofline import roofline
@@ -29,8 +31,9 @@ from accelopt.reports.run_report import lineage
 from accelopt.search.evaluations import run_evaluations, run_raced
 from accelopt.search.headline import stored_headline
 from accelopt.search.references import best_reference, over_reference
-from accelopt.search.tuning import VariantTable
-from accelopt.search.tuning import variant_tables as tuned_tables
+from accelopt.search.retimings import stored_retimings
+from accelopt.search.variants import VariantTable
+from accelopt.search.variants import variant_tables as tuned_tables
 from accelopt.search.workloads import generalization, run_workloads
 from accelopt.store.records import IterationRecord, KernelOrigin, KernelRecord, RunRecord
 from accelopt.store.store import Store
@@ -73,11 +76,13 @@ def workload_costs(problem: Problem, hardware: HardwareSpec) -> list[dict[str, A
 
 def problem_show_json(problem: Problem, hardware: HardwareSpec, backend: str) -> dict[str, Any]:
     """What `bench show --json` prints (and the HTTP API's /v1/problems/NAME gives)."""
-    baseline = problem.kernel_path("baseline", backend)
+    baseline = shipped_kernel(problem, "baseline", backend)
     return problem_json(problem) | {
         "hardware": hardware.name,
         "costs": workload_costs(problem, hardware),
-        "kernels": [k for k in ("baseline", "expert") if problem.kernel_path(k, backend).is_file()],
+        "kernels": [
+            k for k in ("baseline", "expert") if shipped_kernel(problem, k, backend).is_file()
+        ],
         "baseline_source": baseline.read_text() if baseline.is_file() else "",
     }
 
@@ -132,10 +137,12 @@ def run_row(store: Store, run: RunRecord) -> dict[str, Any]:
 
 
 def variant_tables(
-    store: Store, run: RunRecord, kernels: Sequence[KernelRecord] | None = None,
+    store: Store,
+    run: RunRecord,
+    kernels: Sequence[KernelRecord] | None = None,
     evaluations: Mapping[str, Evaluation] | None = None,
-) -> list[VariantTable]:  # fmt: skip
-    """The variant table of every kernel of the run that was tuned (``search.tuning``);
+) -> list[VariantTable]:
+    """The variant table of every kernel of the run that was tuned (``search.variants``);
     ``kernels`` and ``evaluations``: the run's, where the caller read them already. Its raced
     kernels and re-timings are read only where a kernel was tuned."""
     found = store.kernels(run.id) if kernels is None else kernels
@@ -144,14 +151,17 @@ def variant_tables(
     evaluations = run_evaluations(store, run) if evaluations is None else evaluations
     raced = frozenset(run_raced(store, run))
     best = frozenset([run.best_hash] if run.best_hash else [])
-    sessions = store.retimings(run.id)
+    sessions = stored_retimings(store, run.id)
     return tuned_tables(found, evaluations, raced, best, run.backend, sessions)
 
 
 def _result_cost(
-    run: RunRecord, usage: Mapping[str, Usage], evaluations: Mapping[str, Evaluation],
-    iterations: Sequence[IterationRecord], kernels: Sequence[KernelRecord],
-) -> ResultCost:  # fmt: skip
+    run: RunRecord,
+    usage: Mapping[str, Usage],
+    evaluations: Mapping[str, Evaluation],
+    iterations: Sequence[IterationRecord],
+    kernels: Sequence[KernelRecord],
+) -> ResultCost:
     base, best = evaluations.get(run.baseline_hash), evaluations.get(run.best_hash)
     base_pct, best_pct = (e.pct_of_peak if e else None for e in (base, best))
     return result_cost(usage, base_pct, best_pct, iterations, kernels)
@@ -194,7 +204,7 @@ def run_show_json(store: Store, run: RunRecord) -> dict[str, Any]:
 # --- looking up what a request names --------------------------------------------------------------
 # The same lookups as the command line's (``cli.common``), with the same errors.
 
-HARDWARE_BACKENDS = ("cpu", "triton")  # backends with a device of their own (numpy runs on cpu's)
+HARDWARE_BACKENDS = registry.hardware_backends()  # with ceilings of their own (numpy: the CPU's)
 MEASURING = "measuring this machine's ceilings once (accelopt hardware)"
 
 
@@ -212,12 +222,13 @@ def hardware_for(backend: str, announce: Callable[[str], None] | None = _to_stde
     """The ceilings kernels of ``backend`` are scored against: for cpu, this machine's, measured
     once and cached; for triton, the GPU's (see ``hardware.gpu_spec``). ``announce`` is told
     before the machine is measured (it takes a while); None: nothing is said."""
-    if backend == "triton":
+    found = registry.known(backend)
+    if found is None:
+        raise UserError(unknown_backend(backend))
+    if found.runs is registry.Runs.GPU:
         from accelopt.hardware.gpu_spec import triton_spec
 
         return triton_spec()
-    if backend != "cpu":
-        raise UserError(unknown_backend(backend))
     spec = load_cpu_spec(measure_if_missing=False)
     if spec is None:
         if announce is not None:
@@ -271,13 +282,14 @@ def evaluation_json(evaluation: Evaluation, hardware: HardwareSpec | None = None
 
 def ceilings_json(evaluation: Evaluation, hardware: HardwareSpec | None = None) -> dict[str, Any]:
     """What ``pct_of_peak`` is against (``used``: "calibrated" or "cached"), the cached ceiling
-    that bounds the kernel (``cached_peak_s``/``cached_pct`` and the verdict are against it) and
+    that bounds the kernel (``Evaluation.cached`` and the verdict are against it) and
     the control timed with it (``control_rate``: what a calibrated figure is against)."""
     name = BOUND_CEILINGS[str(evaluation.bound)]
+    calibrated_rate = evaluation.calibration.rate if evaluation.calibration else None
     same = hardware is not None and hardware.key() == evaluation.hardware
     value = getattr(hardware, name) if same else None
     return {
         "used": evaluation.ceiling,
         "cached": {"hardware": evaluation.hardware, "name": name, "value": value},
-        "control": {"rate": evaluation.control_rate, "what": evaluation.control},
+        "control": {"rate": calibrated_rate, "what": evaluation.control},
     }

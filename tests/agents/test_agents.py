@@ -17,6 +17,7 @@ from accelopt.agents.fixer import Failure, FixerInput, fix
 from accelopt.agents.planner import Plan, PlannerInput, planner_messages, propose
 from accelopt.agents.summarizer import SummarizerInput, summarize
 from accelopt.backends.cpu.backend import CpuBackend
+from accelopt.backends.registry import shipped_kernel
 from accelopt.backends.status import Status
 from accelopt.llm.client import LLMClient
 from accelopt.memory.records import Experience, Lesson
@@ -29,7 +30,7 @@ from accelopt.testing.scripted_chat import ScriptedChat, scripted_config
 pytestmark = pytest.mark.timeout(60)
 
 PROBLEM = load_problem("matmul")
-BASELINE = PROBLEM.kernel_path("baseline").read_text()
+BASELINE = shipped_kernel(PROBLEM, "baseline").read_text()
 NEW_KERNEL = "void kernel(const float *lhs, const float *rhs, float *out) { /* v2 */ }"
 LESSON = Lesson(
     "Pack the B panel", "Copy B into a contiguous panel so the micro-kernel streams it."
@@ -259,7 +260,7 @@ def test_executor_writes_triton_kernels_from_the_triton_backends_facts(chat):
     from accelopt.backends.triton.backend import TritonBackend
     from accelopt.hardware.datasheet import H200
 
-    baseline = PROBLEM.kernel_path("baseline", "triton").read_text()
+    baseline = shipped_kernel(PROBLEM, "baseline", "triton").read_text()
     triton_kernel = "import triton\n\n\ndef kernel(lhs, rhs, out):\n    pass\n"
     chat.script("executor", Reply(f"```python\n{triton_kernel}```\n"))
     given = ExecutorInput(

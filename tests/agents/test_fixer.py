@@ -19,11 +19,12 @@ from accelopt.agents.fixer import (
 )
 from accelopt.agents.planner import Plan
 from accelopt.backends.cpu.backend import CpuBackend
+from accelopt.backends.registry import shipped_kernel
 from accelopt.problems import load_problem
 from accelopt.profiling.worker.correctness import check_outputs
 
 PROBLEM = load_problem("matmul")
-PARENT = PROBLEM.kernel_path("baseline").read_text()
+PARENT = shipped_kernel(PROBLEM, "baseline").read_text()
 FAILED = "\n".join(["#include <math.h>", "", "void kernel(const float *lhs, const float *rhs,",
                     "            float *out) { /* tiled */ nope; }", ""])  # fmt: skip
 PLAN = Plan("Tile K", ("Block K by 256.", "Unroll by 4."))

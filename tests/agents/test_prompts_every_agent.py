@@ -10,6 +10,7 @@ from accelopt.agents.executor import ExecutorInput, executor_messages
 from accelopt.agents.fixer import NO_CODE, Failure, FixerInput, fixer_messages
 from accelopt.agents.planner import Plan
 from accelopt.backends import get_backend
+from accelopt.backends.registry import shipped_kernel
 from accelopt.hardware.datasheet import H200
 from accelopt.problems import load_problem
 
@@ -22,7 +23,7 @@ FENCE = {"cpu": "```c", "triton": "```python"}
 def backend(request, hw):
     name = request.param
     spec = hw if name == "cpu" else H200
-    source = PROBLEM.kernel_path("baseline", name).read_text()
+    source = shipped_kernel(PROBLEM, "baseline", name).read_text()
     return name, get_backend(name).facts(spec), source
 
 
@@ -50,7 +51,7 @@ def test_the_fixer_sees_the_failure_the_parent_and_the_plan(backend, status):
 def test_the_summarizer_is_told_which_way_the_plan_went(hw):
     from accelopt.agents.summarizer import SummarizerInput, summarizer_messages
 
-    source = PROBLEM.kernel_path("baseline").read_text()
+    source = shipped_kernel(PROBLEM, "baseline").read_text()
     common = dict(plan=PLAN)
     up = SummarizerInput(problem_view(PROBLEM, "cpu"), source, source, 1.5, "c", **common)
     down = SummarizerInput(problem_view(PROBLEM, "cpu"), source, source, 1.5, "c",

@@ -11,6 +11,7 @@ from accelopt.agents.context import problem_view
 from accelopt.agents.planner import Plan, PlannerInput, planner_messages
 from accelopt.agents.summarizer import SummarizerInput, summarizer_messages
 from accelopt.backends import Status, get_backend
+from accelopt.backends.registry import shipped_kernel
 from accelopt.hardware.datasheet import H200
 from accelopt.hardware.spec import HardwareSpec
 from accelopt.problems import load_problem
@@ -40,7 +41,7 @@ def profile(hw: HardwareSpec, backend: str, latency_s: float, workload: str) -> 
 def planner_input(backend: str, hw: HardwareSpec, workload: str, **fields) -> PlannerInput:
     return PlannerInput(
         problem=problem_view(PROBLEM, workload),
-        kernel_source=PROBLEM.kernel_path("baseline", backend).read_text(),
+        kernel_source=shipped_kernel(PROBLEM, "baseline", backend).read_text(),
         profile=profile(hw, backend, 0.0104, workload),
         facts=get_backend(backend).facts(hw),
         **fields,
@@ -50,7 +51,7 @@ def planner_input(backend: str, hw: HardwareSpec, workload: str, **fields) -> Pl
 def summarizer_input(hw: HardwareSpec, **fields) -> SummarizerInput:
     return SummarizerInput(
         problem=problem_view(PROBLEM, "cpu"),
-        slow_source=PROBLEM.kernel_path("baseline").read_text(),
+        slow_source=shipped_kernel(PROBLEM, "baseline").read_text(),
         fast_source="void kernel(const float *lhs, const float *rhs, float *out) { /* v2 */ }",
         speedup=2.5,
         **fields,

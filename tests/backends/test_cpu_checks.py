@@ -25,6 +25,7 @@ from accelopt.backends.cpu.headers import (
     intrinsics_headers,
 )
 from accelopt.backends.kernel import Kernel
+from accelopt.backends.registry import shipped_kernel
 from accelopt.backends.status import Status
 from accelopt.problems import list_problems, load_problem
 
@@ -149,7 +150,7 @@ def test_messages_default_to_the_compilers_architecture(cc):
 
 @pytest.mark.parametrize("name", list_problems())
 def test_shipped_baselines_pass(name):
-    source = load_problem(name).kernel_path("baseline").read_text()
+    source = shipped_kernel(load_problem(name), "baseline").read_text()
     assert check_source(source) is None
 
 

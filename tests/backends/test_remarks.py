@@ -10,6 +10,7 @@ from accelopt.backends.base import get_backend
 from accelopt.backends.cpu import remarks as remarks_module
 from accelopt.backends.cpu.compiler import BuildInputs, prototype
 from accelopt.backends.cpu.remarks import vectorization_remarks
+from accelopt.backends.registry import shipped_kernel
 from accelopt.problems import load_problem
 
 SIGNATURE = prototype(1, 1)
@@ -151,7 +152,7 @@ def test_cpu_backend_remarks_check_the_source_first(gcc):
     sizes = silu.workload("cpu").sizes
     rejected = '#include <stdio.h>\nvoid kernel(const float *x, float *y) { puts("hi"); }\n'
     assert backend.remarks(rejected, silu, sizes) == []
-    baseline = backend.remarks(silu.kernel_path("baseline").read_text(), silu, sizes)
+    baseline = backend.remarks(shipped_kernel(silu, "baseline").read_text(), silu, sizes)
     assert baseline and all(
         re.match(r"kernel\.c:\d+:\d+: (optimized|missed): ", r) for r in baseline
     )

@@ -12,6 +12,7 @@ pytest.importorskip("torch")
 pytest.importorskip("triton")
 
 from accelopt.backends import Kernel, Status, get_backend
+from accelopt.backends.registry import shipped_kernel
 from accelopt.errors import UserError
 from accelopt.hardware.datasheet import H200
 from accelopt.hardware.gpu_spec import INTERPRETER
@@ -42,7 +43,7 @@ def kernel_file(name: str) -> str:
 
 
 def test_the_shipped_baseline_passes(evaluator: Evaluator) -> None:
-    source = SILU.kernel_path("baseline", "triton").read_text()
+    source = shipped_kernel(SILU, "baseline", "triton").read_text()
     result = evaluate(evaluator, source, "baseline")
     assert result.status is Status.PASSED, result.error
     assert result.max_rel_err is not None and result.max_rel_err < SILU.tolerance
@@ -94,7 +95,7 @@ def test_what_the_launcher_prints_is_kept_in_the_log(evaluator: Evaluator) -> No
 
 
 def test_a_tf32_dot_is_refused_before_it_runs(evaluator: Evaluator) -> None:
-    source = SILU.kernel_path("baseline", "triton").read_text() + (
+    source = shipped_kernel(SILU, "baseline", "triton").read_text() + (
         "\n\n@triton.jit\ndef _mm(a, b):\n    return tl.dot(a, b)\n"
     )
     result = evaluate(evaluator, source)

@@ -13,6 +13,7 @@ import pytest
 
 from accelopt.backends import Kernel, Status
 from accelopt.backends.base import KernelError
+from accelopt.backends.registry import shipped_kernel
 from accelopt.problems.loader import load_problem
 from accelopt.profiling.config import EvalConfig
 from accelopt.profiling.parent.evaluator import Evaluator
@@ -50,7 +51,7 @@ def test_cuda_buffers_are_shared_by_ipc_and_the_process_is_contained() -> None:
         host = np.linspace(-3, 3, 4096, dtype=np.float32)
         x, y = device.upload(host), device.empty((4096,), np.nan)
         assert x.array.is_cuda and np.array_equal(device.to_host(x), host)
-        silu = load_problem("silu").kernel_path("baseline", "triton").read_text()
+        silu = shipped_kernel(load_problem("silu"), "baseline", "triton").read_text()
         kernel = device.load(silu, 1 << 30)
         facts = device.isolation
         assert facts["seccomp"] == "1" and facts["tasks_nonewprivs"] == "1", facts
@@ -91,7 +92,7 @@ def test_a_kernel_that_opens_a_socket_on_the_gpu_is_rejected() -> None:
 
 def test_a_baseline_is_timed_on_the_gpu(evaluator: Evaluator) -> None:
     silu = load_problem("silu")
-    source = silu.kernel_path("baseline", "triton").read_text()
+    source = shipped_kernel(silu, "baseline", "triton").read_text()
     result = evaluator.evaluate(Kernel(source, "triton", "baseline"), silu, "paper")
     assert result.status is Status.PASSED, result.error
     assert result.latency_s is not None and result.latency_s > 0

@@ -14,11 +14,12 @@ pytest.importorskip("torch")
 pytest.importorskip("triton")
 
 from accelopt.backends.guards import find_overruns
+from accelopt.backends.registry import shipped_kernel
 from accelopt.backends.triton.hosted import HostedBuffer, HostedDevice
 from accelopt.problems.loader import load_problem
 
 KERNELS = Path(__file__).parent / "triton_kernels"
-SILU = load_problem("silu").kernel_path("baseline", "triton").read_text()
+SILU = shipped_kernel(load_problem("silu"), "baseline", "triton").read_text()
 
 
 @pytest.fixture(scope="module")

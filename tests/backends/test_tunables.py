@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from accelopt.backends.registry import shipped_kernel
 from accelopt.backends.tunables import (
     Tunable,
     TunableError,
@@ -118,7 +119,7 @@ def test_a_large_product_tries_single_moves_nearest_first_then_a_seeded_draw():
 
 
 def test_the_shipped_matmul_expert_declares_its_blocking():
-    source = load_problem("matmul").kernel_path("expert").read_text()
+    source = shipped_kernel(load_problem("matmul"), "expert").read_text()
     names = {t.name for t in find_tunables(source)}
     assert {"KCMAX", "NCB", "KSTEP"} <= names
 
@@ -126,7 +127,7 @@ def test_the_shipped_matmul_expert_declares_its_blocking():
 def test_a_triton_variant_is_a_kernel_the_triton_backend_accepts():
     from accelopt.backends.base import get_backend
 
-    source = load_problem("silu").kernel_path("baseline", "triton").read_text()
+    source = shipped_kernel(load_problem("silu"), "baseline", "triton").read_text()
     (block,) = find_tunables(source, "python")
     assert block.name == "BLOCK_SIZE" and "256" in block.values
     variant = render(source, {"BLOCK_SIZE": "256"}, "python")

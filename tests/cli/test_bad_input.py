@@ -13,6 +13,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
+from accelopt.backends.registry import shipped_kernel
 from accelopt.cli.app import app
 from accelopt.errors import UserError
 from accelopt.problems import load_problem
@@ -33,7 +34,7 @@ def assert_one_sentence(out: subprocess.CompletedProcess[str], *parts: str) -> N
 @pytest.fixture()
 def kernel(tmp_path: Path) -> Path:
     path = tmp_path / "k.c"
-    path.write_text(load_problem("silu").kernel_path("baseline").read_text())
+    path.write_text(shipped_kernel(load_problem("silu"), "baseline").read_text())
     return path
 
 

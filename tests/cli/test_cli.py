@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from rendered_tables import check_one_ceiling, parse_tables
 
+from accelopt.backends.registry import shipped_kernel
 from accelopt.problems import load_problem
 
 REQUIRED = {
@@ -40,7 +41,7 @@ def assert_schema(record: dict) -> None:
 @pytest.fixture()
 def silu_baseline(tmp_path: Path) -> Path:
     path = tmp_path / "my_kernel.c"
-    path.write_text(load_problem("silu").kernel_path("baseline").read_text())
+    path.write_text(shipped_kernel(load_problem("silu"), "baseline").read_text())
     return path
 
 

@@ -8,6 +8,7 @@ import shutil
 
 import pytest
 
+from accelopt.backends.registry import shipped_kernel
 from accelopt.problems.loader import list_problems, load_problem
 
 pytest.importorskip("triton")
@@ -20,7 +21,7 @@ no_gpu = pytest.mark.skipif(shutil.which("nvidia-smi") is not None, reason="a GP
 def test_every_problem_ships_a_triton_baseline_and_a_tiny_workload() -> None:
     for name in list_problems():
         problem = load_problem(name)
-        assert problem.kernel_path("baseline", "triton").is_file(), name
+        assert shipped_kernel(problem, "baseline", "triton").is_file(), name
         assert "tiny" in problem.workloads, name
 
 
@@ -49,14 +50,14 @@ def test_timing_in_the_interpreter_is_refused_with_what_to_do(run_cli) -> None:
 
 @no_gpu
 def test_without_a_gpu_the_triton_backend_says_what_to_do(run_cli) -> None:
-    out = run_cli("eval", "silu", load_problem("silu").kernel_path("baseline", "triton"),
+    out = run_cli("eval", "silu", shipped_kernel(load_problem("silu"), "baseline", "triton"),
                   "--backend", "triton", "--check-only", env={"TRITON_INTERPRET": "0"})  # fmt: skip
     assert out.returncode == 2
     assert "NVIDIA GPU" in out.stderr and "TRITON_INTERPRET=1" in out.stderr
 
 
 def test_eval_of_a_triton_file_in_the_interpreter(run_cli) -> None:
-    path = load_problem("silu").kernel_path("baseline", "triton")
+    path = shipped_kernel(load_problem("silu"), "baseline", "triton")
     out = run_cli("eval", "silu", path, "--backend", "triton", "--workload", "tiny",
                   "--check-only", "--json", "-", env=INTERPRET)  # fmt: skip
     assert out.returncode == 0, out.stderr

@@ -9,11 +9,13 @@ import pytest
 from rich.console import Console
 from variant_fakes import EVALUATIONS, KERNELS, SESSIONS
 
+from accelopt.backends.registry import shipped_kernel
 from accelopt.cli.variants import start_sources, tunable_problems, variant_table, verdict
 from accelopt.errors import UserError
 from accelopt.problems.loader import load_problem
 from accelopt.problems.records import Problem
-from accelopt.search.tuning import VariantTable, variant_tables
+from accelopt.search.retimings import RetimingRecord
+from accelopt.search.variants import VariantTable, variant_tables
 
 
 def without_expert(name: str, tmp_path: Path) -> Problem:
@@ -24,7 +26,7 @@ def without_expert(name: str, tmp_path: Path) -> Problem:
 def test_a_shipped_kind_names_each_problems_own_kernel_and_none_where_it_ships_none(tmp_path):
     problems = [load_problem("matmul"), without_expert("bmm", tmp_path)]
     starts = start_sources(problems, Path("expert"), "cpu")
-    assert starts[0] == problems[0].kernel_path("expert").read_text() and starts[1] is None
+    assert starts[0] == shipped_kernel(problems[0], "expert").read_text() and starts[1] is None
     with pytest.raises(UserError, match="name exactly one"):
         start_sources(problems, Path(__file__), "cpu")  # a file starts one problem only
 
@@ -59,7 +61,7 @@ def test_the_verdict_says_what_was_confirmed_and_why_a_faster_looking_variant_wa
 
 
 def test_the_verdict_names_the_variant_kept_with_its_retimed_speedup():
-    won = [(["start", "close32"], {"ratios": [1.0, 0.787], "ratio_ci": [None, 0.03]})]
+    won = [RetimingRecord(("start", "close32"), (1.0, 0.787), (None, 0.03))]
     found = verdict(tables(won, "close32"), "start", "close32", 1.04)
     assert found == ("variant BM=32 confirmed 1.27x ± 3.0 % faster than the kernel as written "
                      "(re-timed side by side) (4 variants measured)")  # fmt: skip
@@ -86,7 +88,7 @@ def test_the_variant_table_shows_speedups_intervals_and_one_peak():
 
 
 def test_a_kept_variant_whose_last_retiming_is_within_its_interval_is_not_called_confirmed():
-    closing = [(["start", "close32"], {"ratios": [1.0, 0.98], "ratio_ci": [None, 0.03]})]
+    closing = [RetimingRecord(("start", "close32"), (1.0, 0.98), (None, 0.03))]
     found = verdict(tables(closing, "close32"), "start", "close32", 1.04)
     assert "confirmed 1.02x" not in found
     assert "its last re-timing beside the kernel as written reads 1.02x ± 3.0 %" in found

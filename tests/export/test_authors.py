@@ -4,13 +4,14 @@ user for a file they gave."""
 
 from __future__ import annotations
 
+from accelopt.backends.registry import shipped_kernel
 from accelopt.cli.export import _lineage
 from accelopt.export.bundle import AUTHORS, author_of
 from accelopt.problems.loader import load_problem
 from accelopt.store.records import KernelOrigin, KernelRecord
 
 MATMUL = load_problem("matmul")
-EXPERT = MATMUL.kernel_path("expert").read_text()
+EXPERT = shipped_kernel(MATMUL, "expert").read_text()
 
 
 def record(hash: str, origin: KernelOrigin, parent: str = "", source: str = "") -> KernelRecord:

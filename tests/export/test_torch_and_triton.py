@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from accelopt.backends.kernel import Kernel
+from accelopt.backends.registry import shipped_kernel
 from accelopt.problems.kernelbench import import_file
 from accelopt.problems.loader import load_problem
 
@@ -94,7 +95,7 @@ print("ok", err)
 def test_triton_export_validates_and_routes_in_the_interpreter(export_with, tmp_path) -> None:
     pytest.importorskip("triton")
     problem = load_problem("silu")
-    source = problem.kernel_path("baseline", "triton").read_text()
+    source = shipped_kernel(problem, "baseline", "triton").read_text()
     exported = export_with(problem, source, ["tiny"], backend="triton")
     assert (exported.folder / "kernel_triton.py").is_file()
     assert not (exported.folder / "build").exists()

@@ -11,10 +11,12 @@ import os
 
 import numpy as np
 import pytest
+from parallel_eval import evaluate_in_parallel
 from specs import make_spec
 
 from accelopt.backends.kernel import Kernel
 from accelopt.backends.numpy.backend import reference_kernel
+from accelopt.backends.registry import shipped_kernel
 from accelopt.backends.status import Status
 from accelopt.hardware.roofline import roofline
 from accelopt.problems import UnknownProblemError, load_problem
@@ -54,7 +56,7 @@ def shipped(name: str) -> list[Kernel]:
     problem = load_problem(name)
     kernels = [reference_kernel(problem)]
     for kind in ("baseline", "expert"):
-        path = problem.kernel_path(kind)
+        path = shipped_kernel(problem, kind)
         if path.is_file():
             kernels.append(Kernel(path.read_text(), "cpu", kind))
     return kernels
@@ -83,7 +85,7 @@ def test_records_are_complete(name):
         cost = problem.cost.at(workload.sizes)
         assert min(cost.matmul_flops, cost.vector_flops, cost.bytes) >= 0
         assert cost.bytes > 0
-    assert "void kernel(" in problem.kernel_path("baseline").read_text()
+    assert "void kernel(" in shipped_kernel(problem, "baseline").read_text()
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -157,7 +159,7 @@ def test_every_shipped_kernel_passes_on_the_small_workload(cache_env):
     with Evaluator(NOMINAL, EvalConfig(check_only=True)) as evaluator:
         failures = [
             f"{e.problem}/{e.kernel}: {e.status.value} {e.error}"
-            for e in evaluator.evaluate_many(jobs)
+            for e in evaluate_in_parallel(evaluator, jobs)
             if e.status is not Status.PASSED
         ]
     assert not failures

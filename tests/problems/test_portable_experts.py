@@ -8,9 +8,11 @@ import platform
 from pathlib import Path
 
 import pytest
+from parallel_eval import evaluate_in_parallel
 from specs import make_spec
 
 from accelopt.backends.kernel import Kernel
+from accelopt.backends.registry import shipped_kernel
 from accelopt.backends.status import Status
 from accelopt.hardware.cpuinfo import CPUINFO
 from accelopt.problems import list_problems, load_problem
@@ -23,7 +25,7 @@ LEVELS = {
     "x86-64-v3": {"avx", "avx2", "fma", "bmi2", "f16c", "movbe"},
     "x86-64-v4": {"avx512f", "avx512bw", "avx512dq", "avx512vl", "avx512cd"},
 }
-EXPERTS = [n for n in list_problems() if load_problem(n).kernel_path("expert").is_file()]
+EXPERTS = [n for n in list_problems() if shipped_kernel(load_problem(n), "expert").is_file()]
 SPEC = make_spec()  # check_only: the ceilings are never used
 pytestmark = pytest.mark.skipif(
     platform.machine().lower() not in ("x86_64", "amd64"), reason="x86-64 levels need x86-64"
@@ -54,7 +56,7 @@ def test_every_suite_problem_ships_an_expert_that_declares_its_tunables():
 
     assert set(suite_names()) <= set(EXPERTS)
     for name in suite_names():
-        tunables = find_tunables(load_problem(name).kernel_path("expert").read_text())
+        tunables = find_tunables(shipped_kernel(load_problem(name), "expert").read_text())
         assert tunables, f"{name}/expert.c declares no tunable"
 
 
@@ -71,10 +73,10 @@ def test_every_expert_builds_and_passes_at_each_level(level, tmp_path, monkeypat
     jobs = []
     for name in EXPERTS:
         problem = load_problem(name)
-        kernel = Kernel(problem.kernel_path("expert").read_text(), "cpu", f"expert@{level}")
+        kernel = Kernel(shipped_kernel(problem, "expert").read_text(), "cpu", f"expert@{level}")
         jobs.append((kernel, problem, "small" if run else "tiny"))
     with Evaluator(SPEC, config) as evaluator:
-        evaluations = list(evaluator.evaluate_many(jobs))
+        evaluations = list(evaluate_in_parallel(evaluator, jobs))
     built = [e for e in evaluations if e.status not in (Status.COMPILE_ERROR, Status.REJECTED)]
     assert len(built) == len(EXPERTS), [(e.problem, e.error[:300]) for e in evaluations]
     if run:

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from accelopt.backends.kernel import Kernel
+from accelopt.backends.registry import shipped_kernel
 from accelopt.problems.loader import (
     ProblemFileError,
     UnknownProblemError,
@@ -105,7 +106,7 @@ def test_a_folder_with_its_data_and_baseline_is_added_whole(ws, tmp_path):
     (folder / "notes.txt").write_text("data the problem could read\n")
     added = add_problem(folder, ws, baseline=FILES / "axpy_rows.c")
     assert (added.directory / "notes.txt").is_file()
-    assert added.kernel_path("baseline").read_text() == (FILES / "axpy_rows.c").read_text()
+    assert shipped_kernel(added, "baseline").read_text() == (FILES / "axpy_rows.c").read_text()
     with pytest.raises(ProblemFileError, match=r"\.c \(cpu\) or \.py"):
         add_problem(AXPY, ws, baseline=FILES / "missing.c", replace=True)
 

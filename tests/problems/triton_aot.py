@@ -31,6 +31,7 @@ from triton.backends.nvidia.compiler import get_ptxas
 from triton.compiler import ASTSource
 from triton.runtime.jit import JITFunction
 
+from accelopt.backends.registry import shipped_kernel
 from accelopt.problems.loader import list_problems, load_problem
 
 TARGET = GPUTarget("cuda", 90, 32)
@@ -105,7 +106,7 @@ def compile_problem(name: str, workload: str) -> list[dict[str, Any]]:
     problem = load_problem(name)
     sizes = problem.workload(workload).sizes
     spec = importlib.util.spec_from_file_location(
-        f"aot_{name}", problem.kernel_path("baseline", "triton")
+        f"aot_{name}", shipped_kernel(problem, "baseline", "triton")
     )
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)

@@ -17,13 +17,14 @@ from pathlib import Path
 
 import pytest
 
+from accelopt.backends.registry import shipped_kernel
 from accelopt.problems import load_problem
 from accelopt.store.store import Store
 
 pytest.importorskip("fastapi")
 pytestmark = [pytest.mark.timeout(300), pytest.mark.slow]
 
-SILU = load_problem("silu").kernel_path("baseline").read_text()
+SILU = shipped_kernel(load_problem("silu"), "baseline").read_text()
 
 
 def free_port() -> int:

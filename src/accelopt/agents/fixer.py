@@ -27,21 +27,32 @@ NO_CODE = "NO_CODE"  # not an evaluation status: the executor's reply held no us
 # What the worker was doing when it died or ran out of time (the pool names the phase in the
 # error, e.g. "the kernel call (seed 1 of 5) ran past its 2 s deadline"), most specific first.
 PHASES: tuple[tuple[str, str], ...] = (
-    ("compilation (first launch)", "the first launch, which compiles the kernel (JIT) and runs it "
-     "once on zeros of the workload's sizes"),
+    (
+        "compilation (first launch)",
+        "the first launch, which compiles the kernel (JIT) and runs it "
+        "once on zeros of the workload's sizes",
+    ),
     ("compilation", "the compiler building the kernel, before any call"),
     ("loading the kernel", "loading the built kernel, before any call"),
-    ("the reference computation", "the harness computing the reference before the kernel "
-     "ran (not the kernel's doing)"),
-    ("the kernel call (timing)", "the timed calls, after the kernel passed its correctness calls, "
-     "when it is called over and over on other buffers of the same sizes"),
-    ("the kernel call (seed", "one of the correctness calls, the kernel's first runs on the "
-     "workload's sizes with random inputs"),
+    (
+        "the reference computation",
+        "the harness computing the reference before the kernel ran (not the kernel's doing)",
+    ),
+    (
+        "the kernel call (timing)",
+        "the timed calls, after the kernel passed its correctness calls, "
+        "when it is called over and over on other buffers of the same sizes",
+    ),
+    (
+        "the kernel call (seed",
+        "one of the correctness calls, the kernel's first runs on the "
+        "workload's sizes with random inputs",
+    ),
     ("the kernel call", "a call of the kernel on the workload's sizes"),
     ("checking the timed outputs", "the harness checking the timed calls' outputs afterwards"),
     ("waiting for the device", "the harness waiting for the device (not the kernel's doing)"),
     ("starting the evaluation", "the worker starting, before the kernel was built"),
-)  # fmt: skip
+)
 _ERROR_LINE = re.compile(r"\berror\b|undefined reference")
 _PHASE_DETAIL = r"(?: \([^)]*\))?"
 

@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-import importlib
 import signal
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
+import accelopt.backends.registry as registry
 from accelopt.backends.device import Buffer, Device
 from accelopt.backends.kernel import Kernel
 from accelopt.backends.status import Status
-from accelopt.errors import UserError
 from accelopt.problems.records import Problem, Sizes
 
 if TYPE_CHECKING:  # annotations only: a worker process loads no pydantic model for these
@@ -156,31 +155,14 @@ class Backend(Protocol):
         ...
 
 
-# The registry: each backend's name -> "module:attribute" of its class, imported on first use.
-# This module imports no backend (each backend imports this module); a new backend is one line
-# here. The order is the order the error for an unknown backend lists them in.
-BACKEND_CLASSES: dict[str, str] = {
-    "cpu": "accelopt.backends.cpu.backend:CpuBackend",
-    "triton": "accelopt.backends.triton.backend:TritonBackend",
-    "numpy": "accelopt.backends.numpy.backend:NumpyBackend",
-    "torch": "accelopt.backends.pytorch.backend:TorchBackend",
-    "inductor": "accelopt.backends.pytorch.backend:InductorBackend",
-    "max-autotune": "accelopt.backends.pytorch.backend:MaxAutotuneBackend",
-}
-BACKENDS = tuple(BACKEND_CLASSES)
-# What a user would pick instead of a kernel of the cpu backend: their fastest is the "best
-# reference" a kernel is compared with (KernelBench v3 does the same).
-REFERENCE_KINDS = ("numpy", "torch", "inductor", "max-autotune")
-
-
 def reference_kernels(problem: Problem, backend: str) -> list[Kernel]:
     """The reference kernels a ``backend`` kernel of ``problem`` is compared with: NumPy and the
-    PyTorch kinds the problem has (torch installed), for the cpu backend; none for another (they
-    would be scored against another device's roofline)."""
-    if backend != "cpu":
+    PyTorch kinds the problem has (torch installed), for a ``compared`` backend (cpu); none for
+    another (they would be scored against another device's roofline)."""
+    if not registry.record(backend).compared:
         return []
-    found = [cast(_Comparison, get_backend(kind)).comparison_kernel(problem)
-             for kind in REFERENCE_KINDS]  # fmt: skip
+    makers = [cast(_Comparison, get_backend(kind)) for kind in registry.reference_kinds()]
+    found = [maker.comparison_kernel(problem) for maker in makers]
     return [kernel for kernel in found if kernel is not None]
 
 
@@ -191,16 +173,9 @@ class _Comparison(Protocol):
 
 
 def backend_class(name: str) -> Callable[[], Backend]:
-    """The class of the backend called ``name``, its module imported now; a UserError for a name
-    the registry does not hold."""
-    entry = BACKEND_CLASSES.get(name)
-    if entry is None:
-        raise UserError(
-            f"unknown backend {name!r}; the available backends are: {', '.join(BACKENDS)}"
-        )
-    module, _, attribute = entry.partition(":")
-    cls: Callable[[], Backend] = getattr(importlib.import_module(module), attribute)
-    return cls
+    """The class of the backend called ``name`` (``registry.py``), its module imported now; a
+    UserError for a name the registry does not hold."""
+    return cast(Callable[[], Backend], registry.load_class(name))
 
 
 def get_backend(name: str) -> Backend:

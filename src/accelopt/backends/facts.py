@@ -109,7 +109,7 @@ def describe_machine(hardware: HardwareSpec) -> list[str]:
         lines.append(f"vector ISA: {describe_isa(isa)} — {_source(hardware, 'isa')}")
     if cache_line := _cache_line(hardware):
         lines.append(cache_line)
-    if hardware.backend == "cpu":
+    if hardware.on_host:
         lines.append(
             "inputs are cold: the timed calls rotate input/output sets spanning at least "
             f"{COLD_SPAN_BYTES // MIB} MiB, so nothing stays in cache from one call to the next; "

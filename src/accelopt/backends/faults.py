@@ -15,8 +15,9 @@ import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 
-SERVICE_ERRNOS = frozenset({errno.ENOSPC, errno.EROFS, errno.EDQUOT, errno.EACCES, errno.EPERM,
-                            errno.EIO})  # fmt: skip
+SERVICE_ERRNOS = frozenset(
+    {errno.ENOSPC, errno.EROFS, errno.EDQUOT, errno.EACCES, errno.EPERM, errno.EIO}
+)
 PROBE_BYTES = 16 << 20  # a large kernel object, with room to spare
 
 

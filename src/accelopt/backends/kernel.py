@@ -8,20 +8,18 @@ import re
 import tokenize
 from dataclasses import dataclass
 
+import accelopt.backends.registry as registry
+
 _BLOCK_COMMENT = re.compile(r"/\*.*?\*/", re.DOTALL)
 _LINE_COMMENT = re.compile(r"//[^\n]*")
 _SPACES = re.compile(r"[ \t]+")
 
-# Backends whose kernels are Python modules: `#` starts a comment there, and `//` is an operator.
-PYTHON_BACKENDS = frozenset({"triton", "numpy", "torch", "inductor", "max-autotune"})
-
-
-SOURCE_SUFFIX = {"cpu": ".c", **dict.fromkeys(PYTHON_BACKENDS, ".py")}
-
 
 def source_suffix(backend: str) -> str:
-    """The file suffix of a backend's kernel sources (``.c``, ``.py``)."""
-    return SOURCE_SUFFIX.get(backend, ".txt")
+    """The file suffix of a backend's kernel sources (``.c``, ``.py``; ``.txt`` for a backend
+    not installed here)."""
+    found = registry.known(backend)
+    return found.suffix if found is not None else ".txt"
 
 
 def _drop_blank(text: str) -> str:
@@ -55,9 +53,10 @@ def _normalize_python(source: str) -> str:
     return _drop_blank(text)
 
 
-def normalize_source(source: str, backend: str = "cpu") -> str:
+def normalize_source(source: str, backend: str = registry.DEFAULT_BACKEND) -> str:
     """Drop comments, trailing and repeated blanks, and empty lines: edits that change nothing."""
-    if backend in PYTHON_BACKENDS:
+    found = registry.known(backend)
+    if found is not None and found.language is registry.Language.PYTHON:
         return _normalize_python(source)
     return _normalize_c(source)
 
@@ -67,7 +66,7 @@ class Kernel:
     """A kernel's source for one backend. ``name`` is a label for people (file name, kind)."""
 
     source: str
-    backend: str = "cpu"
+    backend: str = registry.DEFAULT_BACKEND
     name: str = "kernel"
 
     @property

@@ -26,6 +26,8 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+import accelopt.backends.registry as registry
+
 MAX_VALUES = 16  # per tunable
 _VALUE = r"-?[0-9]+|[A-Za-z_][A-Za-z0-9_]*"
 _C_DECLARATION = re.compile(
@@ -58,8 +60,9 @@ class Tunable:
 
 
 def language_of(backend: str) -> str:
-    """The declaration syntax of a backend's kernels: python (triton) or c."""
-    return "python" if backend == "triton" else "c"
+    """The declaration syntax of a backend's kernels: its record's language (``registry.py``)."""
+    found = registry.known(backend)
+    return str(found.language if found is not None else registry.Language.C)
 
 
 def find_tunables(source: str, language: str = "c") -> list[Tunable]:
@@ -146,9 +149,12 @@ def _choices(t: Tunable) -> tuple[str, ...]:
 
 
 def sweep(
-    tunables: Sequence[Tunable], current: Mapping[str, str], limit: int, seed: int,
+    tunables: Sequence[Tunable],
+    current: Mapping[str, str],
+    limit: int,
+    seed: int,
     tried: frozenset[str] = frozenset(),
-) -> list[dict[str, str]]:  # fmt: skip
+) -> list[dict[str, str]]:
     """At most ``limit`` variants to try from ``current`` (the values of the kernel being tuned),
     none in ``tried`` (their ``label``s) nor ``current`` itself. The whole product when it fits;
     else first every single-parameter move from ``current`` (the nearest values first), then
@@ -156,8 +162,10 @@ def sweep(
     so that a resumed run tries the same ones)."""
     skip = set(tried) | {label(current)}
     if product_size(tunables) <= limit + len(skip):
-        everything = [dict(zip([t.name for t in tunables], combo, strict=True))
-                      for combo in itertools.product(*(_choices(t) for t in tunables))]  # fmt: skip
+        everything = [
+            dict(zip([t.name for t in tunables], combo, strict=True))
+            for combo in itertools.product(*(_choices(t) for t in tunables))
+        ]
         return [v for v in everything if label(v) not in skip][:limit]
     chosen: list[dict[str, str]] = []
     for variant in _moves(tunables, current):

@@ -14,6 +14,7 @@ from accelopt import views
 from accelopt.backends.kernel import Kernel
 from accelopt.backends.numpy.backend import blas_description, reference_kernel
 from accelopt.backends.pytorch.backend import form_kernel
+from accelopt.backends.registry import shipped_kernel
 from accelopt.cli import common
 from accelopt.cli.groups import with_groups
 from accelopt.cli.output import (
@@ -83,7 +84,7 @@ def suite_kernel(problem: Problem, kind: str, backend: str) -> Kernel | None:
         return reference_kernel(problem) if backend == "cpu" else None
     if kind in FORMS:  # CPU comparisons too (torch's CPU build)
         return form_kernel(problem, kind) if backend == "cpu" else None
-    path = problem.kernel_path(kind, backend)
+    path = shipped_kernel(problem, kind, backend)
     return Kernel(path.read_text(), backend, kind) if path.is_file() else None
 
 
@@ -243,7 +244,7 @@ def show_command(
     hardware = common.hardware_for(backend)
     payload = problem_show_json(problem, hardware, backend)
     costs, source, shipped = payload["costs"], payload["baseline_source"], payload["kernels"]
-    baseline = problem.kernel_path("baseline", backend)
+    baseline = shipped_kernel(problem, "baseline", backend)
     if shows_table(json_path):
         title = f"[bold]{problem.name}[/bold]: {escape(problem.description)}"
         console.print(title, highlight=False)

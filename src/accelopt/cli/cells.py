@@ -54,5 +54,8 @@ def is_cut(error: str, width: int = ERROR_CELL_CHARS) -> bool:
 def cut_errors(errors: Iterable[tuple[str, str]], width: int = ERROR_CELL_CHARS) -> list[str]:
     """The lines to print under a table whose rows are ``(label, error)``: ``label: error`` in
     full for each error its cell cut, once; nothing for an error its cell shows whole."""
-    return [f"{label}: {error.strip()}" if label else error.strip()
-            for label, error in errors if error.strip() and is_cut(error, width)]  # fmt: skip
+    return [
+        f"{label}: {error.strip()}" if label else error.strip()
+        for label, error in errors
+        if error.strip() and is_cut(error, width)
+    ]

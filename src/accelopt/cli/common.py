@@ -58,16 +58,22 @@ def hardware_for(backend: str, announce: bool = True) -> HardwareSpec:
     return views.hardware_for(backend, say if announce else None)
 
 
-def workspace_dir(explicit: Path | None) -> Path:
-    """The workspace (``settings.workspace_dir``), made when missing; a UserError when it is a
-    file or cannot be made or written."""
+def _workspace(explicit: Path | None, wanted: str) -> tuple[Path, str]:
+    """The workspace's path and how to name it in an error; a UserError, saying to give
+    ``wanted`` with --workspace, when it is a file."""
     path = settings.workspace_dir(explicit)
     shown = f"{settings.workspace_origin(explicit)} {str(path)!r}"
     if path.exists() and not path.is_dir():
-        raise UserError(
-            f"{shown} is a file, not a directory: give a directory (made when missing) for the "
-            "run store and memory with --workspace"
-        )
+        raise UserError(f"{shown} is a file, not a directory: give {wanted} with --workspace")
+    return path, shown
+
+
+def workspace_dir(explicit: Path | None) -> Path:
+    """The workspace (``settings.workspace_dir``), made when missing; a UserError when it is a
+    file or cannot be made or written."""
+    path, shown = _workspace(
+        explicit, "a directory (made when missing) for the run store and memory"
+    )
     try:
         path.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -100,13 +106,7 @@ def open_store_readonly(explicit: Path | None) -> Store:
     """The workspace's store for reading only (``runs``, ``report``): nothing is created or
     written, so a read-only workspace (an archived run) is read as it is; a workspace without a
     store is an empty one."""
-    path = settings.workspace_dir(explicit)
-    shown = f"{settings.workspace_origin(explicit)} {str(path)!r}"
-    if path.exists() and not path.is_dir():
-        raise UserError(
-            f"{shown} is a file, not a directory: give the directory of the run store with "
-            "--workspace"
-        )
+    path, shown = _workspace(explicit, "the directory of the run store")
     above = next((p for p in path.parents if p.exists()), path)
     if not path.exists() and not above.is_dir():
         raise UserError(
@@ -143,9 +143,13 @@ class Timing:
         """The evaluation settings; a UserError naming a bad one."""
         try:
             return EvalConfig(
-                check_only=check_only, seeds=self.seeds, min_calls=self.min_calls,
-                min_time_s=self.min_time, threads=self.threads, workers=workers,
-            )  # fmt: skip
+                check_only=check_only,
+                seeds=self.seeds,
+                min_calls=self.min_calls,
+                min_time_s=self.min_time,
+                threads=self.threads,
+                workers=workers,
+            )
         except ValueError as exc:
             raise UserError(f"invalid evaluation option: {one_line(exc)}") from None
 

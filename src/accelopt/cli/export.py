@@ -83,8 +83,10 @@ def export_run(
         lineage = _lineage(store.kernels(run.id), run.best_hash)
         session = stored_headline(store, run, run_workloads(run).tuned)  # the run's headline
         closing = session.best_by_workload if session is not None and session.best.passed else {}
-        found = {w: closing.get(w) or run_evaluations(store, run, workload=w).get(run.best_hash)
-                 for w in chosen}  # fmt: skip
+        found = {
+            w: closing.get(w) or run_evaluations(store, run, workload=w).get(run.best_hash)
+            for w in chosen
+        }
     kernel = Kernel(source, run.backend, f"run {run.id}")
     if run.backend == "cpu" and not _measured_here(run.hardware):
         found = dict.fromkeys(chosen)  # the objects are built here: so is the evidence
@@ -93,9 +95,12 @@ def export_run(
     evaluations = {w: found[w] or measured.get(w) for w in chosen}
     llm_wrote = any(k.origin in LLM_ORIGINS for k in lineage)
     author = author_of(lineage[-1].source if lineage else source, problem, run.backend, llm_wrote)
-    return _export(problem, Source(kernel, run=run.id, hardware=run.hardware,
-                                   harness_version=version, author=author),
-                   evaluations, to)  # fmt: skip
+    return _export(
+        problem,
+        Source(kernel, run=run.id, hardware=run.hardware, harness_version=version, author=author),
+        evaluations,
+        to,
+    )
 
 
 LLM_ORIGINS = frozenset({KernelOrigin.EXECUTOR, KernelOrigin.FIXER, KernelOrigin.AGENT})
@@ -134,8 +139,12 @@ def export_file(
     kernel = Kernel(source, backend, kernel_path.name)
     evaluations = _evaluate(problem, kernel, chosen)
     author = author_of(source, problem, backend)
-    return _export(problem, Source(kernel, harness_version=harness_key(problem.fingerprint),
-                                   author=author), evaluations, to)  # fmt: skip
+    return _export(
+        problem,
+        Source(kernel, harness_version=harness_key(problem.fingerprint), author=author),
+        evaluations,
+        to,
+    )
 
 
 def _problem(

@@ -30,8 +30,17 @@ def generalization_table(g: Generalization, peaks: Mapping[str, float] | None = 
     else the search's own figures."""
     table = Table(title="generalization: baseline vs best per workload", title_justify="left")
     roofed = bool(peaks)
-    columns = ["workload", "role", "sizes", *(["peak ms"] if roofed else []), "baseline ms",
-               "baseline %", "best ms", "best %", "speedup"]  # fmt: skip
+    columns = [
+        "workload",
+        "role",
+        "sizes",
+        *(["peak ms"] if roofed else []),
+        "baseline ms",
+        "baseline %",
+        "best ms",
+        "best %",
+        "speedup",
+    ]
     for col in columns:
         table.add_column(col, justify="left" if col in {"workload", "role", "sizes"} else "right")
     means: dict[str, list[tuple[float | None, float | None]]] = {}
@@ -45,19 +54,33 @@ def generalization_table(g: Generalization, peaks: Mapping[str, float] | None = 
         if r.best_latency_s is None:
             best_ms = r.best_status or "not measured"
         table.add_row(
-            r.workload, r.role, sizes, *([milliseconds(peak)] if roofed else []),
-            milliseconds(r.baseline_latency_s), percent(base_pct), best_ms, percent(best_pct),
+            r.workload,
+            r.role,
+            sizes,
+            *([milliseconds(peak)] if roofed else []),
+            milliseconds(r.baseline_latency_s),
+            percent(base_pct),
+            best_ms,
+            percent(best_pct),
             speedup_x(r.speedup),
-        )  # fmt: skip
+        )
     table.add_section()
     for group in g.groups:
         pairs = means.get(group.role, [])
         base = geometric_mean_pct([b for b, _ in pairs if b]) if roofed else group.baseline_pct
         best = geometric_mean_pct([t for _, t in pairs if t]) if roofed else group.best_pct
         table.add_row(
-            f"geomean ({group.workloads})", group.role, "", *([""] if roofed else []), "",
-            percent(base), "", percent(best), speedup_x(group.speedup), style="bold",
-        )  # fmt: skip
+            f"geomean ({group.workloads})",
+            group.role,
+            "",
+            *([""] if roofed else []),
+            "",
+            percent(base),
+            "",
+            percent(best),
+            speedup_x(group.speedup),
+            style="bold",
+        )
     return table
 
 

@@ -105,8 +105,8 @@ def _local_specs(
 
 
 def sandbox_facts() -> dict[str, str]:
-    """The layers a C kernel's process gets here (``executor.c`` applies them and exits), with
-    the worker's network; {"error": ...} when no executor can start (no compiler)."""
+    """The layers a C kernel's process gets here (``kernel_host.c`` applies them and exits), with
+    the worker's network; {"error": ...} when no kernel host can start (no compiler)."""
     from accelopt import settings
     from accelopt.backends.cpu.remote import probe_isolation
     from accelopt.hardware.toolchain import compiler_for

@@ -36,8 +36,9 @@ def list_command(
         for col in ("id", "kind", "speedup", "problem", "run", "title"):
             table.add_column(col)
         for e in items:
-            table.add_row(str(e.id), e.kind, speedup_x(e.speedup), e.problem, e.run_id,
-                          e.lesson.title)  # fmt: skip
+            table.add_row(
+                str(e.id), e.kind, speedup_x(e.speedup), e.problem, e.run_id, e.lesson.title
+            )
         console.print(table)
     write_json(json_path, [asdict(e) for e in items])
 
@@ -62,8 +63,9 @@ def show_command(
             console.print("[bold]after[/bold]\n" + e.lesson.after, highlight=False)
         console.print(
             f"from run {e.run_id}, problem {e.problem}, backend {e.backend}, hardware "
-            f"{e.hardware}, model {e.model}, {e.created_at}", highlight=False,
-        )  # fmt: skip
+            f"{e.hardware}, model {e.model}, {e.created_at}",
+            highlight=False,
+        )
     write_json(json_path, asdict(e))
 
 

@@ -25,18 +25,22 @@ app = typer.Typer(
 )
 InputsOption = Annotated[
     str | None,
-    typer.Option(help="the inputs: pkg.mod:fn or file.py:fn returning a list of tensors "
-                 "(default: the target's get_inputs)"),
-]  # fmt: skip
+    typer.Option(
+        help="the inputs: pkg.mod:fn or file.py:fn returning a list of tensors "
+        "(default: the target's get_inputs)"
+    ),
+]
 HtmlOption = Annotated[
     Path | None,
     typer.Option(help="also write an HTML report", callback=writable_option("--html")),
 ]
 TargetArgument = Annotated[
     str,
-    typer.Argument(help="a .py file with Model, get_inputs(), get_init_inputs() (KernelBench's "
-                   "names), or an importable module (pkg.mod or pkg.mod:Attr)"),
-]  # fmt: skip
+    typer.Argument(
+        help="a .py file with Model, get_inputs(), get_init_inputs() (KernelBench's "
+        "names), or an importable module (pkg.mod or pkg.mod:Attr)"
+    ),
+]
 
 
 def _torch_or_exit() -> None:
@@ -49,9 +53,12 @@ def _torch_or_exit() -> None:
 
 
 @app.command("profile")
-def profile_command(target: TargetArgument, inputs: InputsOption = None,
-                    workspace: common.WorkspaceOption = None,
-                    json_path: JsonOption = None) -> None:  # fmt: skip
+def profile_command(
+    target: TargetArgument,
+    inputs: InputsOption = None,
+    workspace: common.WorkspaceOption = None,
+    json_path: JsonOption = None,
+) -> None:
     """Where the model's time goes on this machine: per matched problem and per remaining op,
     with shares (torch.profiler), and what no problem matched."""
     _torch_or_exit()
@@ -154,8 +161,9 @@ def optimize_command(
         else None
     )
     loaded = load_model(target, inputs)
-    result = optimize_model(loaded, ws, swap.policy, tuner, swap.budget, searcher,
-                            runs=swap.kernels == "runs")  # fmt: skip
+    result = optimize_model(
+        loaded, ws, swap.policy, tuner, swap.budget, searcher, runs=swap.kernels == "runs"
+    )
     if shows_table(json_path):
         print_optimized(result)
     if html is not None:
@@ -176,15 +184,37 @@ def autotune(problem: str, sizes: dict[str, int], workspace: Path) -> str:
     loaded = load_problem(problem, workspace)
     workload = sized_name(loaded, sizes)
     with Store.open(workspace) as store:
-        runs = [r for r in store.list_runs() if r.problem == problem and r.best_hash
-                and r.status == RunStatus.FINISHED and workload in _tuned(r)]  # fmt: skip
+        runs = [
+            r
+            for r in store.list_runs()
+            if r.problem == problem
+            and r.best_hash
+            and r.status == RunStatus.FINISHED
+            and workload in _tuned(r)
+        ]
     if runs:
         return f"{problem} at {workload}: reused run {runs[0].id}"
-    err_console.print(f"autotuning {problem}'s expert at {workload} (accelopt optimize)…",
-                      highlight=False, markup=False)  # fmt: skip
-    argv = [sys.executable, "-m", "accelopt", "optimize", problem, "--strategy", "autotune",
-            "--kernel", "expert", "--workload", workload, "--no-references",
-            "--workspace", str(workspace)]  # fmt: skip
+    err_console.print(
+        f"autotuning {problem}'s expert at {workload} (accelopt optimize)…",
+        highlight=False,
+        markup=False,
+    )
+    argv = [
+        sys.executable,
+        "-m",
+        "accelopt",
+        "optimize",
+        problem,
+        "--strategy",
+        "autotune",
+        "--kernel",
+        "expert",
+        "--workload",
+        workload,
+        "--no-references",
+        "--workspace",
+        str(workspace),
+    ]
     done = subprocess.run(argv, capture_output=True, text=True)
     if done.returncode != 0:
         tail = (done.stderr or done.stdout).strip().splitlines()[-1:] or ["no output"]

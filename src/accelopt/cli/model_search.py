@@ -38,8 +38,11 @@ def endpoint_problem(config: Path | None) -> str:
 def carved_problem(part: Unmatched, graph: Any, workspace: Path, origin: str) -> str | None:
     """The workspace problem of ``part`` (its largest call that can be written), imported now
     unless it already was; None when no call of it can be written as a problem."""
-    nodes = [n for n in graph.graph.nodes
-             if n.op in ("call_function", "call_method") and op_label(n) == part.label]  # fmt: skip
+    nodes = [
+        n
+        for n in graph.graph.nodes
+        if n.op in ("call_function", "call_method") and op_label(n) == part.label
+    ]
     for node in sorted(nodes, key=lambda n: -_elements(n)):
         text = kernelbench_file(node, origin)
         if text is None:
@@ -79,10 +82,23 @@ def search_unmatched(
         if name is None:
             notes.append(f"{part.label}: no call of it could be written as a problem")
             continue
-        err_console.print(f"searching a kernel for {part.label} ({name}, accelopt optimize)…",
-                          highlight=False, markup=False)  # fmt: skip
-        argv = [sys.executable, "-m", "accelopt", "optimize", name, "--workspace", str(workspace),
-                "--iterations", str(iterations), "--no-references"]  # fmt: skip
+        err_console.print(
+            f"searching a kernel for {part.label} ({name}, accelopt optimize)…",
+            highlight=False,
+            markup=False,
+        )
+        argv = [
+            sys.executable,
+            "-m",
+            "accelopt",
+            "optimize",
+            name,
+            "--workspace",
+            str(workspace),
+            "--iterations",
+            str(iterations),
+            "--no-references",
+        ]
         argv += ["--config", str(config)] if config is not None else []
         done = subprocess.run(argv, capture_output=True, text=True)
         tail = (done.stderr or done.stdout).strip().splitlines()[-1:] or [""]

@@ -44,8 +44,11 @@ def _ratio(s: Speedup | None) -> str:
 
 def shares_table(result: ModelResult) -> Table:
     """Eager time per matched subgraph and remaining op, slowest first."""
-    table = Table(title=_title(result, "where the time goes (eager)"), title_justify="left",
-                  caption_justify="left")  # fmt: skip
+    table = Table(
+        title=_title(result, "where the time goes (eager)"),
+        title_justify="left",
+        caption_justify="left",
+    )
     for name in ("part", "problem", "ms", "share"):
         table.add_column(name, justify="right" if name in {"ms", "share"} else "left")
     for s in sorted(result.before, key=lambda s: -s.ms):
@@ -57,14 +60,14 @@ def shares_table(result: ModelResult) -> Table:
 def end_to_end_table(result: ModelResult) -> Table:
     """Eager, Inductor and accelopt: median ms, its interval, and accelopt's speedup over
     each."""
-    table = Table(title=_title(result, "end to end"), title_justify="left",
-                  caption_justify="left")  # fmt: skip
+    table = Table(title=_title(result, "end to end"), title_justify="left", caption_justify="left")
     for name in ("model", "ms", "ms ± (95% CI)", "speedup of accelopt"):
         table.add_column(name, justify="left" if name == "model" else "right")
     for t in result.timings:
         versus = "" if t.name == ACCELOPT else _ratio(speedup_over(result, t.name))
-        table.add_row(escape(SHOWN_NAMES.get(t.name, t.name)), _ms(t.ms),
-                      percent(half_width(t)), versus)  # fmt: skip
+        table.add_row(
+            escape(SHOWN_NAMES.get(t.name, t.name)), _ms(t.ms), percent(half_width(t)), versus
+        )
     rounds = max((t.rounds for t in result.timings), default=0)
     table.caption = (
         f"timed interleaved, {rounds} rounds; speedup: median of per-round ratios (95% CI)"
@@ -82,9 +85,15 @@ def sites_table(result: ModelResult) -> Table:
         state = f"[green]{SWAPPED}[/green]" if s.status == SWAPPED else escape(s.status)
         if s.reason:
             state += f": {escape(s.reason)}"
-        table.add_row(escape(s.id), escape(s.problem), escape(sizes_text(s.sizes)), state,
-                      escape(s.kernel) or DASH, percent(site_share(result.before, s.id)),
-                      _ratio(s.speedup))  # fmt: skip
+        table.add_row(
+            escape(s.id),
+            escape(s.problem),
+            escape(sizes_text(s.sizes)),
+            state,
+            escape(s.kernel) or DASH,
+            percent(site_share(result.before, s.id)),
+            _ratio(s.speedup),
+        )
     table.caption = "share: of eager time; kernel speedup: the subgraph's time over the kernel's"
     return table
 

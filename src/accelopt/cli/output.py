@@ -16,7 +16,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from accelopt import settings
-from accelopt.backends.base import REFERENCE_KINDS
+from accelopt.backends.registry import reference_kinds
 from accelopt.backends.status import Status
 from accelopt.cli.cells import error_cell
 from accelopt.cli.one_ceiling import (
@@ -43,6 +43,11 @@ console = Console(width=_WIDTH)
 err_console = Console(stderr=True, width=_WIDTH)
 
 _STATUS_STYLE = {Status.PASSED: "green", Status.SUSPICIOUS: "magenta"}
+
+
+def calibrated_peak(e: Evaluation) -> float | None:
+    """The roofline time at the control timed with ``e`` (None where it was not calibrated)."""
+    return e.calibration.peak_s if e.calibration is not None else None
 
 
 def check_writable(path: Path, option: str, make_parents: bool = False) -> Path:
@@ -160,14 +165,21 @@ def evaluations_table(
     was calibrated, the roofline at its control's figure and the % against it."""
     by_name = {p.name: p for p in problems}
     roofs = [roof_of(e, by_name.get(e.problem), hardware) for e in evaluations]
-    calibrated = any(e.calibrated_peak_s for e in evaluations)
+    calibrated = any(e.calibration for e in evaluations)
     table = Table(title=titled(title, hardware), title_justify="left", caption_justify="left")
     for name, justify in [
-        ("problem", "left"), ("status", "left"), ("ms", "right"), ("ms ± (95% CI)", "right"),
-        ("peak ms", "right"), ("% of peak", "right"), ("achieved", "right"),
+        ("problem", "left"),
+        ("status", "left"),
+        ("ms", "right"),
+        ("ms ± (95% CI)", "right"),
+        ("peak ms", "right"),
+        ("% of peak", "right"),
+        ("achieved", "right"),
         *([("calibrated peak ms", "right"), ("calibrated %", "right")] if calibrated else []),
-        ("bound", "left"), ("noise", "right"), ("rel err", "right"),
-    ]:  # fmt: skip
+        ("bound", "left"),
+        ("noise", "right"),
+        ("rel err", "right"),
+    ]:
         table.add_column(name, justify=justify, no_wrap=True)  # type: ignore[arg-type]
     table.add_column("error", ratio=1, overflow="fold")
     for e, roof in zip(evaluations, roofs, strict=True):
@@ -178,7 +190,7 @@ def evaluations_table(
             percent(e.ci),
             milliseconds(roof.peak_s),
             *roof.cells(e.latency_s),
-            *(calibrated_cells(e.calibrated_peak_s, e.latency_s) if calibrated else []),
+            *(calibrated_cells(calibrated_peak(e), e.latency_s) if calibrated else []),
             roof.bound,
             percent(e.noise),
             scientific(e.max_rel_err),
@@ -289,7 +301,7 @@ def versus_reference(kind: str | None, speedup: float | None) -> str:
 def best_reference(by_key: dict[tuple[str, str], Evaluation], problem: str) -> Evaluation | None:
     """The fastest reference that passed for ``problem`` (NumPy, torch eager, torch.compile in
     either mode)."""
-    return fastest_reference(by_key.get((problem, kind)) for kind in REFERENCE_KINDS)
+    return fastest_reference(by_key.get((problem, kind)) for kind in reference_kinds())
 
 
 def _versus(expert: Evaluation | None, ref: Evaluation | None, ratios: list[float]) -> list[str]:
@@ -322,7 +334,7 @@ def suite_table(
     table.add_column("peak ms", justify="right", no_wrap=True)
     for column in (column for kind in kinds for column in _columns(kind)):
         table.add_column(column, justify="right", no_wrap=not column.endswith("achieved"))
-    compare = any(kind in REFERENCE_KINDS for kind in kinds) and "expert" in kinds
+    compare = any(kind in reference_kinds() for kind in kinds) and "expert" in kinds
     if compare:
         table.add_column("best reference", justify="right", no_wrap=True)
         table.add_column("expert speedup", justify="right")
@@ -333,13 +345,15 @@ def suite_table(
         for kind in kinds:
             row.extend(_cells(by_key.get((p.name, kind)), roof, kind))
         if compare:
-            row.extend(_versus(by_key.get((p.name, "expert")), best_reference(by_key, p.name),
-                               ratios))  # fmt: skip
+            row.extend(
+                _versus(by_key.get((p.name, "expert")), best_reference(by_key, p.name), ratios)
+            )
         table.add_row(*row)
     table.add_section()
-    table.add_row(*_suite_means(kinds, evaluations, roofs, ratios if compare else None),
-                  style="bold")  # fmt: skip
-    calibrated = any(e.calibrated or e.calibrated_pct is not None for e in evaluations)
+    table.add_row(
+        *_suite_means(kinds, evaluations, roofs, ratios if compare else None), style="bold"
+    )
+    calibrated = any(e.calibrated or e.calibration is not None for e in evaluations)
     lines = ceiling_lines(hardware, SUITE_CALIBRATED if calibrated else "")
     table.caption = escape("\n".join(lines))
     return table

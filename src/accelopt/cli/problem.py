@@ -11,6 +11,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from accelopt import views
+from accelopt.backends.registry import shipped_kernel
 from accelopt.cli import common
 from accelopt.cli.output import JsonOption, console, err_console, shows_table, write_json
 from accelopt.errors import UserError
@@ -60,7 +61,7 @@ def add_command(
             f"{escape(signature(problem))}",
             highlight=False,
         )
-        if not problem.kernel_path("baseline").is_file():
+        if not shipped_kernel(problem, "baseline").is_file():
             console.print(
                 "it has no baseline kernel: `accelopt optimize` starts it from a kernel the "
                 "executor writes from the reference (or give one with --kernel)",
@@ -84,7 +85,7 @@ def list_command(workspace: common.WorkspaceOption = None, json_path: JsonOption
                 "name": name,
                 "signature": signature(p),
                 "workloads": sorted(p.workloads),
-                "baseline": p.kernel_path("baseline").is_file(),
+                "baseline": shipped_kernel(p, "baseline").is_file(),
                 "requires": list(p.requires),
                 "directory": str(p.directory),
             }
@@ -98,9 +99,12 @@ def list_command(workspace: common.WorkspaceOption = None, json_path: JsonOption
                 table.add_row(r["name"], f"[red]{escape(r['error'])}[/red]", "", "", "")
                 continue
             table.add_row(
-                r["name"], escape(r["signature"]), ", ".join(r["workloads"]),
-                "yes" if r["baseline"] else "no (drafted)", ", ".join(r["requires"]),
-            )  # fmt: skip
+                r["name"],
+                escape(r["signature"]),
+                ", ".join(r["workloads"]),
+                "yes" if r["baseline"] else "no (drafted)",
+                ", ".join(r["requires"]),
+            )
         console.print(table if rows else "no problems in this workspace yet", highlight=False)
     write_json(json_path, rows)
 
@@ -161,9 +165,14 @@ def import_kernelbench(
     results: list[tuple[Path, Any]] = []
     for path in files:
         try:
-            results.append((path, kernelbench.import_file(
-                path, root, name=name, sets=sets, fit=fit, reserved_names=reserved
-            )))  # fmt: skip
+            results.append(
+                (
+                    path,
+                    kernelbench.import_file(
+                        path, root, name=name, sets=sets, fit=fit, reserved_names=reserved
+                    ),
+                )
+            )
         except kernelbench.ImportRefused as refused:
             results.append((path, refused))
     for folder in folders:
@@ -181,22 +190,31 @@ def _report_imports(
         if not isinstance(result, UserError):  # an importer's Imported
             p = result.problem
             workloads = {w.name: dict(w.sizes) for w in p.workloads.values()}
-            rows.append({"file": str(path), "status": "imported", "name": result.name,
-                         "signature": signature(p), "notes": list(result.notes),
-                         "workloads": workloads})  # fmt: skip
+            rows.append(
+                {
+                    "file": str(path),
+                    "status": "imported",
+                    "name": result.name,
+                    "signature": signature(p),
+                    "notes": list(result.notes),
+                    "workloads": workloads,
+                }
+            )
         else:
             rows.append({"file": str(path), "status": "refused", "reason": str(result.reason)})
     imported = sum(r["status"] == "imported" for r in rows)
     if shows_table(json_path):
-        table = Table(title=f"{what}: {imported} of {len(rows)} imported",
-                      title_justify="left")  # fmt: skip
+        table = Table(title=f"{what}: {imported} of {len(rows)} imported", title_justify="left")
         for col in ("file", "result", "problem / reason"):
             table.add_column(col)
         for r in rows:
             ok = r["status"] == "imported"
             detail = escape(f"{r['name']}: {r['signature']}" if ok else r["reason"])
-            table.add_row(Path(r["file"]).name, "[green]imported[/green]" if ok else
-                          "[red]refused[/red]", detail)  # fmt: skip
+            table.add_row(
+                Path(r["file"]).name,
+                "[green]imported[/green]" if ok else "[red]refused[/red]",
+                detail,
+            )
         console.print(table)
         for r in rows:
             for note in r.get("notes", []):
@@ -238,9 +256,11 @@ def import_flashinfer(
         dataset, root, definitions=definition or (), reserved_names=suite_names()
     )
     _report_imports(
-        [(Path(name), result) for name, result in results], json_path, "FlashInfer import",
+        [(Path(name), result) for name, result in results],
+        json_path,
+        "FlashInfer import",
         single=len(definition or ()) == 1,
-    )  # fmt: skip
+    )
 
 
 @export_app.command("flashinfer")

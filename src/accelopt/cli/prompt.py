@@ -20,6 +20,7 @@ from accelopt.agents.planner import Plan, PlannerInput, planner_messages
 from accelopt.agents.summarizer import SummarizerInput, summarizer_messages
 from accelopt.backends.base import Backend, get_backend
 from accelopt.backends.kernel import Kernel
+from accelopt.backends.registry import shipped_kernel
 from accelopt.cli import common
 from accelopt.cli.optimize import WorkspaceOption, open_store
 from accelopt.cli.output import JsonOption, console, shows_table, write_json
@@ -46,8 +47,14 @@ class _Scene:
     """One problem, workload, backend and workspace: measures kernels and builds what the
     agents are given."""
 
-    def __init__(self, store: Store, problem: Problem, workload: str, backend: Backend,
-                 hardware: HardwareSpec) -> None:  # fmt: skip
+    def __init__(
+        self,
+        store: Store,
+        problem: Problem,
+        workload: str,
+        backend: Backend,
+        hardware: HardwareSpec,
+    ) -> None:
         self.store, self.problem, self.workload = store, problem, workload
         self.backend, self.hardware = backend, hardware
         self.view: ProblemView = problem_view(problem, workload)
@@ -78,10 +85,13 @@ class _Scene:
 def _planner(scene: _Scene, source: str) -> list[Message]:
     evaluation = scene.passed(source, "shown")
     lessons = retrieve(
-        scene.store, problem_text=f"{scene.problem.name} {scene.problem.description}",
-        kernel_text=source, backend=scene.backend.name, hardware=scene.hardware.key(),
+        scene.store,
+        problem_text=f"{scene.problem.name} {scene.problem.description}",
+        kernel_text=source,
+        backend=scene.backend.name,
+        hardware=scene.hardware.key(),
         problem=scene.problem.name,
-    )  # fmt: skip
+    )
     profile = scene.profile(source, evaluation)
     return planner_messages(PlannerInput(scene.view, source, profile, scene.facts, lessons))
 
@@ -102,10 +112,15 @@ def _summarizer(scene: _Scene, slow: str, fast: str, plan: Plan) -> list[Message
     slow_e, fast_e = scene.passed(slow, "slow"), scene.passed(fast, "fast")
     assert slow_e.latency_s and fast_e.latency_s
     given = SummarizerInput(
-        scene.view, slow, fast, slow_e.latency_s / fast_e.latency_s, scene.facts.language,
-        plan=plan, slow_profile=scene.profile(slow, slow_e),
+        scene.view,
+        slow,
+        fast,
+        slow_e.latency_s / fast_e.latency_s,
+        scene.facts.language,
+        plan=plan,
+        slow_profile=scene.profile(slow, slow_e),
         fast_profile=scene.profile(fast, fast_e),
-    )  # fmt: skip
+    )
     return summarizer_messages(given)
 
 
@@ -133,7 +148,7 @@ def prompt_command(
         raise UserError(f"unknown agent {agent!r}; choose one of: {', '.join(AGENTS)}")
     prob = views.problem_and_workload(problem, workload, workspace, evaluating=False)
     workload = prob.workload_name(workload)  # one given by its sizes: its canonical name
-    path = prob.kernel_path("baseline", backend)
+    path = shipped_kernel(prob, "baseline", backend)
     baseline = path.read_text() if path.is_file() else ""  # none: the first kernel is drafted
     if plan is None:
         chosen = EXAMPLE_PLAN if baseline or kernel else DRAFT_PLAN

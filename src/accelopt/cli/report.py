@@ -33,7 +33,7 @@ from accelopt.reports.compare import (
     write_compare_report,
 )
 from accelopt.reports.run_report import write_run_report
-from accelopt.search.rescoring import rescore_stored_run
+from accelopt.search.one_ceiling import rescore_stored_run
 from accelopt.store.errors import StoreReadOnly
 from accelopt.store.records import RunRecord
 from accelopt.store.store import Store
@@ -73,15 +73,18 @@ def report_command(
             if writable is None:
                 err_console.print(
                     f"run {run.id} is shown as stored, against several ceilings of its device: "
-                    "its workspace is read-only", highlight=False, markup=False,
-                )  # fmt: skip
+                    "its workspace is read-only",
+                    highlight=False,
+                    markup=False,
+                )
                 _write(target, lambda path: write_run_report(path, store, run, spec))
             else:
                 with writable:
                     run = _rescored(writable, run, spec)
                     _write(target, lambda path: write_run_report(path, writable, run, spec))
-    console.print(f"report written to {target} ({target.stat().st_size // 1024} KiB)",
-                  highlight=False)  # fmt: skip
+    console.print(
+        f"report written to {target} ({target.stat().st_size // 1024} KiB)", highlight=False
+    )
 
 
 def _rescored(store: Store, run: RunRecord, spec: HardwareSpec | None) -> RunRecord:
@@ -92,8 +95,10 @@ def _rescored(store: Store, run: RunRecord, spec: HardwareSpec | None) -> RunRec
     if run.hardware != before:
         err_console.print(
             f"run {run.id} was scored against several ceilings of its device (one raised "
-            f"during it): re-scored against {run.hardware}", highlight=False, markup=False,
-        )  # fmt: skip
+            f"during it): re-scored against {run.hardware}",
+            highlight=False,
+            markup=False,
+        )
     return run
 
 
@@ -127,23 +132,47 @@ def compare_command(
 
 def compare_table(comparisons: list[RunComparison]) -> Table:
     table = Table(title="runs compared", title_justify="left")
-    for col in ("run", "problem", "strategy", "search", "models", "iterations", "wall",
-                "per min", "baseline %", "best %", "speedup", "vs best ref", "$", "tokens",
-                "$ / point", "calls / kept", "free variants"):  # fmt: skip
-        table.add_column(col, justify="right" if col in _NUMERIC else "left",
-                         no_wrap=col == "run")  # fmt: skip
+    for col in (
+        "run",
+        "problem",
+        "strategy",
+        "search",
+        "models",
+        "iterations",
+        "wall",
+        "per min",
+        "baseline %",
+        "best %",
+        "speedup",
+        "vs best ref",
+        "$",
+        "tokens",
+        "$ / point",
+        "calls / kept",
+        "free variants",
+    ):
+        table.add_column(col, justify="right" if col in _NUMERIC else "left", no_wrap=col == "run")
     for c in comparisons:
         unknown = f" (+{c.unknown_cost_calls} unpriced)" if c.unknown_cost_calls else ""
         table.add_row(
-            c.run, c.problem, c.strategy, c.search_size, models_text(c.models),
-            str(c.iterations), html.duration(c.wall_s) if c.wall_s is not None else "—",
-            _or_dash(c.per_minute, "{:.1f}"), percent(c.baseline_pct), percent(c.best_pct),
+            c.run,
+            c.problem,
+            c.strategy,
+            c.search_size,
+            models_text(c.models),
+            str(c.iterations),
+            html.duration(c.wall_s) if c.wall_s is not None else "—",
+            _or_dash(c.per_minute, "{:.1f}"),
+            percent(c.baseline_pct),
+            percent(c.best_pct),
             speedup_x(c.speedup) + _within(c.speedup_interval),
             versus_reference(c.reference and c.reference.kind, c.speedup_over_reference),
             usd_plain(c.cost_usd) + unknown,
-            f"{c.tokens:,}", _or_dash(c.cost.usd_per_point, "{:.4f}"),
-            _or_dash(c.cost.calls_per_improvement, "{:.1f}"), str(c.cost.variants),
-        )  # fmt: skip
+            f"{c.tokens:,}",
+            _or_dash(c.cost.usd_per_point, "{:.4f}"),
+            _or_dash(c.cost.calls_per_improvement, "{:.1f}"),
+            str(c.cost.variants),
+        )
     return table
 
 
@@ -151,8 +180,20 @@ def _within(interval: float | None) -> str:
     return f" ± {interval:.1%}" if interval is not None else ""
 
 
-_NUMERIC = {"iterations", "wall", "per min", "baseline %", "best %", "speedup", "vs best ref",
-            "$", "tokens", "$ / point", "calls / kept", "free variants"}  # fmt: skip
+_NUMERIC = {
+    "iterations",
+    "wall",
+    "per min",
+    "baseline %",
+    "best %",
+    "speedup",
+    "vs best ref",
+    "$",
+    "tokens",
+    "$ / point",
+    "calls / kept",
+    "free variants",
+}
 
 
 def _or_dash(value: float | None, form: str) -> str:

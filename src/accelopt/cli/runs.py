@@ -40,19 +40,38 @@ def list_command(workspace: WorkspaceOption = None, json_path: JsonOption = None
         rows = [row for run in store.list_runs() if (row := _row_or_warn(store, run)) is not None]
     if shows_table(json_path):
         table = Table(title="runs", title_justify="left")
-        for col in ("run", "problem", "workload", "strategy", "status", "created", "baseline ms",
-                    "best ms", "% of peak", "speedup", "vs best ref", "$"):  # fmt: skip
+        for col in (
+            "run",
+            "problem",
+            "workload",
+            "strategy",
+            "status",
+            "created",
+            "baseline ms",
+            "best ms",
+            "% of peak",
+            "speedup",
+            "vs best ref",
+            "$",
+        ):
             table.add_column(col)
         for r in rows:
             table.add_row(
-                r["run"], r["problem"], _workloads_text(r), r["strategy"], r["status"],
-                r["created_at"], milliseconds(r["baseline_latency_s"]),
-                milliseconds(r["best_latency_s"]), percent(r["best_pct_of_peak"]),
+                r["run"],
+                r["problem"],
+                _workloads_text(r),
+                r["strategy"],
+                r["status"],
+                r["created_at"],
+                milliseconds(r["baseline_latency_s"]),
+                milliseconds(r["best_latency_s"]),
+                percent(r["best_pct_of_peak"]),
                 _speedup(r),
-                versus_reference((r["best_reference"] or {}).get("kind"),
-                                 r["speedup_over_reference"]),
+                versus_reference(
+                    (r["best_reference"] or {}).get("kind"), r["speedup_over_reference"]
+                ),
                 usd_plain(r["cost_usd"]),
-            )  # fmt: skip
+            )
         table.caption = SPEEDUP_NOTE
         table.caption_justify = "left"
         console.print(table)
@@ -77,8 +96,12 @@ def _row_or_warn(store: Store, run: RunRecord) -> dict[str, Any] | None:
     try:
         return run_row(store, run)
     except BadRowError as exc:
-        err_console.print(f"warning: run {run.id} is left out: {exc}", style="yellow",
-                          highlight=False, markup=False)  # fmt: skip
+        err_console.print(
+            f"warning: run {run.id} is left out: {exc}",
+            style="yellow",
+            highlight=False,
+            markup=False,
+        )
         return None
 
 
@@ -120,23 +143,37 @@ def _peaks(store: Store, run: RunRecord, found: Generalization) -> dict[str, flo
 def _print_show(p: dict[str, Any]) -> None:
     console.print(
         f"[bold]run {p['run']}[/bold]: {p['problem']} / {p['workload']} on {p['hardware']}, "
-        f"{p['strategy']}, {p['status']}", highlight=False,
-    )  # fmt: skip
+        f"{p['strategy']}, {p['status']}",
+        highlight=False,
+    )
     for label, key in (("parameters", "search"), ("models", "models")):
         if p["config"].get(key) is not None:  # an agent session (accelopt mcp) has neither
             console.print(f"{label}: {p['config'][key]}", highlight=False, markup=False)
     table = Table(title="best per iteration", title_justify="left")
-    for col in ("iteration", "best ms", "% of peak", "beam", "evaluated", "failed", "$",
-                "calls without a result"):  # fmt: skip
+    for col in (
+        "iteration",
+        "best ms",
+        "% of peak",
+        "beam",
+        "evaluated",
+        "failed",
+        "$",
+        "calls without a result",
+    ):
         table.add_column(col, justify="right")
     for i in p["iterations"]:
         failed = sum(i["failed_by_status"].values())
         wasted = ", ".join(f"{what} {n}" for what, n in i.get("wasted", {}).items()) or "—"
         table.add_row(
-            str(i["iteration"]), milliseconds(i["best_latency_s"]), percent(i["best_pct_of_peak"]),
-            str(len(i["beam"])), str(i["evaluated"]), str(failed), usd_plain(i["spent_usd"]),
+            str(i["iteration"]),
+            milliseconds(i["best_latency_s"]),
+            percent(i["best_pct_of_peak"]),
+            str(len(i["beam"])),
+            str(i["evaluated"]),
+            str(failed),
+            usd_plain(i["spent_usd"]),
             wasted,
-        )  # fmt: skip
+        )
     console.print(table)
     table = Table(title="lineage of the best kernel", title_justify="left")
     for col in ("iteration", "kernel", "origin", "plan", "ms", "speedup"):
@@ -144,9 +181,13 @@ def _print_show(p: dict[str, Any]) -> None:
     for s in p["lineage"]:
         speed = s["speedup_over_parent"]
         table.add_row(
-            str(s["iteration"]), s["hash"], s["origin"], Text(s["plan"] or "—"),  # LLM text
-            milliseconds(s["latency_s"]), speedup_x(speed),
-        )  # fmt: skip
+            str(s["iteration"]),
+            s["hash"],
+            s["origin"],
+            Text(s["plan"] or "—"),  # LLM text
+            milliseconds(s["latency_s"]),
+            speedup_x(speed),
+        )
     console.print(table)
     for tuned in p.get("variants", []):
         console.print(variant_table(tuned, p.get("created_at", "")))
@@ -156,5 +197,6 @@ def _print_show(p: dict[str, Any]) -> None:
     if cut.get("calls"):
         console.print(
             f"{cut['calls']} paid calls were cut off by a kill before they were recorded: "
-            f"counted as spent, at most ${cut['usd']:.4f}", highlight=False,
-        )  # fmt: skip
+            f"counted as spent, at most ${cut['usd']:.4f}",
+            highlight=False,
+        )

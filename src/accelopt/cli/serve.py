@@ -160,9 +160,12 @@ class _Profilers:
             if backend not in self._made:
                 hardware = common.hardware_for(backend)
                 self._made[backend] = make_profiler(
-                    self.kind, hardware, self.config, ray_address=self.ray_address,
+                    self.kind,
+                    hardware,
+                    self.config,
+                    ray_address=self.ray_address,
                     store=self.store,
-                )  # fmt: skip
+                )
             return self._made[backend]
 
     def close(self) -> None:

@@ -9,8 +9,9 @@ from accelopt.cli.common import WorkspaceOption, open_store_readonly
 from accelopt.cli.output import JsonOption, console, err_console, shows_table, write_json
 from accelopt.store.errors import SALVAGE
 
-app = typer.Typer(help="The workspace's run store: check that every row can be read.",
-                  no_args_is_help=True)  # fmt: skip
+app = typer.Typer(
+    help="The workspace's run store: check that every row can be read.", no_args_is_help=True
+)
 
 
 @app.command("check")
@@ -40,7 +41,8 @@ def check_command(workspace: WorkspaceOption = None, json_path: JsonOption = Non
         err_console.print(
             f"{len(bad)} damaged rows in {path}: every other row reads as it is, and a damaged "
             "kernel source is replaced when a run writes that kernel again",
-            highlight=False, markup=False,
-        )  # fmt: skip
+            highlight=False,
+            markup=False,
+        )
     if bad or pages:
         raise typer.Exit(1)

@@ -21,9 +21,12 @@ MODES = {"inductor": "default mode", "max-autotune": "mode max-autotune"}
 
 
 def form_notes(
-    kinds: Sequence[str], evaluations: Sequence[Evaluation], threads: int, backend: str,
+    kinds: Sequence[str],
+    evaluations: Sequence[Evaluation],
+    threads: int,
+    backend: str,
     kernel: str,
-) -> list[str]:  # fmt: skip
+) -> list[str]:
     """The lines under a suite table about its PyTorch columns."""
     if not any(kind in FORMS for kind in kinds):
         wanted = kernel in ("all", *FORMS) and backend == "cpu"

@@ -102,11 +102,15 @@ def _next_steps(head: bool, address: str | None, port: int, node_ip: str | None)
     lines = [f"Ray node for accelopt, cluster {cluster}."]
     if head and not is_loopback(node_ip):
         lines.append(f"  other machines join with: accelopt worker --address {cluster}")
-    lines.append(f"  run a search on it with:  accelopt optimize PROBLEM --profiler ray "
-                 f"--ray-address {cluster}")  # fmt: skip
+    lines.append(
+        f"  run a search on it with:  accelopt optimize PROBLEM --profiler ray "
+        f"--ray-address {cluster}"
+    )
     if head and is_loopback(node_ip):
-        lines.append(f"  it listens on loopback only (no other machine can join): set "
-                     f"{LOOPBACK_SWITCH}=0 for the commands that use it")  # fmt: skip
+        lines.append(
+            f"  it listens on loopback only (no other machine can join): set "
+            f"{LOOPBACK_SWITCH}=0 for the commands that use it"
+        )
     return "\n".join(lines)
 
 
@@ -142,9 +146,14 @@ def worker_command(
     """Start or join a Ray node that offers this machine's devices to `--profiler ray`."""
     declared = parse_devices(devices or ["cpu:1"])
     command = ray_start_command(
-        head=head, address=address, port=port, devices=declared,
-        node_ip_address=node_ip_address, temp_dir=temp_dir, block=block,
-    )  # fmt: skip
+        head=head,
+        address=address,
+        port=port,
+        devices=declared,
+        node_ip_address=node_ip_address,
+        temp_dir=temp_dir,
+        block=block,
+    )
     base = settings.environment()
     env = node_environment(base, head, node_ip_address)
     if dry_run:  # with the variables this command sets

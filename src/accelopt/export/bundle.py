@@ -22,8 +22,10 @@ from pathlib import Path
 from typing import Any
 
 from accelopt import __version__, templating
+from accelopt.backends import registry
 from accelopt.backends.base import BuildResult, get_backend
 from accelopt.backends.kernel import Kernel
+from accelopt.backends.registry import shipped_kernel
 from accelopt.backends.status import Status
 from accelopt.errors import UserError
 from accelopt.export import kernelbench
@@ -85,7 +87,7 @@ def author_of(source: str, problem: Problem, backend: str, llm_wrote: bool = Fal
     kernel the variant was made of), else ``user``."""
     if llm_wrote:
         return "llm"
-    shipped = [problem.kernel_path(kind, backend) for kind in ("baseline", "expert")]
+    shipped = [shipped_kernel(problem, kind, backend) for kind in ("baseline", "expert")]
     return "shipped" if any(p.is_file() and p.read_text() == source for p in shipped) else "user"
 
 
@@ -152,8 +154,9 @@ def export_kernel(
     except BaseException:
         shutil.rmtree(stage, ignore_errors=True)
         raise
-    return Exported(to, to / exported.module.name, exported.workloads, exported.reference,
-                    exported.model_new)  # fmt: skip
+    return Exported(
+        to, to / exported.module.name, exported.workloads, exported.reference, exported.model_new
+    )
 
 
 def _check_target(to: Path) -> None:
@@ -181,14 +184,16 @@ def _write(
 ) -> Exported:
     kernel = source.kernel
     backend = kernel.backend
-    if backend not in ("cpu", "triton"):
-        raise UserError(f"the {backend} backend's kernels are not exported: use cpu or triton")
+    found = registry.record(backend)
+    if not found.exported:
+        exportable = ", ".join(n for n, r in registry.records().items() if r.exported)
+        raise UserError(f"the {backend} backend's kernels are not exported: use {exportable}")
     refused = get_backend(backend).check(kernel.source)  # today's checks, not its evaluation's
     if refused:
         raise UserError(f"the kernel is not exported: its source is refused ({refused})")
-    source_name = "kernel.c" if backend == "cpu" else "kernel_triton.py"
+    source_name = found.exported
     (folder / source_name).write_text(kernel.source, encoding="utf-8")
-    if backend == "cpu" and _KERNEL_MACRO.search(kernel.source):
+    if found.language is registry.Language.C and _KERNEL_MACRO.search(kernel.source):
         raise UserError(
             "the kernel is not exported: it defines or undefines a macro named kernel, which "
             "the export needs for its C symbol (rename that macro)"
@@ -228,10 +233,10 @@ def _write(
 def _variant(problem: Problem, kernel: Kernel, workload: str, folder: Path) -> dict[str, Any]:
     sizes = {p: int(problem.workload(workload).sizes[p]) for p in problem.params}
     found: dict[str, Any] = {"workload": workload, "sizes": sizes, "object": ""}
-    if kernel.backend != "cpu":
-        return found  # Triton compiles at its first launch, for any sizes
+    if not registry.record(kernel.backend).builds_per_workload:
+        return found  # compiled at its first launch, for any sizes (Triton)
     symbol = c_symbol(problem.name, kernel.hash)
-    renamed = Kernel(rename_prefix(problem, symbol) + kernel.source, "cpu", kernel.name)
+    renamed = Kernel(rename_prefix(problem, symbol) + kernel.source, kernel.backend, kernel.name)
     built = _build(problem, renamed, sizes)
     if not built.ok or built.artifact is None:
         failed = _build(problem, kernel, sizes)  # as written: its own line numbers
@@ -255,7 +260,7 @@ def _build(problem: Problem, kernel: Kernel, sizes: Mapping[str, int]) -> BuildR
         tempfile.TemporaryDirectory(prefix="accelopt-export-") as scratch,
         contextlib.chdir(scratch),
     ):
-        return get_backend("cpu").build(kernel, problem, dict(sizes), BUILD_TIMEOUT_S)
+        return get_backend(kernel.backend).build(kernel, problem, dict(sizes), BUILD_TIMEOUT_S)
 
 
 def _manifest(
@@ -268,10 +273,11 @@ def _manifest(
     kernel = source.kernel
     recipe = get_backend(kernel.backend).export_recipe()
     return {
-        "format": 1,
+        "format": 2,
         "problem": problem.name,
         "description": problem.description,
         "backend": kernel.backend,
+        "loader": registry.record(kernel.backend).loader,  # how runtime.py loads the kernel
         "kernel_hash": kernel.hash,
         **problem.interface(),
         "source": source_name,

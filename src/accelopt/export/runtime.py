@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 
 MANIFEST = "manifest.json"
+TRITON_MODULE = "triton-module"  # the manifest's loader of a Triton module (else a C shared object)
 ALIGN = 64  # bytes: the kernel contract's alignment (aligned vector loads are legal)
 POLICIES = ("compile", "reference", "raise")
 
@@ -135,7 +136,7 @@ class ExportedKernel:
         names = [n for n, _ in self.inputs]
         if len(values) != len(names):
             raise TypeError(f"{self.name}() takes {len(names)} arrays ({', '.join(names)})")
-        if self.manifest["backend"] == "triton":
+        if self.manifest["loader"] == TRITON_MODULE:
             return _sibling("runtime_torch").call_triton(
                 self, values, out, policy, verify, reference
             )
@@ -257,7 +258,7 @@ class ExportedKernel:
         """The exported object for these sizes, with ``built_here`` when it may be loaded as is."""
         for variant in self.manifest["variants"]:
             if tuple(variant["sizes"][p] for p in self.params) == key:
-                if self.manifest["backend"] == "triton":  # one module, any sizes: Triton JITs
+                if self.manifest["loader"] == TRITON_MODULE:  # one module, any sizes: Triton JITs
                     return {**variant, "built_here": True}
                 ok = self.built_here and bool(variant.get("object"))
                 return {**variant, "built_here": ok}
@@ -316,7 +317,7 @@ class ExportedKernel:
         return module.reference
 
     def _load(self, key: tuple[int, ...], known: dict[str, Any] | None) -> Callable[..., None]:
-        if self.manifest["backend"] == "triton":
+        if self.manifest["loader"] == TRITON_MODULE:
             return _sibling("runtime_torch").triton_callable(self)
         if known is not None and known["built_here"]:
             path = self.folder / known["object"]

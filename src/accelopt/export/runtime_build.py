@@ -33,10 +33,17 @@ def build_object(kernel: Any, key: tuple[int, ...]) -> Path:
     with tempfile.TemporaryDirectory(dir=target.parent) as scratch:
         out = Path(scratch) / "kernel.so"
         command = [
-            compiler, *build["flags"], *target_flags, *defines, "-include",
-            str(kernel.folder / kernel.manifest["header"]), "-o", str(out),
-            str(kernel.folder / kernel.manifest["source"]), *build["libs"],
-        ]  # fmt: skip
+            compiler,
+            *build["flags"],
+            *target_flags,
+            *defines,
+            "-include",
+            str(kernel.folder / kernel.manifest["header"]),
+            "-o",
+            str(out),
+            str(kernel.folder / kernel.manifest["source"]),
+            *build["libs"],
+        ]
         done = subprocess.run(command, capture_output=True, text=True, timeout=COMPILE_TIMEOUT_S)
         if done.returncode != 0:
             tail = "\n".join(done.stderr.strip().splitlines()[-12:])

@@ -340,7 +340,7 @@ def same_device(a: HardwareSpec, b: HardwareSpec) -> bool:
 def is_measured_here(spec: HardwareSpec) -> bool:
     """Whether ``spec`` is this machine's measured and cached CPU spec (what ``load_cpu_spec``
     returns): not a datasheet, not a GPU's, not ceilings fixed by hand (as tests do)."""
-    if spec.backend != "cpu":
+    if not spec.on_host:
         return False
     if not all("measured: " in spec.provenance.get(name, "") for name in CEILINGS):
         return False

@@ -42,7 +42,7 @@ def _as_fraction(ratio: float) -> str:
 def rate_doubt(spec: HardwareSpec) -> tuple[str, str] | None:
     """The ceiling whose figure is inconsistent with the other FLOP rate, and a few words on why;
     None when they agree, or when the spec's ISA was not detected (the check does not apply)."""
-    if spec.backend != "cpu" or spec.arch not in CHECKED_ARCHES or not spec.isa:
+    if not spec.on_host or spec.arch not in CHECKED_ARCHES or not spec.isa:
         return None
     fma = fma_rate(spec)
     ratio = spec.vector_rate / fma if fma > 0 else 1.0

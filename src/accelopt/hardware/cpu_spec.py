@@ -20,7 +20,7 @@ from accelopt.hardware.cpuinfo import (
 from accelopt.hardware.figures import judgement
 from accelopt.hardware.isa import Isa, describe_isa, detect_isa, isa_from_compiler
 from accelopt.hardware.measure import CEILINGS, measure_figures
-from accelopt.hardware.spec import HardwareSpec
+from accelopt.hardware.spec import HOST_BACKEND, HardwareSpec
 from accelopt.hardware.toolchain import Compiler, find_compiler, no_compiler
 
 
@@ -40,7 +40,7 @@ def measure_cpu(threads: int | None = None) -> HardwareSpec:
     figures = measured.figures
     spec = HardwareSpec(
         name=f"cpu:{cpu_model_name()}",
-        backend="cpu",
+        backend=HOST_BACKEND,
         matmul_rate=figures["matmul_rate"].value,
         vector_rate=figures["vector_rate"].value,
         bandwidth=figures["bandwidth"].value,

@@ -8,7 +8,7 @@ benchmark runs a kernel on one core. Rates are FLOP/s, bandwidth bytes/s; "TB/s"
 
 from __future__ import annotations
 
-from accelopt.hardware.spec import HardwareSpec
+from accelopt.hardware.spec import GPU_BACKEND, HardwareSpec
 
 TERA = 1e12
 GIGA = 1e9
@@ -25,7 +25,7 @@ def _gh100_sxm(name: str, bandwidth_tb: float, chip: str) -> HardwareSpec:
     whitepaper = f"whitepaper: NVIDIA H100 Tensor Core GPU Architecture ({chip})"
     return HardwareSpec(
         name=name,
-        backend="triton",
+        backend=GPU_BACKEND,
         matmul_rate=67 * TERA,
         vector_rate=67 * TERA,
         bandwidth=bandwidth_tb * TERA,

@@ -19,7 +19,7 @@ from accelopt.hardware import devicelock
 from accelopt.hardware.cache import read_spec, write_spec
 from accelopt.hardware.datasheet import DATASHEET
 from accelopt.hardware.gpu import GpuInfo, current_gpu, datasheet_name
-from accelopt.hardware.spec import HardwareSpec
+from accelopt.hardware.spec import GPU_BACKEND, HardwareSpec
 
 _NOMINAL = (
     "nominal: Triton's CPU interpreter checks kernels and is never timed; this figure only sizes "
@@ -27,7 +27,7 @@ _NOMINAL = (
 )
 INTERPRETER = HardwareSpec(
     name="triton-interpreter",
-    backend="triton",
+    backend=GPU_BACKEND,
     matmul_rate=1e9,
     vector_rate=1e9,
     bandwidth=1e9,

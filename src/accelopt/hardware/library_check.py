@@ -128,8 +128,13 @@ def library_figures(threads: int, python: str = sys.executable) -> dict[str, Lib
         v: str(threads) for v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
     }
     try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=TIMEOUT_S,
-                              env={**settings.environment(), **counts})  # fmt: skip
+        done = subprocess.run(
+            command,
+            capture_output=True,
+            text=True,
+            timeout=TIMEOUT_S,
+            env={**settings.environment(), **counts},
+        )
         rows = json.loads(done.stdout.strip().splitlines()[-1]) if done.returncode == 0 else []
     except (OSError, subprocess.TimeoutExpired, ValueError, IndexError):
         return {}

@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from accelopt.hardware.spec import HardwareSpec
+from accelopt.hardware.spec import GPU_BACKEND, HardwareSpec
 
 COPY_BYTES = 2 << 30  # per buffer: far past any L2
 MATMUL_N = 8192
@@ -120,7 +120,7 @@ def spec_from_measurement(raw: dict[str, Any], label: str) -> HardwareSpec:
         provenance["llc_bytes"] = "torch.cuda.get_device_properties: L2 cache size"
     return HardwareSpec(
         name=label,
-        backend="triton",
+        backend=GPU_BACKEND,
         matmul_rate=raw["matmul_rate"],
         vector_rate=raw["matmul_rate"],
         bandwidth=raw["bandwidth"],

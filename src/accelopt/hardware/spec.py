@@ -27,6 +27,13 @@ MEASUREMENT_NOTES = frozenset(
 )
 
 
+# The backends the specs this layer makes are for (``HardwareSpec.backend``): this machine's CPU
+# and a GPU. The backend registry holds records of these names that run there
+# (``tests/backends/test_registry.py``); code above reads ``on_host``, not these names.
+HOST_BACKEND = "cpu"
+GPU_BACKEND = "triton"
+
+
 class HardwareSpec(BaseModel):
     """Ceilings of one device, as the roofline uses them.
 
@@ -89,6 +96,11 @@ class HardwareSpec(BaseModel):
         "each kernel is scaled by this",
     )
     provenance: dict[str, str] = Field(default_factory=dict)
+
+    @property
+    def on_host(self) -> bool:
+        """Whether this is a spec of this machine's CPU (else a GPU's, or a datasheet's)."""
+        return self.backend == HOST_BACKEND
 
     def key(self) -> str:
         """A short identity for caches: changes whenever a ceiling or the ISA changes."""

@@ -42,9 +42,16 @@ if TYPE_CHECKING:  # openai is imported when the first client is made, not at st
     import openai
 
 __all__ = [
-    "Completion", "LLMClient", "Tries", "Usage", "call_fields", "estimate", "finished_call",
-    "request_body", "with_retries",
-]  # fmt: skip
+    "Completion",
+    "LLMClient",
+    "Tries",
+    "Usage",
+    "call_fields",
+    "estimate",
+    "finished_call",
+    "request_body",
+    "with_retries",
+]
 
 
 @dataclass
@@ -144,10 +151,15 @@ def finished_call(
     cost = price.cost(tokens_in, tokens_out) if price else None
     reasoning = cut(reply.reasoning) if reply.reasoning is not None else None
     return LLMCall(
-        **fields, **done, reply=cut(reply.text), reasoning=reasoning,
-        finish_reason=reply.finish_reason, tokens_in=tokens_in, tokens_out=tokens_out,
+        **fields,
+        **done,
+        reply=cut(reply.text),
+        reasoning=reasoning,
+        finish_reason=reply.finish_reason,
+        tokens_in=tokens_in,
+        tokens_out=tokens_out,
         cost_usd=cost,
-    )  # fmt: skip
+    )
 
 
 @dataclass

@@ -73,6 +73,7 @@ def gqa_full(graph: Any) -> list[Match]:
         sizes = {"B": b, "N": n, "QH": qh, "KH": kh, "D": d}
         flops, why = 4.0 * b * qh * n * n * d, _why_not(node, d)
         label = f"attention at {node.name}"
-        found.append(Match("gqa_full", [node], inputs, args, sizes, flops, label, why,
-                           layout="each"))  # fmt: skip
+        found.append(
+            Match("gqa_full", [node], inputs, args, sizes, flops, label, why, layout="each")
+        )
     return found

@@ -34,9 +34,15 @@ NO_BACKWARD = "it needs gradients, and {problem} declares no backward: left to I
 class AccelOptBackend:
     """A torch.compile backend; ``sites`` lists every match it saw, swapped or kept."""
 
-    def __init__(self, workspace: Path | None = None, policy: str = "compile",
-                 problems: Sequence[str] | None = None, inductor: bool = True,
-                 race: bool = True, runs: bool = True) -> None:  # fmt: skip
+    def __init__(
+        self,
+        workspace: Path | None = None,
+        policy: str = "compile",
+        problems: Sequence[str] | None = None,
+        inductor: bool = True,
+        race: bool = True,
+        runs: bool = True,
+    ) -> None:
         self.workspace, self.policy, self.inductor = workspace, policy, inductor
         self.runs = runs  # False: shipped experts only (no run's kernel in this process)
         self.keep_inputs = False  # each site keeps its last inputs (to time it: pipeline.py)
@@ -84,8 +90,12 @@ class AccelOptBackend:
         an error on the way (a problem that no longer loads, a kernel refused at export, a
         workspace that cannot be written, no compiler) leaves the subgraph, with the reason."""
         site_id = f"{match.problem}-{next(self._count)}"  # as profile_model names it
-        base = {"id": site_id, "problem": match.problem, "sizes": match.sizes,
-                "nodes": tuple(n.name for n in match.outputs)}  # fmt: skip
+        base = {
+            "id": site_id,
+            "problem": match.problem,
+            "sizes": match.sizes,
+            "nodes": tuple(n.name for n in match.outputs),
+        }
         try:
             call, why = self._call(match, site_id)
         except Exception as exc:  # the subgraph stays: the model still runs, as written
@@ -109,8 +119,18 @@ class AccelOptBackend:
         if provided is None:
             return None, f"{match.problem} has no kernel here"
         widths = [g.shape(n)[-1] for n in match.outputs]  # type: ignore[index]
-        call = SiteCall(site_id, match.args, extract(match), widths, provided, problem.tolerance,
-                        self.policy, match.layout, self.race, self.keep_inputs)  # fmt: skip
+        call = SiteCall(
+            site_id,
+            match.args,
+            extract(match),
+            widths,
+            provided,
+            problem.tolerance,
+            self.policy,
+            match.layout,
+            self.race,
+            self.keep_inputs,
+        )
         return call, ""
 
 
@@ -157,14 +177,22 @@ def _unusable(match: Match) -> bool:
 def _misses(found: Sequence[Match], taken: Sequence[tuple[Match, set[Any]]]) -> list[Match]:
     """The near misses worth saying: no larger match took their nodes (an RMSNorm and its
     projections that are not the problem's, whose linears were swapped for matmul, are)."""
-    return [m for m in found if m.rejected and all(
-        t.flops < m.flops for t, nodes in taken if nodes & set(m.outputs))]  # fmt: skip
+    return [
+        m
+        for m in found
+        if m.rejected and all(t.flops < m.flops for t, nodes in taken if nodes & set(m.outputs))
+    ]
 
 
 def _near_miss(match: Match) -> Site:
-    return Site(f"{match.problem}-near-{match.outputs[0].name}", match.problem, match.sizes,
-                "kept", f"near miss ({match.label}): {match.rejected}",
-                nodes=tuple(n.name for n in match.outputs))  # fmt: skip
+    return Site(
+        f"{match.problem}-near-{match.outputs[0].name}",
+        match.problem,
+        match.sizes,
+        "kept",
+        f"near miss ({match.label}): {match.rejected}",
+        nodes=tuple(n.name for n in match.outputs),
+    )
 
 
 def _replace(gm: Any, match: Match, site_id: str) -> None:

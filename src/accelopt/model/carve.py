@@ -12,8 +12,13 @@ from typing import Any
 
 from accelopt.model import graphs as g
 
-_SYMBOLS = {operator.add: "+", operator.mul: "*", operator.sub: "-", operator.truediv: "/",
-            operator.matmul: "@"}  # fmt: skip
+_SYMBOLS = {
+    operator.add: "+",
+    operator.mul: "*",
+    operator.sub: "-",
+    operator.truediv: "/",
+    operator.matmul: "@",
+}
 
 
 def _literal(value: Any) -> bool:

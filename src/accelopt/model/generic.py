@@ -42,8 +42,9 @@ def _pattern(directory: Path, shapes: list[tuple[int, ...]]) -> tuple[Any, list[
         node.replace_all_uses_with(anchor)
         graph.erase_node(node)
     graph.eliminate_dead_code()
-    names = [str(n.target) if n not in inputs else n.name for n in graph.nodes
-             if n.op == "placeholder"]  # fmt: skip
+    names = [
+        str(n.target) if n not in inputs else n.name for n in graph.nodes if n.op == "placeholder"
+    ]
     return torch.fx.GraphModule(module, graph), names
 
 
@@ -87,9 +88,18 @@ def _matches_of(graph: Any, name: str, directory: Path, workspace: Path | None) 
                 outputs = [m.nodes_map[n] for n in _returned(pattern.graph)]
                 cost = problem.cost
                 flops = cost.matmul_flops(workload.sizes) + cost.vector_flops(workload.sizes)
-                found.append(Match(name, outputs, bound, [Arg((i,)) for i in range(len(bound))],
-                                   dict(workload.sizes), flops, f"{name} ({workload.name})",
-                                   layout="each"))  # fmt: skip
+                found.append(
+                    Match(
+                        name,
+                        outputs,
+                        bound,
+                        [Arg((i,)) for i in range(len(bound))],
+                        dict(workload.sizes),
+                        flops,
+                        f"{name} ({workload.name})",
+                        layout="each",
+                    )
+                )
     return found
 
 

@@ -8,14 +8,37 @@ from typing import Any
 
 # Dynamo keeps the user's spelling: a method call ("pow"), a torch function, an operator
 _METHODS = {
-    "pow": "pow", "mean": "mean", "rsqrt": "rsqrt", "mul": "mul", "add": "add", "neg": "neg",
-    "view": "view", "reshape": "view", "transpose": "transpose", "matmul": "matmul",
-    "contiguous": "contiguous", "float": "float", "type_as": "type_as", "to": "to",
-    "expand": "expand", "sqrt": "sqrt", "div": "div", "square": "square", "t": "t",
-}  # fmt: skip
-_OPERATORS = {operator.add: "add", operator.mul: "mul", operator.neg: "neg",
-              operator.pow: "pow", operator.matmul: "matmul", operator.truediv: "div",
-              operator.getitem: "getitem", operator.iadd: "add", operator.imul: "mul"}  # fmt: skip
+    "pow": "pow",
+    "mean": "mean",
+    "rsqrt": "rsqrt",
+    "mul": "mul",
+    "add": "add",
+    "neg": "neg",
+    "view": "view",
+    "reshape": "view",
+    "transpose": "transpose",
+    "matmul": "matmul",
+    "contiguous": "contiguous",
+    "float": "float",
+    "type_as": "type_as",
+    "to": "to",
+    "expand": "expand",
+    "sqrt": "sqrt",
+    "div": "div",
+    "square": "square",
+    "t": "t",
+}
+_OPERATORS = {
+    operator.add: "add",
+    operator.mul: "mul",
+    operator.neg: "neg",
+    operator.pow: "pow",
+    operator.matmul: "matmul",
+    operator.truediv: "div",
+    operator.getitem: "getitem",
+    operator.iadd: "add",
+    operator.imul: "mul",
+}
 
 
 def _torch_functions() -> dict[Any, str]:
@@ -23,14 +46,27 @@ def _torch_functions() -> dict[Any, str]:
     import torch.nn.functional as F
 
     found = {
-        torch.add: "add", torch.mul: "mul", torch.neg: "neg", torch.pow: "pow",
-        torch.mean: "mean", torch.rsqrt: "rsqrt", torch.matmul: "matmul", torch.mm: "matmul",
-        torch.sqrt: "sqrt", torch.div: "div", torch.square: "square", torch.cat: "cat",
-        torch.transpose: "transpose", torch.reshape: "view", torch.sigmoid: "sigmoid",
-        F.linear: "linear", torch._C._nn.linear: "linear", F.silu: "silu",
+        torch.add: "add",
+        torch.mul: "mul",
+        torch.neg: "neg",
+        torch.pow: "pow",
+        torch.mean: "mean",
+        torch.rsqrt: "rsqrt",
+        torch.matmul: "matmul",
+        torch.mm: "matmul",
+        torch.sqrt: "sqrt",
+        torch.div: "div",
+        torch.square: "square",
+        torch.cat: "cat",
+        torch.transpose: "transpose",
+        torch.reshape: "view",
+        torch.sigmoid: "sigmoid",
+        F.linear: "linear",
+        torch._C._nn.linear: "linear",
+        F.silu: "silu",
         F.scaled_dot_product_attention: "sdpa",
         torch._C._nn.scaled_dot_product_attention: "sdpa",
-    }  # fmt: skip
+    }
     return found
 
 

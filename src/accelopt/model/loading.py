@@ -36,8 +36,9 @@ def load_model(target: str, inputs: str | None = None) -> LoadedModel:
         )
     found = getattr(module, attr)
     try:
-        model = found(*getattr(module, "get_init_inputs", list)()) if isinstance(found, type) \
-            else found  # fmt: skip
+        model = (
+            found(*getattr(module, "get_init_inputs", list)()) if isinstance(found, type) else found
+        )
         model = model.eval()
     except Exception as exc:
         raise UserError(f"{target}: building {attr}(*get_init_inputs()) failed: {exc}") from None
@@ -72,8 +73,9 @@ def _module(name: str) -> Any:
     try:
         return importlib.import_module(name)
     except ImportError as exc:
-        raise UserError(f"cannot import {name!r} ({exc}): give a .py file or an importable "
-                        "module") from None  # fmt: skip
+        raise UserError(
+            f"cannot import {name!r} ({exc}): give a .py file or an importable module"
+        ) from None
 
 
 def capture(model: Any, inputs: list[Any]) -> tuple[Any, list[Any]]:

@@ -41,14 +41,32 @@ def profile_model(loaded: LoadedModel, workspace: Path | None) -> Profiled:
     for i, (match, covered) in enumerate(chosen, 1):
         site = f"{match.problem}-{i}"  # as the backend names it
         labels.update({n.name: (site, match.problem) for n in covered})
-        sites.append(Site(site, match.problem, match.sizes, "matched",
-                          nodes=tuple(n.name for n in match.outputs)))  # fmt: skip
-    sites += [Site(f"{m.problem} (near miss)", m.problem, m.sizes, "kept",
-                   f"near miss ({m.label}): {m.rejected}") for m in misses]  # fmt: skip
+        sites.append(
+            Site(
+                site,
+                match.problem,
+                match.sizes,
+                "matched",
+                nodes=tuple(n.name for n in match.outputs),
+            )
+        )
+    sites += [
+        Site(
+            f"{m.problem} (near miss)",
+            m.problem,
+            m.sizes,
+            "kept",
+            f"near miss ({m.label}): {m.rejected}",
+        )
+        for m in misses
+    ]
     before = profile(gm, example, labels)
     result = ModelResult(loaded.name, _shapes(inputs), sites, before, unmatched=unmatched(before))
-    hot = [(m.problem, m.sizes) for i, (m, _) in enumerate(chosen, 1)
-           if sum(s.share for s in before if s.site == f"{m.problem}-{i}") >= HOT]  # fmt: skip
+    hot = [
+        (m.problem, m.sizes)
+        for i, (m, _) in enumerate(chosen, 1)
+        if sum(s.share for s in before if s.site == f"{m.problem}-{i}") >= HOT
+    ]
     return Profiled(result, hot, gm)
 
 
@@ -84,8 +102,11 @@ def optimize_model(
         result.check = check(eager, compiled, inductor, loaded.make_inputs())
         sites = _with_speedups(backend, budget_s / 4)  # before the session: may keep some out
         inputs = loaded.make_inputs()
-        fns = {"eager": lambda: eager(*inputs), "inductor": lambda: inductor(*inputs),
-               "accelopt": lambda: compiled(*inputs)}  # fmt: skip
+        fns = {
+            "eager": lambda: eager(*inputs),
+            "inductor": lambda: inductor(*inputs),
+            "accelopt": lambda: compiled(*inputs),
+        }
         for call in backend.calls.values():
             call.seconds, call.calls = 0.0, 0
         session = time_interleaved(fns, rounds=60, budget_s=budget_s)
@@ -104,10 +125,16 @@ def check(eager: Any, compiled: Any, inductor: Any, inputs: Sequence[Any]) -> di
     want = _outputs(eager(*inputs))
     got, other = _outputs(compiled(*inputs)), _outputs(inductor(*inputs))
     error = max(relative_error(a.numpy(), b.numpy()) for a, b in zip(got, want, strict=True))
-    inductor_error = max(relative_error(a.numpy(), b.numpy())
-                         for a, b in zip(other, want, strict=True))  # fmt: skip
-    return {"max_rel_err": error, "tolerance": TOLERANCE, "passed": bool(error <= TOLERANCE),
-            "inductor_rel_err": inductor_error, "inputs": "fresh (get_inputs() again)"}  # fmt: skip
+    inductor_error = max(
+        relative_error(a.numpy(), b.numpy()) for a, b in zip(other, want, strict=True)
+    )
+    return {
+        "max_rel_err": error,
+        "tolerance": TOLERANCE,
+        "passed": bool(error <= TOLERANCE),
+        "inductor_rel_err": inductor_error,
+        "inputs": "fresh (get_inputs() again)",
+    }
 
 
 def _outputs(value: Any) -> list[Any]:
@@ -145,9 +172,11 @@ def _raced(site: Site, call: Any, budget_s: float) -> Site:
 
     inputs = call.last_inputs
     with torch.inference_mode():
-        session = time_interleaved({"kernel": lambda: call.kernel(inputs),
-                                    "subgraph": lambda: call.fallback(*inputs)},
-                                   rounds=30, budget_s=budget_s)  # fmt: skip
+        session = time_interleaved(
+            {"kernel": lambda: call.kernel(inputs), "subgraph": lambda: call.fallback(*inputs)},
+            rounds=30,
+            budget_s=budget_s,
+        )
     speedup = session.speedup("kernel", "subgraph")
     if speedup.high >= 1.0:
         return dataclasses.replace(site, speedup=speedup)

@@ -12,8 +12,17 @@ OTHER = "other"
 _LONGEST = 48  # characters of a label the legend shows
 _OTHER_COLOR = "#bdbdbd"
 # matplotlib's tab10 without its grey (the "other" segment's colour)
-_PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
-            "#bcbd22", "#17becf")  # fmt: skip
+_PALETTE = (
+    "#1f77b4",
+    "#ff7f0e",
+    "#2ca02c",
+    "#d62728",
+    "#9467bd",
+    "#8c564b",
+    "#e377c2",
+    "#bcbd22",
+    "#17becf",
+)
 
 
 def _shown(label: str) -> str:
@@ -63,13 +72,27 @@ def time_bars(before: Sequence[Share], after: Sequence[Share], top: int = 8) -> 
         for i, label in enumerate(labels):
             widths = [row[i] for row in values]
             color = _OTHER_COLOR if label == OTHER else _PALETTE[i % len(_PALETTE)]
-            ax.barh(names, widths, left=left, color=color, label=_shown(label), height=0.55,
-                    edgecolor="white", linewidth=0.6)  # fmt: skip
+            ax.barh(
+                names,
+                widths,
+                left=left,
+                color=color,
+                label=_shown(label),
+                height=0.55,
+                edgecolor="white",
+                linewidth=0.6,
+            )
             left = [a + w for a, w in zip(left, widths, strict=True)]
         for name, total in zip(names, left, strict=True):
             if total > 0:
-                ax.annotate(f"{total:.4g} ms", (total, name), xytext=(4, 0), fontsize=8,
-                            textcoords="offset points", va="center")  # fmt: skip
+                ax.annotate(
+                    f"{total:.4g} ms",
+                    (total, name),
+                    xytext=(4, 0),
+                    fontsize=8,
+                    textcoords="offset points",
+                    va="center",
+                )
         if not labels:
             _empty(ax, "no time recorded")
         else:

@@ -31,8 +31,9 @@ def op_label(node: Any) -> str:
     return target if isinstance(target, str) else getattr(target, "__name__", str(target))
 
 
-def profile(gm: Any, inputs: Sequence[Any], sites: Mapping[str, tuple[str, str]],
-            calls: int = 5) -> list[Share]:  # fmt: skip
+def profile(
+    gm: Any, inputs: Sequence[Any], sites: Mapping[str, tuple[str, str]], calls: int = 5
+) -> list[Share]:
     """Per label, the CPU time per call of ``gm`` on ``inputs``; ``sites`` maps a node's name
     to (site id, problem) for the nodes of matched subgraphs."""
     import torch
@@ -56,8 +57,11 @@ def profile(gm: Any, inputs: Sequence[Any], sites: Mapping[str, tuple[str, str]]
         finally:
             with _quiet_stderr():
                 prof.stop()
-    ms = {e.key[len(PREFIX):]: e.cpu_time_total / 1e3 / calls
-          for e in prof.key_averages() if e.key.startswith(PREFIX)}  # fmt: skip
+    ms = {
+        e.key[len(PREFIX) :]: e.cpu_time_total / 1e3 / calls
+        for e in prof.key_averages()
+        if e.key.startswith(PREFIX)
+    }
     return shares(ms, {site: problem for site, problem in sites.values()})
 
 
@@ -78,12 +82,17 @@ def _quiet_stderr() -> Iterator[None]:
 def shares(ms: Mapping[str, float], problems: Mapping[str, str]) -> list[Share]:
     """Shares of the total, largest first; a label that is a site id carries its problem."""
     total = sum(ms.values()) or 1.0
-    found = [Share(label, t, t / total, label if label in problems else "",
-                   problems.get(label, "")) for label, t in ms.items()]  # fmt: skip
+    found = [
+        Share(label, t, t / total, label if label in problems else "", problems.get(label, ""))
+        for label, t in ms.items()
+    ]
     return sorted(found, key=lambda s: -s.ms)
 
 
 def unmatched(before: Sequence[Share]) -> list[Unmatched]:
     """The hot parts no problem matched, each with what an endpoint would add."""
-    return [Unmatched(s.label, s.share, ENDPOINT_ADVICE) for s in before
-            if not s.site and s.share >= HOT]  # fmt: skip
+    return [
+        Unmatched(s.label, s.share, ENDPOINT_ADVICE)
+        for s in before
+        if not s.site and s.share >= HOT
+    ]

@@ -12,6 +12,7 @@ from typing import Any
 
 from accelopt import views
 from accelopt.backends.kernel import Kernel
+from accelopt.backends.registry import DEFAULT_BACKEND, shipped_kernel
 from accelopt.errors import UserError
 from accelopt.export.bundle import Source, author_of, export_kernel, refusal
 from accelopt.export.runtime import MANIFEST, ExportedKernel
@@ -41,19 +42,32 @@ def best_run(store: Store, problem: Problem, sizes: dict[str, int]) -> RunRecord
     """The workspace's run whose best kernel to use: the latest that tuned at these sizes (its
     best may be the kernel it started from: that was confirmed there), else the latest whose
     best is not where it started (where the problem ships no kernel, any run's)."""
-    runs = [r for r in store.list_runs()
-            if r.problem == problem.name and r.backend == "cpu" and r.best_hash]  # fmt: skip
+    runs = [
+        r
+        for r in store.list_runs()
+        if r.problem == problem.name and r.backend == DEFAULT_BACKEND and r.best_hash
+    ]
     wanted = sized_name(problem, sizes)
-    runs.sort(key=lambda r: (wanted in run_workloads(r).tuned, r.best_hash != r.baseline_hash,
-                             r.updated_at), reverse=True)  # fmt: skip
-    shipped = problem.kernel_path("expert").is_file()
-    found = [r for r in runs if wanted in run_workloads(r).tuned
-             or r.best_hash != r.baseline_hash or not shipped]  # fmt: skip
+    runs.sort(
+        key=lambda r: (
+            wanted in run_workloads(r).tuned,
+            r.best_hash != r.baseline_hash,
+            r.updated_at,
+        ),
+        reverse=True,
+    )
+    shipped = shipped_kernel(problem, "expert").is_file()
+    found = [
+        r
+        for r in runs
+        if wanted in run_workloads(r).tuned or r.best_hash != r.baseline_hash or not shipped
+    ]
     return found[0] if found else None
 
 
-def kernel_for(problem: Problem, sizes: dict[str, int], workspace: Path | None,
-               runs: bool = True) -> Provided | None:  # fmt: skip
+def kernel_for(
+    problem: Problem, sizes: dict[str, int], workspace: Path | None, runs: bool = True
+) -> Provided | None:
     """The kernel for ``problem`` at ``sizes``, exported and loaded; None where there is none.
     ``runs`` False: the shipped expert only (no kernel a run found, an LLM's, runs in the
     caller's process)."""
@@ -64,11 +78,11 @@ def kernel_for(problem: Problem, sizes: dict[str, int], workspace: Path | None,
             if run is not None:
                 source, origin = store.kernel_source(run.best_hash), f"run {run.id}"
     if source is None:
-        path = problem.kernel_path("expert")
+        path = shipped_kernel(problem, "expert")
         if not path.is_file():
             return None
         source, origin = path.read_text(), "shipped expert"
-    kernel = Kernel(source, "cpu", origin)
+    kernel = Kernel(source, DEFAULT_BACKEND, origin)
     root = workspace if workspace is not None else Path.cwd() / ".accelopt"
     workload = sized_name(problem, sizes)
     tag = "-".join(str(sizes[p]) for p in problem.params)
@@ -80,12 +94,15 @@ def kernel_for(problem: Problem, sizes: dict[str, int], workspace: Path | None,
 
 def _export(problem: Problem, kernel: Kernel, folder: Path, workload: str) -> None:
     """Export ``kernel`` built for (and checked at) the model's sizes."""
-    hardware = views.hardware_for("cpu")  # says on stderr when it measures (about a minute)
+    hardware = views.hardware_for(kernel.backend)  # says so on stderr when it measures (a minute)
     with make_profiler("local", hardware, EvalConfig(workers=1, check_only=True)) as profiler:
         evaluation = profiler.evaluate(kernel, problem, workload)
     reason = refusal(problem, {workload: evaluation})
     if reason:
         raise UserError(f"{problem.name}'s kernel ({kernel.name}) was not exported: {reason}")
-    source = Source(kernel, harness_version=harness_key(problem.fingerprint),
-                    author=author_of(kernel.source, problem, "cpu"))  # fmt: skip
+    source = Source(
+        kernel,
+        harness_version=harness_key(problem.fingerprint),
+        author=author_of(kernel.source, problem, kernel.backend),
+    )
     export_kernel(problem, source, {workload: evaluation}, folder)

@@ -35,11 +35,17 @@ def swiglu(graph: Any) -> list[Match]:
             continue
         x, (n, k) = gp[0], g.shape(gp[1])
         m = rows(x)
-        found.append(Match(
-            "swiglu", [down], [x, gp[1], up_p[1], dp[1]],
-            [Arg((0,), "flat"), Arg((2,), "t"), Arg((3,), "t"), Arg((1,), "t")],
-            {"M": m, "N": n, "K": k}, 6.0 * m * n * k, f"MLP at {down.name}",
-        ))  # fmt: skip
+        found.append(
+            Match(
+                "swiglu",
+                [down],
+                [x, gp[1], up_p[1], dp[1]],
+                [Arg((0,), "flat"), Arg((2,), "t"), Arg((3,), "t"), Arg((1,), "t")],
+                {"M": m, "N": n, "K": k},
+                6.0 * m * n * k,
+                f"MLP at {down.name}",
+            )
+        )
     return found
 
 
@@ -60,14 +66,19 @@ def _rms_matmul(graph: Any, problem: str) -> list[Match]:
         if problem == "add_rmsnorm_matmul":
             why = _why_not_add_rms(rms, add)
             inputs = [*(g.binary(add) if add is not None else (rms.x, rms.x)), rms.gain, *weights]
-            args = [Arg((0,), "flat"), Arg((1,), "flat"), Arg((2,)),
-                    Arg(tuple(range(3, 3 + len(weights))), "cat_t")]  # fmt: skip
+            args = [
+                Arg((0,), "flat"),
+                Arg((1,), "flat"),
+                Arg((2,)),
+                Arg(tuple(range(3, 3 + len(weights))), "cat_t"),
+            ]
         else:
             why = _why_not_plain_rms(rms)
             inputs = [rms.x, *weights]
             args = [Arg((0,), "flat"), Arg(tuple(range(1, 1 + len(weights))), "cat_t")]
-        found.append(Match(problem, linears, inputs, args, {"M": m, "N": n, "K": k}, flops,
-                           label, why))  # fmt: skip
+        found.append(
+            Match(problem, linears, inputs, args, {"M": m, "N": n, "K": k}, flops, label, why)
+        )
     return found
 
 
@@ -110,8 +121,9 @@ def matmul(graph: Any) -> list[Match]:
         names = ", ".join(n.name for n in linears)
         args = [Arg((0,), "flat"), Arg(tuple(range(1, 1 + len(weights))), "cat_t")]
         sizes = {"M": m, "N": n, "K": k}
-        found.append(Match("matmul", linears, [x, *weights], args, sizes, 2.0 * m * n * k,
-                           f"linear {names}"))  # fmt: skip
+        found.append(
+            Match("matmul", linears, [x, *weights], args, sizes, 2.0 * m * n * k, f"linear {names}")
+        )
     return found
 
 
@@ -121,8 +133,17 @@ def silu(graph: Any) -> list[Match]:
         x, shape = g.arg(node, 0, "input"), g.shape(node)
         if shape and not g.arg(node, 1, "inplace", False):
             m, n = rows(node), shape[-1]
-            found.append(Match("silu", [node], [x], [Arg((0,), "flat")], {"M": m, "N": n},
-                               3.0 * m * n, f"silu at {node.name}"))  # fmt: skip
+            found.append(
+                Match(
+                    "silu",
+                    [node],
+                    [x],
+                    [Arg((0,), "flat")],
+                    {"M": m, "N": n},
+                    3.0 * m * n,
+                    f"silu at {node.name}",
+                )
+            )
     return found
 
 

@@ -162,8 +162,14 @@ def _end_to_end(result: ModelResult) -> list[dict[str, Any]]:
     rows = []
     for t in result.timings:
         versus = None if t.name == ACCELOPT else speedup_over(result, t.name)
-        rows.append({"name": SHOWN_NAMES.get(t.name, t.name), "t": t, "pm": half_width(t),
-                     "speedup": _ratio_text(versus) if t.name != ACCELOPT else ""})  # fmt: skip
+        rows.append(
+            {
+                "name": SHOWN_NAMES.get(t.name, t.name),
+                "t": t,
+                "pm": half_width(t),
+                "speedup": _ratio_text(versus) if t.name != ACCELOPT else "",
+            }
+        )
     return rows
 
 

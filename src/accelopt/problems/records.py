@@ -183,9 +183,3 @@ class Problem:
     def buffer_bytes(self, sizes: Sizes) -> int:
         """Bytes of one set of input and output buffers."""
         return sum(t.nbytes(sizes) for t in (*self.inputs, *self.outputs))
-
-    def kernel_path(self, kind: str, backend: str = "cpu") -> Path:
-        """The shipped kernel of a kind (``baseline``, ``expert``) for a backend."""
-        suffix = {"cpu": ".c", "triton": ".py"}.get(backend, ".c")
-        name = kind if backend == "cpu" else f"{kind}_{backend}"
-        return self.directory / f"{name}{suffix}"

@@ -29,11 +29,44 @@ from accelopt.problems.records import Problem
 
 C_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 C_KEYWORDS = frozenset(
-    ("auto", "break", "case", "char", "const", "continue", "default", "do", "double", "else",
-     "enum", "extern", "float", "for", "goto", "if", "inline", "int", "long", "register",
-     "restrict", "return", "short", "signed", "sizeof", "static", "struct", "switch", "typedef",
-     "union", "unsigned", "void", "volatile", "while", "kernel")
-)  # fmt: skip
+    (
+        "auto",
+        "break",
+        "case",
+        "char",
+        "const",
+        "continue",
+        "default",
+        "do",
+        "double",
+        "else",
+        "enum",
+        "extern",
+        "float",
+        "for",
+        "goto",
+        "if",
+        "inline",
+        "int",
+        "long",
+        "register",
+        "restrict",
+        "return",
+        "short",
+        "signed",
+        "sizeof",
+        "static",
+        "struct",
+        "switch",
+        "typedef",
+        "union",
+        "unsigned",
+        "void",
+        "volatile",
+        "while",
+        "kernel",
+    )
+)
 CHECK_BYTES = 64 << 20  # the reference is run at add time on a workload at most this big
 KERNEL_SUFFIXES = {".c": "baseline.c", ".py": "baseline_triton.py"}
 

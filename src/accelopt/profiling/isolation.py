@@ -23,7 +23,9 @@ def worker_network() -> str:
     """The network a worker process gets here: ``none`` when it can enter an empty network
     namespace, as workers do, ``host`` when it cannot (the host's namespace is kept)."""
     probe = subprocess.run(
-        [sys.executable, "-c", _NETWORK_PROBE], capture_output=True, timeout=PROBE_TIMEOUT_S,
+        [sys.executable, "-c", _NETWORK_PROBE],
+        capture_output=True,
+        timeout=PROBE_TIMEOUT_S,
         check=False,
-    )  # fmt: skip
+    )
     return "none" if probe.returncode == 0 else "host"

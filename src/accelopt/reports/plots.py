@@ -20,6 +20,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from accelopt.backends import registry
+
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
@@ -32,9 +34,15 @@ STATUS_COLORS = {
     "CRASH": "#212121",
     "TIMEOUT": "#757575",
 }
-KIND_COLORS = {"baseline": "#1565c0", "expert": "#2e7d32", "numpy": "#ef6c00", "torch": "#6a1b9a",
-               "inductor": "#c62828", "max-autotune": "#ad1457", "best": "#2e7d32",
-               "candidate": "#bdbdbd"}  # fmt: skip
+# the reference kinds take these in the registry's order (numpy, torch, inductor, max-autotune)
+_REFERENCE_COLORS = ("#ef6c00", "#6a1b9a", "#c62828", "#ad1457", "#00838f", "#558b2f")
+KIND_COLORS = {
+    "baseline": "#1565c0",
+    "expert": "#2e7d32",
+    "best": "#2e7d32",
+    "candidate": "#bdbdbd",
+    **dict(zip(registry.reference_kinds(), _REFERENCE_COLORS, strict=False)),
+}
 BEST_LINE = "committed best (noise-aware)"
 _OTHER = "#7b1fa2"
 _RC = {
@@ -153,16 +161,27 @@ def _spread(points: Sequence[CandidatePoint]) -> list[float]:
 
 def _error_bars(ax, xs: Sequence[float], points: Sequence[CandidatePoint], status: str) -> None:
     """Each point's 95 % interval of its % of peak, as a vertical bar in its colour."""
-    bars = [(x, p) for x, p in zip(xs, points, strict=True)
-            if p.pct is not None and p.low is not None and p.high is not None]  # fmt: skip
+    bars = [
+        (x, p)
+        for x, p in zip(xs, points, strict=True)
+        if p.pct is not None and p.low is not None and p.high is not None
+    ]
     if not bars:
         return
     ys = [100 * p.pct for _, p in bars if p.pct is not None]
     below = [100 * (p.pct - p.low) for _, p in bars if p.pct is not None and p.low is not None]
     above = [100 * (p.high - p.pct) for _, p in bars if p.pct is not None and p.high is not None]
-    ax.errorbar([x for x, _ in bars], ys, yerr=[below, [min(a, 1e3) for a in above]], fmt="none",
-                ecolor=STATUS_COLORS.get(status, _OTHER), elinewidth=1, capsize=2, alpha=0.5,
-                zorder=2)  # fmt: skip
+    ax.errorbar(
+        [x for x, _ in bars],
+        ys,
+        yerr=[below, [min(a, 1e3) for a in above]],
+        fmt="none",
+        ecolor=STATUS_COLORS.get(status, _OTHER),
+        elinewidth=1,
+        capsize=2,
+        alpha=0.5,
+        zorder=2,
+    )
 
 
 def progress_plot(
@@ -181,10 +200,16 @@ def progress_plot(
             ys = [100 * c.pct if c.pct is not None else 0.0 for _, c in chosen]
             failed = all(c.pct is None for _, c in chosen)
             ax.scatter(
-                [x for x, _ in chosen], ys, s=22, marker="x" if failed else "o",
-                color=STATUS_COLORS.get(status, _OTHER), label=f"{status} ({len(chosen)})",
-                alpha=0.85, zorder=3, clip_on=False,
-            )  # fmt: skip
+                [x for x, _ in chosen],
+                ys,
+                s=22,
+                marker="x" if failed else "o",
+                color=STATUS_COLORS.get(status, _OTHER),
+                label=f"{status} ({len(chosen)})",
+                alpha=0.85,
+                zorder=3,
+                clip_on=False,
+            )
             _error_bars(ax, [x for x, _ in chosen], [c for _, c in chosen], status)
         line = [(t, 100 * p) for t, p in best if p is not None]
         if line:
@@ -246,16 +271,34 @@ def roofline_chart(
         grid = [lo * (hi / lo) ** (i / 200) for i in range(201)]
         for name, rate, style in (("matmul", matmul_rate, "-"), ("vector", vector_rate, "--")):
             roof = [min(rate, bandwidth * x) for x in grid]
-            ax.plot(grid, roof, style, color="#424242", linewidth=1.2,
-                    label=f"{name} roof {rate / 1e9:.0f} GFLOP/s")  # fmt: skip
+            ax.plot(
+                grid,
+                roof,
+                style,
+                color="#424242",
+                linewidth=1.2,
+                label=f"{name} roof {rate / 1e9:.0f} GFLOP/s",
+            )
         ax.plot([], [], " ", label=f"bandwidth {bandwidth / 1e9:.0f} GB/s")
         for kind in dict.fromkeys(p.kind for p in points):
             mine = [p for p in points if p.kind == kind]
-            ax.scatter([p.intensity for p in mine], [p.flops_per_s for p in mine], s=26,
-                       color=KIND_COLORS.get(kind, _OTHER), label=kind, zorder=3)  # fmt: skip
+            ax.scatter(
+                [p.intensity for p in mine],
+                [p.flops_per_s for p in mine],
+                s=26,
+                color=KIND_COLORS.get(kind, _OTHER),
+                label=kind,
+                zorder=3,
+            )
         for p in _labelled([p for p in points if p.label]):
-            ax.annotate(p.label, (p.intensity, p.flops_per_s), fontsize=7, xytext=(3, 3),
-                        textcoords="offset points", color="#424242")  # fmt: skip
+            ax.annotate(
+                p.label,
+                (p.intensity, p.flops_per_s),
+                fontsize=7,
+                xytext=(3, 3),
+                textcoords="offset points",
+                color="#424242",
+            )
         if not points:
             _empty(ax, "no timed kernels (--check-only?)")
         ax.set_xlim(lo, hi)

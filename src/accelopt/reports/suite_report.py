@@ -161,8 +161,9 @@ def roofline_points(
         if flops <= 0 or cost.bytes <= 0:
             skipped.append(e.problem)
             continue
-        points.append(plots.RooflinePoint(e.problem, e.kernel, flops / cost.bytes,
-                                          flops / e.latency_s))  # fmt: skip
+        points.append(
+            plots.RooflinePoint(e.problem, e.kernel, flops / cost.bytes, flops / e.latency_s)
+        )
     return points, sorted(set(skipped))
 
 
@@ -172,8 +173,9 @@ def render_suite_report(report: SuiteReport) -> str:
         {k: [r.cells[i].pct for r in report.rows] for i, k in enumerate(report.kinds)},
     )
     roof = plots.roofline_chart(report.points, *report.rates)
-    return render("suite_report", title=report.title, s=report, bars_svg=svg(bars),
-                  roofline_svg=svg(roof))  # fmt: skip
+    return render(
+        "suite_report", title=report.title, s=report, bars_svg=svg(bars), roofline_svg=svg(roof)
+    )
 
 
 def write_suite_report(path: Path, report: SuiteReport) -> Path:

@@ -53,13 +53,33 @@ def _panel(ax, panel: Sensitivity, scale: float, unit: str) -> None:
         y = p.latency_s * scale
         low = (p.latency_s - p.ci_low_s) * scale if p.ci_low_s else 0.0
         high = (p.ci_high_s - p.latency_s) * scale if p.ci_high_s else 0.0
-        ax.errorbar([x], [y], yerr=[[max(low, 0.0)], [max(high, 0.0)]], fmt=marker, color=color,
-                    markersize=size, ecolor=color, elinewidth=1, capsize=2, alpha=0.9,
-                    label=label, zorder=3 if label != "variant" else 2)  # fmt: skip
-    fastest = [min((p.latency_s for p in panel.points if p.value == v), default=math.nan)
-               for v in panel.values]  # fmt: skip
-    ax.plot(range(len(panel.values)), [f * scale for f in fastest], "--", color="#9e9e9e",
-            linewidth=1, label="fastest at this value", zorder=1)  # fmt: skip
+        ax.errorbar(
+            [x],
+            [y],
+            yerr=[[max(low, 0.0)], [max(high, 0.0)]],
+            fmt=marker,
+            color=color,
+            markersize=size,
+            ecolor=color,
+            elinewidth=1,
+            capsize=2,
+            alpha=0.9,
+            label=label,
+            zorder=3 if label != "variant" else 2,
+        )
+    fastest = [
+        min((p.latency_s for p in panel.points if p.value == v), default=math.nan)
+        for v in panel.values
+    ]
+    ax.plot(
+        range(len(panel.values)),
+        [f * scale for f in fastest],
+        "--",
+        color="#9e9e9e",
+        linewidth=1,
+        label="fastest at this value",
+        zorder=1,
+    )
     ax.set_xticks(range(len(panel.values)), list(panel.values))
     ax.set_xlim(-0.6, len(panel.values) - 0.4)
     ax.set_xlabel(panel.tunable)
@@ -89,7 +109,14 @@ def sensitivity_plot(panels: Sequence[Sensitivity]) -> str:
         for ax in (ax for row in axes for ax in row):
             for handle, label in zip(*ax.get_legend_handles_labels(), strict=True):
                 unique.setdefault(label, handle)
-        fig.legend(list(unique.values()), list(unique), loc="upper center", ncol=4, fontsize=8,
-                   frameon=False, bbox_to_anchor=(0.5, 1.08))  # fmt: skip
+        fig.legend(
+            list(unique.values()),
+            list(unique),
+            loc="upper center",
+            ncol=4,
+            fontsize=8,
+            frameon=False,
+            bbox_to_anchor=(0.5, 1.08),
+        )
         fig.tight_layout()
         return _svg(fig, "latency against each tunable's values, 95 % intervals as error bars")

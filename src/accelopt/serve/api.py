@@ -50,9 +50,11 @@ class EvaluationRequest(BaseModel):
     problem: str = Field(min_length=1, max_length=200, description="a problem name")
     workload: str = Field("cpu", min_length=1, max_length=200)
     backend: str = Field(
-        "cpu", min_length=1, max_length=50,
+        "cpu",
+        min_length=1,
+        max_length=50,
         description="cpu; triton only where the operator set ACCELOPT_SERVE_TRITON=1 (else 403)",
-    )  # fmt: skip
+    )
     source: str = Field(description="the kernel's source (C for cpu, Python for triton)")
 
 
@@ -126,9 +128,10 @@ def _bearer(token: str | None) -> Callable[[Request], None]:
         scheme, _, value = given.partition(" ")
         if scheme.lower() != "bearer" or not hmac.compare_digest(value.strip(), token):
             raise HTTPException(
-                401, "a bearer token is needed: Authorization: Bearer TOKEN (the server's "
-                "--token-file)", headers={"WWW-Authenticate": "Bearer"},
-            )  # fmt: skip
+                401,
+                "a bearer token is needed: Authorization: Bearer TOKEN (the server's --token-file)",
+                headers={"WWW-Authenticate": "Bearer"},
+            )
 
     return authorized
 
@@ -156,8 +159,12 @@ def _evaluation_routes(app: FastAPI, jobs: EvaluationJobs, auth: list[Any]) -> N
 
     @app.get("/v1/health", dependencies=auth)
     def health() -> dict[str, Any]:
-        return {"ok": True, "capacity": jobs.capacity, "max_queued": jobs.max_queued,
-                "jobs": jobs.counts()}  # fmt: skip
+        return {
+            "ok": True,
+            "capacity": jobs.capacity,
+            "max_queued": jobs.max_queued,
+            "jobs": jobs.counts(),
+        }
 
 
 def _view_routes(app: FastAPI, views: Views, auth: list[Any]) -> None:

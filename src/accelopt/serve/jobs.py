@@ -30,6 +30,7 @@ from typing import Any, Literal
 
 from accelopt import settings
 from accelopt.backends.kernel import Kernel
+from accelopt.backends.registry import needs_serve_opt_in
 from accelopt.errors import UserError
 from accelopt.problems.records import Problem
 from accelopt.profiling.profiler import Profiler
@@ -42,11 +43,6 @@ TRITON_REFUSED = (
     "containment has been proven on a GPU host serving it would let any token holder run code "
     "as the server's user; the operator can opt in with ACCELOPT_SERVE_TRITON=1"
 )
-
-
-def is_triton(backend: str) -> bool:
-    """Whether ``backend`` names Triton, however it is spelt (a Triton kernel is Python)."""
-    return backend.strip().lower() == "triton"
 
 
 class DrainRate:
@@ -103,9 +99,15 @@ class Job:
     started: float | None = None  # time.monotonic() when it began to run
 
     def as_json(self) -> dict[str, Any]:
-        return {"id": self.id, "state": self.state, "problem": self.problem,
-                "workload": self.workload, "backend": self.backend, "result": self.result,
-                "error": self.error}  # fmt: skip
+        return {
+            "id": self.id,
+            "state": self.state,
+            "problem": self.problem,
+            "workload": self.workload,
+            "backend": self.backend,
+            "result": self.result,
+            "error": self.error,
+        }
 
 
 ProblemLoader = Callable[[str], Problem]
@@ -136,7 +138,7 @@ class EvaluationJobs:
         self._seq = itertools.count(1)
 
     def submit(self, problem: str, workload: str, backend: str, source: str) -> Job:
-        if is_triton(backend) and not settings.serve_triton():  # before anything is made
+        if needs_serve_opt_in(backend) and not settings.serve_triton():  # before anything is made
             raise Rejected(403, TRITON_REFUSED)
         if len(source.encode()) > MAX_SOURCE_BYTES:
             raise Rejected(413, f"the kernel is larger than {MAX_SOURCE_BYTES >> 10} KiB")
@@ -188,8 +190,7 @@ class EvaluationJobs:
         result, error = None, ""
         try:
             evaluation = profiler.evaluate(kernel, problem, job.workload)
-            hardware = getattr(profiler, "hardware", None)
-            result = evaluation_json(evaluation, hardware)  # what `accelopt eval` writes
+            result = evaluation_json(evaluation, profiler.hardware)  # what `accelopt eval` writes
         except UserError as exc:  # the profiling service itself (a lost cluster, say)
             error = str(exc)
         except Exception as exc:  # never leave a client polling a job that will not finish
@@ -203,8 +204,11 @@ class EvaluationJobs:
         """Seconds until the queue ahead of a refused client has likely drained (the lock
         held)."""
         now = time.monotonic()
-        running = [now - j.started for j in self._jobs.values()
-                   if j.state == "running" and j.started is not None]  # fmt: skip
+        running = [
+            now - j.started
+            for j in self._jobs.values()
+            if j.state == "running" and j.started is not None
+        ]
         return self.drain.retry_after_s(waiting + 1, self.capacity, max(running, default=0.0))
 
     def _forget_old(self) -> None:

@@ -43,8 +43,10 @@ class Limits:
 
 def _canned(status: str, detail: str, extra: str = "") -> bytes:
     body = json.dumps({"detail": detail}).encode()
-    head = (f"HTTP/1.1 {status}\r\ncontent-type: application/json\r\n"
-            f"content-length: {len(body)}\r\nconnection: close\r\n{extra}\r\n")  # fmt: skip
+    head = (
+        f"HTTP/1.1 {status}\r\ncontent-type: application/json\r\n"
+        f"content-length: {len(body)}\r\nconnection: close\r\n{extra}\r\n"
+    )
     return head.encode() + body
 
 
@@ -119,10 +121,14 @@ def guarded(limits: Limits) -> type[asyncio.Protocol]:
 def server_config(app: Any, host: str, port: int, limits: Limits) -> uvicorn.Config:
     """The uvicorn configuration of ``accelopt serve`` (the tests serve with it too)."""
     return uvicorn.Config(
-        app, host=host, port=port, log_level="warning", http=guarded(limits),
+        app,
+        host=host,
+        port=port,
+        log_level="warning",
+        http=guarded(limits),
         timeout_keep_alive=limits.keep_alive_s,
         h11_max_incomplete_event_size=limits.max_header_bytes,
-    )  # fmt: skip
+    )
 
 
 def raise_open_files(wanted: int) -> int:
@@ -153,8 +159,9 @@ def fitted(limits: Limits) -> Limits:
     print(
         f"accelopt serve: at most {cap} open connections, not {limits.max_connections}: the "
         "limit on open files (ulimit -n) is too low for more",
-        file=sys.stderr, flush=True,
-    )  # fmt: skip
+        file=sys.stderr,
+        flush=True,
+    )
     return replace(limits, max_connections=cap)
 
 

@@ -99,9 +99,12 @@ class CallTables(Database):
                 tuple(run_ids),
             ).fetchone()
         return Spent(
-            float(row["usd"]) + float(held["usd"]), int(row["tokens"]) + int(held["tokens"]),
-            int(row["unknown"]), int(held["calls"]), float(held["usd"]),
-        )  # fmt: skip
+            float(row["usd"]) + float(held["usd"]),
+            int(row["tokens"]) + int(held["tokens"]),
+            int(row["unknown"]),
+            int(held["calls"]),
+            float(held["usd"]),
+        )
 
     def llm_calls(self, run_id: str) -> list[LLMCall]:
         """The run's calls in the order they were recorded."""
@@ -109,11 +112,12 @@ class CallTables(Database):
             rows = conn.execute(
                 "SELECT seq, data FROM llm_calls WHERE run_id = ? ORDER BY seq", (run_id,)
             ).fetchall()
-        calls = []
-        for r in rows:
-            with self._row("llm_calls", f"seq={r['seq']}"):
-                calls.append(LLMCall.model_validate_json(r["data"]))
-        return calls
+        return self._decoded(
+            "llm_calls",
+            rows,
+            lambda r: f"seq={r['seq']}",
+            lambda r: LLMCall.model_validate_json(r["data"]),
+        )
 
     def usage_by_agent(self, run_id: str) -> dict[str, Usage]:
         """The run's calls over all its sessions, per agent (in order of first call), counted as

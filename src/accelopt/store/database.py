@@ -24,10 +24,10 @@ import datetime
 import logging
 import sqlite3
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Self
+from typing import Any, Self, TypeVar
 
 import pydantic_core
 from pydantic import BaseModel
@@ -43,6 +43,8 @@ from accelopt.store.errors import (
     StoreUnusable,
 )
 from accelopt.store.failures import translate
+
+T = TypeVar("T")
 
 DB_NAME = "accelopt.db"
 log = logging.getLogger(__name__)
@@ -163,6 +165,20 @@ class Database:
         except (ValueError, TypeError, KeyError) as exc:
             why = str(exc).strip().splitlines()[0][:120] if str(exc).strip() else repr(exc)
             raise BadRowError(table, key, why, where=str(self.path)) from exc
+
+    def _decoded(
+        self,
+        table: str,
+        rows: Iterable[sqlite3.Row],
+        key: Callable[[sqlite3.Row], str],
+        decode: Callable[[sqlite3.Row], T],
+    ) -> list[T]:
+        """Each of ``rows`` of ``table`` decoded (a damaged one: ``_row``'s error, by its key)."""
+        found = []
+        for row in rows:
+            with self._row(table, key(row)):
+                found.append(decode(row))
+        return found
 
     def check(self) -> tuple[list[str], list[str], list[BadRow]]:
         """The store read whole: what ``PRAGMA quick_check`` finds wrong with its pages, the

@@ -153,8 +153,12 @@ class KernelTables(Database):
         except ValueError:
             log.warning(
                 "the cached evaluation of kernel %s on %s/%s in %s is damaged: it is measured "
-                "again", kernel_hash, problem, workload, self.path,
-            )  # fmt: skip
+                "again",
+                kernel_hash,
+                problem,
+                workload,
+                self.path,
+            )
             return None
 
     def evaluations_of(
@@ -174,9 +178,8 @@ class KernelTables(Database):
                 " AND substr(e.hardware, 1, ?) = ?"
                 " ORDER BY e.hardware = ? DESC, e.created_at DESC, e.rowid DESC LIMIT 1) AS data"
                 " FROM run_kernels k WHERE k.run_id = ? ORDER BY k.seq",
-                (run.problem, workload, harness_version, len(device), device,
-                 run.hardware, run.id),
-            ).fetchall()  # fmt: skip
+                (run.problem, workload, harness_version, len(device), device, run.hardware, run.id),
+            ).fetchall()
         found = {}
         for r in rows:
             if r["data"] is not None:
@@ -239,11 +242,12 @@ class KernelTables(Database):
             rows = conn.execute(
                 "SELECT kernels, data FROM retimings WHERE run_id = ? ORDER BY rowid", (run_id,)
             ).fetchall()
-        found = []
-        for r in rows:
-            with self._row("retimings", f"run_id={run_id!r}, kernels={r['kernels']!r}"):
-                found.append((list(json.loads(r["kernels"])), dict(json.loads(r["data"]))))
-        return found
+        return self._decoded(
+            "retimings",
+            rows,
+            lambda r: f"run_id={run_id!r}, kernels={r['kernels']!r}",
+            lambda r: (list(json.loads(r["kernels"])), dict(json.loads(r["data"]))),
+        )
 
 
 def _insert_evaluation(

@@ -165,7 +165,7 @@ class RunTables(Database):
 
     def move_run(self, run_id: str, hardware: str, spec: Mapping[str, Any]) -> None:
         """Put the run on another hardware key with its spec as ``spec`` (the ceilings it is now
-        scored against: ``search.rescoring.rescore_run``)."""
+        scored against: ``search.one_ceiling.rescore_run``)."""
         with self._write() as conn:
             cur = conn.execute(
                 "UPDATE runs SET hardware = ?, config = ?, updated_at = ? WHERE id = ?",

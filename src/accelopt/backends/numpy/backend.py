@@ -13,15 +13,16 @@ import inspect
 from collections.abc import Callable, Sequence
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
+import accelopt.backends.registry as registry
 from accelopt import settings
 from accelopt.backends.base import BuildResult
-from accelopt.backends.device import HostDevice
 from accelopt.backends.facts import BackendFacts, describe_ceilings
 from accelopt.backends.kernel import Kernel
+from accelopt.backends.reference import HostReference
 from accelopt.problems.records import Problem, Sizes
 
 if TYPE_CHECKING:  # annotations only: keeps pydantic out of worker processes
@@ -64,31 +65,12 @@ class ReferenceKernel:
         pass
 
 
-class NumpyBackend:
+class NumpyBackend(HostReference):
     name = "numpy"
-    compiles_on_first_call = False
 
     def comparison_kernel(self, problem: Problem) -> Kernel | None:
         """The problem's NumPy reference, a comparison point (``base.reference_kernels``)."""
         return reference_kernel(problem)
-
-    def preflight(self, timing: bool = True) -> None:
-        pass
-
-    def device(self) -> HostDevice:
-        return HostDevice()
-
-    def lock_name(self) -> str:
-        return "cpu"
-
-    def runs_on_gpu(self) -> bool:
-        return False
-
-    def export_recipe(self) -> dict[str, Any]:
-        return {}
-
-    def check(self, source: str) -> str | None:
-        return None  # the problem's own reference: nothing untrusted to check
 
     def build(
         self, kernel: Kernel, problem: Problem, sizes: Sizes, timeout_s: float
@@ -117,11 +99,8 @@ class NumpyBackend:
         )
         return BackendFacts(
             backend=self.name,
-            language="python",
+            language=registry.record(self.name).language,
             toolchain=f"Python (NumPy {np.__version__})",
             contract=contract,
             ceilings=describe_ceilings(hardware),
         )
-
-    def remarks(self, source: str, problem: Problem, sizes: Sizes) -> list[str]:
-        return []  # nothing is compiled

@@ -25,10 +25,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+import accelopt.backends.registry as registry
 from accelopt.backends.base import BuildResult, KernelLoadError
-from accelopt.backends.device import HostDevice
 from accelopt.backends.facts import BackendFacts, describe_ceilings
 from accelopt.backends.kernel import Kernel
+from accelopt.backends.reference import HostReference
 from accelopt.backends.status import Status
 from accelopt.problems.records import Problem, Sizes
 
@@ -102,8 +103,9 @@ class FormKernel:
 
 
 def _forward(artifact: Path) -> Callable[..., Any]:
-    spec = importlib.util.spec_from_file_location(f"accelopt_torch_form_{artifact.parent.name}",
-                                                  artifact)  # fmt: skip
+    spec = importlib.util.spec_from_file_location(
+        f"accelopt_torch_form_{artifact.parent.name}", artifact
+    )
     if spec is None or spec.loader is None:
         raise KernelLoadError(f"cannot import {artifact}")
     module = importlib.util.module_from_spec(spec)
@@ -114,34 +116,15 @@ def _forward(artifact: Path) -> Callable[..., Any]:
     return forward
 
 
-class TorchBackend:
+class TorchBackend(HostReference):
     """``torch``: the PyTorch form run eagerly."""
 
     name = "torch"
-    compiles_on_first_call = False
     mode = "eager"
 
     def comparison_kernel(self, problem: Problem) -> Kernel | None:
         """The problem's PyTorch form in this kind, where it has one (``form_kernel``)."""
         return form_kernel(problem, self.name)
-
-    def preflight(self, timing: bool = True) -> None:
-        pass
-
-    def device(self) -> HostDevice:
-        return HostDevice()
-
-    def lock_name(self) -> str:
-        return "cpu"
-
-    def runs_on_gpu(self) -> bool:
-        return False
-
-    def export_recipe(self) -> dict[str, Any]:
-        return {}
-
-    def check(self, source: str) -> str | None:
-        return None  # the problem's own PyTorch form: nothing untrusted to check
 
     def build(
         self, kernel: Kernel, problem: Problem, sizes: Sizes, timeout_s: float
@@ -183,14 +166,11 @@ class TorchBackend:
         )
         return BackendFacts(
             backend=self.name,
-            language="python",
+            language=registry.record(self.name).language,
             toolchain=_toolchain(self.mode),
             contract=contract,
             ceilings=describe_ceilings(hardware),
         )
-
-    def remarks(self, source: str, problem: Problem, sizes: Sizes) -> list[str]:
-        return []
 
 
 class InductorBackend(TorchBackend):

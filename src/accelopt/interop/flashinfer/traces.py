@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from accelopt import __version__
+from accelopt.backends import registry
 from accelopt.errors import UserError
 from accelopt.problems.flashinfer.schema import Definition
 from accelopt.problems.records import Problem
@@ -35,13 +36,6 @@ STATUS = {
     "SUSPICIOUS": "RUNTIME_ERROR",  # faster than the roofline allows: not a result to rank
 }
 
-# backend -> (language, source file, dependencies)
-LANGUAGE = {
-    "cpu": ("cpp", "kernel.c", ["openmp"]),
-    "triton": ("triton", "main.py", ["torch", "triton"]),
-    "numpy": ("python", "main.py", ["numpy"]),
-}
-
 
 class ExportRefused(UserError):
     """A problem, kernel or evaluation that cannot be written as FlashInfer Trace."""
@@ -54,11 +48,13 @@ def solution_name(definition: Definition, kernel: Kernel) -> str:
 def solution(
     definition: Definition, problem: Problem, kernel: Kernel, hardware: HardwareSpec | None
 ) -> dict[str, Any]:
-    if kernel.backend not in LANGUAGE:
+    found = registry.known(kernel.backend)
+    named = found.flashinfer if found is not None else None
+    if found is None or named is None:
         raise ExportRefused(f"kernels of backend {kernel.backend} have no FlashInfer language")
-    language, path, dependencies = LANGUAGE[kernel.backend]
+    language, path, dependencies = named.language, named.entry, list(named.dependencies)
     args = [*definition.inputs, *definition.outputs]
-    if kernel.backend == "cpu":
+    if found.language is registry.Language.C:
         params = ", ".join(
             [f"const float *{n}" for n in definition.inputs]
             + [f"float *{n}" for n in definition.outputs]

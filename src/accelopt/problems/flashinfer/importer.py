@@ -95,9 +95,13 @@ def import_dataset(
                 raise entry
             text, definition = entry
             done = import_definition(
-                definition, text, lines.get(definition.name, []), dataset, dest_root,
+                definition,
+                text,
+                lines.get(definition.name, []),
+                dataset,
+                dest_root,
                 reserved_names=reserved_names,
-            )  # fmt: skip
+            )
             results.append((key, done))
         except ImportRefused as exc:
             results.append((key, exc))

@@ -75,9 +75,13 @@ def import_file(
     problem_py = PROBLEM_PY.format(name=name, file=path.name, example=example)
     files = {"model.py": data, "problem.py": problem_py.encode()}
     directory = write_problem(
-        dest_root, name, files, payload,
-        lambda folder: build_problem(folder, payload, text, name, {}), NAME_HINT,
-    )  # fmt: skip
+        dest_root,
+        name,
+        files,
+        payload,
+        lambda folder: build_problem(folder, payload, text, name, {}),
+        NAME_HINT,
+    )
     problem = build_problem(directory, payload, text, name, {})
     return Imported(name, directory, problem, tuple(notes))
 

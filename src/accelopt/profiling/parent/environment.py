@@ -13,10 +13,24 @@ from collections.abc import Mapping
 # parent). PYTHONUNBUFFERED is left out on purpose: it would make a kernel's printf a system call
 # per character.
 _ENV_NAMES = {
-    "PATH", "HOME", "USER", "LANG", "TMPDIR", "TEMP", "TMP", "CC", "PYTHONPATH", "PYTHONHOME",
-    "VIRTUAL_ENV", "LD_LIBRARY_PATH", "XDG_CACHE_HOME", "TZ", "ACCELOPT_CACHE_DIR",
-    "ACCELOPT_CPU_TARGET", "ACCELOPT_UNSANDBOXED",
-}  # fmt: skip
+    "PATH",
+    "HOME",
+    "USER",
+    "LANG",
+    "TMPDIR",
+    "TEMP",
+    "TMP",
+    "CC",
+    "PYTHONPATH",
+    "PYTHONHOME",
+    "VIRTUAL_ENV",
+    "LD_LIBRARY_PATH",
+    "XDG_CACHE_HOME",
+    "TZ",
+    "ACCELOPT_CACHE_DIR",
+    "ACCELOPT_CPU_TARGET",
+    "ACCELOPT_UNSANDBOXED",
+}
 _ENV_PREFIXES = ("LC_", "OMP_", "GOMP_", "KMP_", "OPENBLAS_", "MKL_", "CUDA_", "NVIDIA_", "TRITON_")
 PR_SET_DUMPABLE = 4
 

@@ -18,8 +18,7 @@ import logging
 import subprocess
 import threading
 import time
-from collections.abc import Iterable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from datetime import UTC, datetime
 from functools import partial
@@ -33,6 +32,7 @@ from accelopt.hardware import devicelock, drift
 from accelopt.hardware.cache import BOUND_CEILINGS, Remeasure, describe_figure, remeasurer_for
 from accelopt.hardware.measure import CEILINGS
 from accelopt.hardware.spec import HardwareSpec
+from accelopt.llm.config import Config as LLMConfig
 from accelopt.llm.config import load_config
 from accelopt.problems.records import Problem
 from accelopt.problems.shipping import problem_ref
@@ -87,6 +87,7 @@ class Evaluator(AbstractContextManager["Evaluator"]):
         self._remeasurements: dict[str, str] = {}  # ceiling -> what its re-measurement found
         self._remeasure_lock = threading.Lock()
         self.config = config or EvalConfig()
+        self.llm_config = _llm_config()  # read once, not at every scoring: the keys it names
         backend = get_backend(hardware.backend)
         backend.preflight(timing=not self.config.check_only)  # one clear UserError, now
         self.threads = self.config.threads or hardware.cores
@@ -116,7 +117,7 @@ class Evaluator(AbstractContextManager["Evaluator"]):
     def control(self, problem: Problem, workload: str) -> ControlSpec | None:
         """The control the worker times with a kernel of ``problem``: the cpu backend's timings
         only (a GPU's would need its own)."""
-        if self.hardware.backend != "cpu" or self.config.check_only:
+        if not self.hardware.on_host or self.config.check_only:
             return None
         sizes = problem.workload(workload).sizes
         bound = workload_roofline(problem, workload, self.hardware).bound
@@ -173,8 +174,9 @@ class Evaluator(AbstractContextManager["Evaluator"]):
             result = answer.result
             if not result.service or self.pool.closed:  # closed: the run stops, never retry
                 return result
-            log.warning("evaluation attempt %d of %d failed: %s", attempt, faults.ATTEMPTS,
-                        result.service)  # fmt: skip
+            log.warning(
+                "evaluation attempt %d of %d failed: %s", attempt, faults.ATTEMPTS, result.service
+            )
         error = faults.could_not(f"{result.service} ({faults.ATTEMPTS} attempts)")
         return result.model_copy(update={"error": error, "service": error})
 
@@ -207,9 +209,13 @@ class Evaluator(AbstractContextManager["Evaluator"]):
             evaluations.append(self._scored(job, hardware, result, seeds, wall_s))
         timed = [[] if reason else next(series) for reason in reasons]
         return retiming(
-            evaluations, timed, answer.rounds, answer.worker_pid, answer.clean_rounds,
+            evaluations,
+            timed,
+            answer.rounds,
+            answer.worker_pid,
+            answer.clean_rounds,
             answer.disturbed,
-        )  # fmt: skip
+        )
 
     def _retime_request(
         self, kernels: Sequence[Kernel], problem: Problem, workload: str, seeds: list[int]
@@ -235,11 +241,19 @@ class Evaluator(AbstractContextManager["Evaluator"]):
         re-measured (the higher figure kept)."""
         control = self.control(job[1], job[2])
         stamp = datetime.now(UTC).isoformat(timespec="seconds")
+        secrets = secrets_to_redact(settings.environment(), self.llm_config)
         build = partial(
-            build_evaluation, job, threads=self.threads, result=result, seeds=seeds,
-            wall_s=wall_s, secrets=_secrets(), drift=self._drift(control, result),
-            control=control, headline=self.config.headline,
-        )  # fmt: skip
+            build_evaluation,
+            job,
+            threads=self.threads,
+            result=result,
+            seeds=seeds,
+            wall_s=wall_s,
+            secrets=secrets,
+            drift=self._drift(control, result),
+            control=control,
+            headline=self.config.headline,
+        )
 
         def score(spec: HardwareSpec) -> Evaluation:
             return build(spec).model_copy(update={"measured_at": stamp})
@@ -298,13 +312,6 @@ class Evaluator(AbstractContextManager["Evaluator"]):
             )
         return found
 
-    def evaluate_many(self, jobs: Iterable[Job]) -> Iterator[Evaluation]:
-        """Evaluate in parallel across the pool; results come back in the order of ``jobs``."""
-        with ThreadPoolExecutor(max_workers=self.config.workers) as executor:
-            futures = [executor.submit(self.evaluate, *job) for job in jobs]
-            for future in futures:
-                yield future.result()
-
 
 def _check_session(kernels: Sequence[Kernel], config: EvalConfig) -> None:
     if not kernels:
@@ -315,11 +322,10 @@ def _check_session(kernels: Sequence[Kernel], config: EvalConfig) -> None:
         raise UserError("re-timing measures speed: it cannot run with check_only")
 
 
-def _secrets() -> tuple[str, ...]:
-    """What a kernel's log and error may not show: the API keys of the environment and of the
-    default config (``redaction.py``), read afresh (the environment may change)."""
+def _llm_config() -> LLMConfig | None:
+    """The default LLM config, whose API keys a kernel's log and error may not show
+    (``redaction.py``, with the environment's, read at each scoring); None where it is unusable."""
     try:
-        config = load_config()
+        return load_config()
     except UserError:
-        config = None
-    return secrets_to_redact(settings.environment(), config)
+        return None

@@ -70,8 +70,9 @@ class WorkerFailed(Exception):
 # Signals that end a worker only from outside it: no kernel can send one (kernels run in their
 # own processes, which may signal nothing else), and the pool kills only on a deadline (TIMEOUT).
 # SIGKILL is also the kernel OOM killer's.
-OUTSIDE_SIGNALS = frozenset({signal.SIGKILL, signal.SIGTERM, signal.SIGINT, signal.SIGHUP,
-                             signal.SIGQUIT})  # fmt: skip
+OUTSIDE_SIGNALS = frozenset(
+    {signal.SIGKILL, signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT}
+)
 
 
 def describe_exit(returncode: int | None) -> str:

@@ -8,7 +8,6 @@ and the score.
 from __future__ import annotations
 
 import math
-import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -23,7 +22,8 @@ from accelopt.hardware.roofline import (
 )
 from accelopt.hardware.spec import HardwareSpec
 from accelopt.problems.records import Cost, Problem
-from accelopt.profiling.evaluation import Evaluation
+from accelopt.profiling import stats
+from accelopt.profiling.evaluation import CeilingFigure, ControlFigure, Evaluation
 from accelopt.profiling.parent.calibration import calibrate, latency_half_width, work
 from accelopt.profiling.parent.controls import version as control_version
 from accelopt.profiling.profiler import Job
@@ -155,30 +155,46 @@ def figures(
     ceiling, and against the control where it allows (``calibration.py``); and the one the search
     and the tables use, with the ceiling it used: the calibrated one where ``headline`` says so
     for the problem's bound (``EvalConfig.headline``), else the cached one."""
-    cached = {"peak_s": roof.peak_s, "pct_of_peak": judged.pct_of_peak, "ceiling": "cached",
-              "cached_peak_s": roof.peak_s, "cached_pct": judged.pct_of_peak}  # fmt: skip
+    against_cached = CeilingFigure(peak_s=roof.peak_s, pct=judged.pct_of_peak)
+    cached = {
+        "peak_s": roof.peak_s,
+        "pct_of_peak": judged.pct_of_peak,
+        "ceiling": "cached",
+        "cached": against_cached,
+    }
     latency = result.latency_s
     if latency is None or latency <= 0:
         return {**cached, "ci_low_s": result.ci_low_s, "ci_high_s": result.ci_high_s}
     session = _session_ci(result, latency)
     half = latency_half_width(session, drift)
     # a factor either way (a latency is a scale: its interval never reaches zero)
-    stated = {"ci_low_s": latency / (1 + half), "ci_high_s": latency * (1 + half),
-              "session_ci": session, "drift": drift}  # fmt: skip
+    stated = {
+        "ci_low_s": latency / (1 + half),
+        "ci_high_s": latency * (1 + half),
+        "session_ci": session,
+        "drift": drift,
+    }
     bounds = _pct_bounds(roof.peak_s, stated["ci_low_s"], stated["ci_high_s"], judged.pct_of_peak)
     units, passed = work(cost, str(roof.bound)), judged.status is Status.PASSED
     found, why = _calibrated(result, units, passed, control, drift, session)
     if found is None:
         return {**cached, **stated, **bounds, "control": why}
-    calibrated = {
-        "calibrated_peak_s": found.peak_s, "calibrated_pct": found.pct,
-        "calibrated_low": found.low, "calibrated_high": found.high, "control_rate": found.rate,
-        "control": _described(control, roof.bound, found.rate),
-    }  # fmt: skip
+    figure = ControlFigure(
+        peak_s=found.peak_s, pct=found.pct, low=found.low, high=found.high, rate=found.rate
+    )
+    calibrated = {"calibration": figure, "control": _described(control, roof.bound, found.rate)}
     if not uses_calibrated(headline, str(roof.bound)):
         return {**cached, **stated, **bounds, **calibrated}
-    return {**cached, **stated, **calibrated, "peak_s": found.peak_s, "pct_of_peak": found.pct,
-            "pct_low": found.low, "pct_high": found.high, "ceiling": "calibrated"}  # fmt: skip
+    return {
+        **cached,
+        **stated,
+        **calibrated,
+        "peak_s": found.peak_s,
+        "pct_of_peak": found.pct,
+        "pct_low": found.low,
+        "pct_high": found.high,
+        "ceiling": "calibrated",
+    }
 
 
 def uses_calibrated(headline: str, bound: str) -> bool:
@@ -202,9 +218,13 @@ def _pct_bounds(
 
 
 def _calibrated(
-    result: KernelResult, units: float, passed: bool, control: ControlSpec | None, drift: float,
+    result: KernelResult,
+    units: float,
+    passed: bool,
+    control: ControlSpec | None,
+    drift: float,
     session: float,
-) -> tuple[Any, str]:  # fmt: skip
+) -> tuple[Any, str]:
     """The calibrated figure of a kernel whose cost pays ``units`` at its bound, or None and why
     there is none."""
     if control is None:
@@ -213,8 +233,9 @@ def _calibrated(
         return None, "not calibrated: the verdict is not PASSED"
     if result.control_note and not any(r for r in result.control_rates if r):
         return None, result.control_note
-    found, why = calibrate(units, result.latency_s or 0.0, session, result.control_rates,
-                           result.slice_medians, drift)  # fmt: skip
+    found, why = calibrate(
+        units, result.latency_s or 0.0, session, result.control_rates, result.slice_medians, drift
+    )
     if found is None and result.control_note:
         why = f"{why} ({result.control_note})"
     return found, why
@@ -234,6 +255,7 @@ def control_kind(control: ControlSpec) -> str:
 
 
 def control_figure(result: KernelResult) -> float | None:
-    """The median of the result's undisturbed controls (None without any)."""
+    """The estimate (``stats.ESTIMATOR``: the median) of the result's undisturbed controls (None
+    without any)."""
     good = [r for r in result.control_rates if r is not None and r > 0]
-    return statistics.median(good) if good else None
+    return stats.point(good) if good else None
