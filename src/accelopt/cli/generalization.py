@@ -10,7 +10,8 @@ from rich.table import Table
 from accelopt.formatting import milliseconds, percent, speedup_x
 from accelopt.hardware.spec import HardwareSpec
 from accelopt.problems.records import Problem
-from accelopt.profiling.parent.scoring import geometric_mean_pct, workload_roofline
+from accelopt.profiling.parent.scoring import workload_roofline
+from accelopt.profiling.stats import geomean
 from accelopt.search.workloads import Generalization
 
 
@@ -67,8 +68,10 @@ def generalization_table(g: Generalization, peaks: Mapping[str, float] | None = 
     table.add_section()
     for group in g.groups:
         pairs = means.get(group.role, [])
-        base = geometric_mean_pct([b for b, _ in pairs if b]) if roofed else group.baseline_pct
-        best = geometric_mean_pct([t for _, t in pairs if t]) if roofed else group.best_pct
+        base = (
+            geomean([b for b, _ in pairs if b], skip_missing=True) if roofed else group.baseline_pct
+        )
+        best = geomean([t for _, t in pairs if t], skip_missing=True) if roofed else group.best_pct
         table.add_row(
             f"geomean ({group.workloads})",
             group.role,

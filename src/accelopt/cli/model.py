@@ -4,8 +4,6 @@ matches, compile, check against eager, time against eager and Inductor)."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Annotated
@@ -14,7 +12,7 @@ import typer
 
 from accelopt.cli import common
 from accelopt.cli.groups import option_group, with_groups
-from accelopt.cli.model_search import search_unmatched
+from accelopt.cli.model_search import run_optimize, search_unmatched
 from accelopt.cli.model_tables import print_optimized, print_profile
 from accelopt.cli.output import JsonOption, err_console, shows_table, writable_option, write_json
 from accelopt.errors import UserError
@@ -194,31 +192,11 @@ def autotune(problem: str, sizes: dict[str, int], workspace: Path) -> str:
         ]
     if runs:
         return f"{problem} at {workload}: reused run {runs[0].id}"
-    err_console.print(
-        f"autotuning {problem}'s expert at {workload} (accelopt optimize)…",
-        highlight=False,
-        markup=False,
-    )
-    argv = [
-        sys.executable,
-        "-m",
-        "accelopt",
-        "optimize",
-        problem,
-        "--strategy",
-        "autotune",
-        "--kernel",
-        "expert",
-        "--workload",
-        workload,
-        "--no-references",
-        "--workspace",
-        str(workspace),
-    ]
-    done = subprocess.run(argv, capture_output=True, text=True)
-    if done.returncode != 0:
-        tail = (done.stderr or done.stdout).strip().splitlines()[-1:] or ["no output"]
-        return f"{problem} at {workload}: autotune failed ({tail[0]}); the expert as shipped"
+    say = f"autotuning {problem}'s expert at {workload} (accelopt optimize)…"
+    options = ("--strategy", "autotune", "--kernel", "expert", "--workload", workload)
+    failed = run_optimize(say, problem, workspace, *options)
+    if failed is not None:
+        return f"{problem} at {workload}: autotune failed ({failed}); the expert as shipped"
     return f"{problem} at {workload}: autotuned (accelopt optimize {problem} --strategy autotune)"
 
 

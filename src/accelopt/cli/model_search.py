@@ -82,29 +82,25 @@ def search_unmatched(
         if name is None:
             notes.append(f"{part.label}: no call of it could be written as a problem")
             continue
-        err_console.print(
-            f"searching a kernel for {part.label} ({name}, accelopt optimize)…",
-            highlight=False,
-            markup=False,
-        )
-        argv = [
-            sys.executable,
-            "-m",
-            "accelopt",
-            "optimize",
-            name,
-            "--workspace",
-            str(workspace),
-            "--iterations",
-            str(iterations),
-            "--no-references",
-        ]
-        argv += ["--config", str(config)] if config is not None else []
-        done = subprocess.run(argv, capture_output=True, text=True)
-        tail = (done.stderr or done.stdout).strip().splitlines()[-1:] or [""]
+        say = f"searching a kernel for {part.label} ({name}, accelopt optimize)…"
+        options = ["--iterations", str(iterations)]
+        options += ["--config", str(config)] if config is not None else []
+        failed = run_optimize(say, name, workspace, *options)
         notes.append(
-            f"{part.label}: imported as {name} and searched"
-            if done.returncode == 0
-            else f"{part.label}: imported as {name}; its search failed ({tail[0]})"
+            f"{part.label}: imported as {name}; its search failed ({failed})"
+            if failed is not None
+            else f"{part.label}: imported as {name} and searched"
         )
     return notes
+
+
+def run_optimize(say: str, problem: str, workspace: Path, *options: str) -> str | None:
+    """``accelopt optimize problem`` in a process of its own, in ``workspace`` and without the
+    reference kinds (``say`` is told first, on stderr): None when it finished, else the last
+    line it wrote."""
+    err_console.print(say, highlight=False, markup=False)
+    argv = [sys.executable, "-m", "accelopt", "optimize", problem, "--workspace", str(workspace)]
+    done = subprocess.run([*argv, "--no-references", *options], capture_output=True, text=True)
+    if done.returncode == 0:
+        return None
+    return ((done.stderr or done.stdout).strip().splitlines()[-1:] or ["no output"])[0]

@@ -34,7 +34,7 @@ from accelopt.formatting import DASH, milliseconds, percent, scientific, speedup
 from accelopt.hardware.spec import HardwareSpec
 from accelopt.problems.records import Problem
 from accelopt.profiling.evaluation import Evaluation
-from accelopt.profiling.parent.scoring import geometric_mean_pct
+from accelopt.profiling.stats import geomean
 from accelopt.search.references import fastest_reference
 
 # Piped output (CI logs, files) gets a width that fits the tables instead of rich's default 80.
@@ -371,7 +371,7 @@ def _suite_means(
     for kind in kinds:
         passed = [e for e in evaluations if e.kernel == kind and e.passed]
         pcts = [roof.pct(e.latency_s) for e in passed if (roof := roofs.get(e.problem))]
-        mean = geometric_mean_pct([p for p in pcts if p is not None])
+        mean = geomean([p for p in pcts if p is not None], skip_missing=True)
         shown = f"{percent(mean)} ({len(passed)})" if mean is not None else DASH
         means.extend([shown] if kind in ONE_COLUMN else ["", shown, *([""] * (kind == "expert"))])
     if ratios is not None:

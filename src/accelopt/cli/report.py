@@ -132,25 +132,7 @@ def compare_command(
 
 def compare_table(comparisons: list[RunComparison]) -> Table:
     table = Table(title="runs compared", title_justify="left")
-    for col in (
-        "run",
-        "problem",
-        "strategy",
-        "search",
-        "models",
-        "iterations",
-        "wall",
-        "per min",
-        "baseline %",
-        "best %",
-        "speedup",
-        "vs best ref",
-        "$",
-        "tokens",
-        "$ / point",
-        "calls / kept",
-        "free variants",
-    ):
+    for col in _COLUMNS:
         table.add_column(col, justify="right" if col in _NUMERIC else "left", no_wrap=col == "run")
     for c in comparisons:
         unknown = f" (+{c.unknown_cost_calls} unpriced)" if c.unknown_cost_calls else ""
@@ -180,20 +162,12 @@ def _within(interval: float | None) -> str:
     return f" ± {interval:.1%}" if interval is not None else ""
 
 
-_NUMERIC = {
-    "iterations",
-    "wall",
-    "per min",
-    "baseline %",
-    "best %",
-    "speedup",
-    "vs best ref",
-    "$",
-    "tokens",
-    "$ / point",
-    "calls / kept",
-    "free variants",
-}
+_COLUMNS = (
+    *("run", "problem", "strategy", "search", "models"),
+    *("iterations", "wall", "per min", "baseline %", "best %", "speedup", "vs best ref"),
+    *("$", "tokens", "$ / point", "calls / kept", "free variants"),
+)
+_NUMERIC = frozenset(_COLUMNS[5:])  # from "iterations" on
 
 
 def _or_dash(value: float | None, form: str) -> str:

@@ -19,7 +19,7 @@ from accelopt.cli.one_ceiling import (
 from accelopt.cli.output import versus_reference
 from accelopt.formatting import milliseconds, percent, speedup_x, usd_plain
 from accelopt.hardware.spec import HardwareSpec
-from accelopt.profiling.parent.scoring import geometric_mean_pct
+from accelopt.profiling.stats import geomean
 from accelopt.search.references import over_reference
 from accelopt.search.summary import RunSummary
 
@@ -89,11 +89,13 @@ def suite_results_table(
             usd_plain(usd), str(tokens),
         )  # fmt: skip
     table.add_section()
-    base = geometric_mean_pct([p for s, c in runs if (p := c.roof.pct(s.baseline.latency_s))])
-    top = geometric_mean_pct([p for s, c in runs if (p := c.roof.pct(s.best.latency_s))])
-    speed = geometric_mean_pct([s.speedup for s, _ in runs if s.speedup])
-    versus = geometric_mean_pct([s.speedup_over_reference for s, _ in runs
-                                 if s.speedup_over_reference])  # fmt: skip
+    base = geomean(
+        [p for s, c in runs if (p := c.roof.pct(s.baseline.latency_s))], skip_missing=True
+    )
+    top = geomean([p for s, c in runs if (p := c.roof.pct(s.best.latency_s))], skip_missing=True)
+    speed = geomean([s.speedup for s, _ in runs if s.speedup], skip_missing=True)
+    versus = geomean([s.speedup_over_reference for s, _ in runs
+                                 if s.speedup_over_reference], skip_missing=True)  # fmt: skip
     table.add_row(
         "geomean / total", "", "", "", percent(base), "", percent(top), "", speedup_x(speed),
         speedup_x(versus), usd_plain(total_usd), str(total_tokens), style="bold",

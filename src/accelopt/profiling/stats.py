@@ -252,10 +252,16 @@ def ratio_estimate(ratios: Sequence[float]) -> tuple[float | None, float | None]
 # -- several workloads (``composite.py``) ------------------------------------------------------
 
 
-def geomean(values: Sequence[float]) -> float | None:
-    """The geometric mean of positive values; None when there are none or one is not positive."""
-    if not values or any(v <= 0 for v in values):
+def geomean(values: Sequence[float | None], *, skip_missing: bool = False) -> float | None:
+    """The geometric mean of positive values; None when there are none. A value that is None or
+    not positive (no figure: a kernel that failed) makes the mean None, since a combined figure
+    is only as good as its parts; with ``skip_missing`` (a summary over kernels, some of which
+    failed) it is left out instead."""
+    if skip_missing:
+        values = [v for v in values if v is not None and v > 0]
+    if not values or any(v is None or v <= 0 for v in values):
         return None
-    if len(values) == 1:
-        return values[0]
-    return math.exp(sum(math.log(v) for v in values) / len(values))
+    known = [float(v) for v in values if v is not None]
+    if len(known) == 1:
+        return known[0]
+    return math.exp(sum(math.log(v) for v in known) / len(known))

@@ -15,7 +15,7 @@ from accelopt.hardware.spec import HardwareSpec
 from accelopt.problems.records import Problem
 from accelopt.profiling.evaluation import Evaluation
 from accelopt.profiling.parent.rescoring import cached_peak
-from accelopt.profiling.parent.scoring import geometric_mean_pct
+from accelopt.profiling.stats import geomean
 from accelopt.reports import figures, plots
 from accelopt.reports.hardware import Ceiling, ceilings
 from accelopt.reports.html import render, svg, write_page
@@ -139,7 +139,7 @@ def kind_means(evaluations: Sequence[Evaluation], kinds: Sequence[str]) -> list[
     for kind in kinds:
         timed = [_timed_pct(e) for e in evaluations if e.kernel == kind and e.passed]
         fractions = [pct for pct in timed if pct is not None]
-        means.append(KindMean(kind, geometric_mean_pct(fractions), len(fractions)))
+        means.append(KindMean(kind, geomean(fractions, skip_missing=True), len(fractions)))
     return means
 
 

@@ -78,13 +78,14 @@ def test_config_round_trips_through_a_request():
     assert EvalConfig(**config.model_dump()) == config
 
 
-def test_geometric_mean_pct():
-    from accelopt.profiling.parent.scoring import geometric_mean_pct
+def test_one_geomean_with_a_rule_for_missing_figures_said_by_its_caller():
+    from accelopt.profiling.stats import geomean
 
-    assert geometric_mean_pct([]) is None
-    assert geometric_mean_pct([0.5]) == pytest.approx(0.5)
-    assert geometric_mean_pct([0.1, 0.4]) == pytest.approx(0.2)
-    assert geometric_mean_pct([0.25, 0.0, 1.0]) == pytest.approx(0.5)  # non-positive ignored
+    assert geomean([], skip_missing=True) is None
+    assert geomean([0.5], skip_missing=True) == pytest.approx(0.5)
+    assert geomean([0.1, 0.4], skip_missing=True) == pytest.approx(0.2)
+    assert geomean([0.25, 0.0, None, 1.0], skip_missing=True) == pytest.approx(0.5)  # left out
+    assert geomean([0.25, 0.0, 1.0]) is None and geomean([0.25, None]) is None  # none combined
 
 
 def test_beating_the_roofline_blames_the_ceiling_unless_no_time_passed():

@@ -79,14 +79,6 @@ def blames_the_ceiling(
     return not math.isinf(pct)  # no time at all: no ceiling explains that
 
 
-def geometric_mean_pct(fractions: list[float]) -> float | None:
-    """The geometric mean of fractions of peak (the suite's summary per kernel kind), or None."""
-    values = [f for f in fractions if f is not None and f > 0]
-    if not values:
-        return None
-    return float(math.exp(sum(math.log(v) for v in values) / len(values)))
-
-
 def build_evaluation(
     job: Job,
     hardware: HardwareSpec,

@@ -14,14 +14,13 @@ import tempfile
 from collections.abc import Callable, Sequence
 from functools import partial
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
 from accelopt.backends.base import BuildResult
-from accelopt.backends.device import HostDevice
 from accelopt.backends.facts import BackendFacts, describe_ceilings
 from accelopt.backends.kernel import Kernel
+from accelopt.backends.reference import HostReference
 from accelopt.backends.registry import BackendRecord, Language
 from accelopt.backends.status import Status
 from accelopt.hardware.spec import HardwareSpec
@@ -44,27 +43,13 @@ class Loaded:
         pass
 
 
-class NumpyLanguageBackend:
+class NumpyLanguageBackend(HostReference):
+    """Runs on the host, with no process of its own: a reference kind's parts, its own check."""
+
     name = "numpylang"
-    compiles_on_first_call = False
-
-    def preflight(self, timing: bool = True) -> None:
-        pass
-
-    def device(self) -> HostDevice:
-        return HostDevice()
-
-    def lock_name(self) -> str:
-        return "cpu"  # the host's lock: it runs on the CPU the cpu backend times on
-
-    def runs_on_gpu(self) -> bool:
-        return False
 
     def check(self, source: str) -> str | None:
         return None if "def kernel" in source else "the module defines no kernel function"
-
-    def export_recipe(self) -> dict[str, Any]:
-        return {}
 
     def build(
         self, kernel: Kernel, problem: Problem, sizes: Sizes, timeout_s: float
@@ -98,6 +83,3 @@ class NumpyLanguageBackend:
             contract="kernel(*inputs, *outputs) writes the outputs in place with NumPy.",
             ceilings=describe_ceilings(hardware),
         )
-
-    def remarks(self, source: str, problem: Problem, sizes: Sizes) -> list[str]:
-        return []
