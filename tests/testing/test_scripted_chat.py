@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import time
 
 import pytest
 
@@ -42,7 +43,7 @@ REPLIES = {
     "400": Reply(status=400, content="context too long"),
     "418": Reply(status=418),
     "422-raw": Reply(status=422, raw_body='{"error": {"message": "bad field"}}'),
-    "timeout": Reply.slow("too late", 0.3),
+    "timeout": Reply.slow("too late", 2.0),
 }
 
 
@@ -60,9 +61,10 @@ def instant(_seconds: float) -> asyncio.Future[None]:
 def test_in_process_and_http_record_the_same_call(reply: Reply):
     """Each reply twice (a retryable fault is retried once); the calls agree field by field, and
     the requests the two scripts saw are the same."""
-    # A short timeout only where the reply is to run past it: a 2 MB reply over HTTP on a busy
-    # machine may take longer than 0.1 s.
-    timeout_s = 0.1 if reply.delay_s else 10.0
+    # A short timeout only where the reply is to run past it (a 2 MB reply over HTTP on a busy
+    # machine may take longer than that), and long enough that each try reaches the server on
+    # a busy machine: at 0.1 s the client gave up on a retry before sending it.
+    timeout_s = 0.5 if reply.delay_s else 10.0
     endpoint = {"max_retries": 1, "timeout_s": timeout_s, "price_in": 1.0, "price_out": 2.0}
     chat = ScriptedChat(config=scripted_config(**endpoint), sleep=instant)
     chat.script("executor", reply, reply)
@@ -77,6 +79,10 @@ def test_in_process_and_http_record_the_same_call(reply: Reply):
     with ScriptedServer() as server:
         server.script("executor", reply, reply)
         http = run(over_http(server))
+        # a try the client gave up on may reach the server after it did (a busy machine)
+        deadline = time.monotonic() + 5.0
+        while len(server.requests) < http.attempts and time.monotonic() < deadline:
+            time.sleep(0.01)
         http_requests, base_url = server.requests, server.base_url
     local = run(chat.complete("executor", MESSAGES, 3))
 

@@ -31,18 +31,9 @@ def generalization_table(g: Generalization, peaks: Mapping[str, float] | None = 
     else the search's own figures."""
     table = Table(title="generalization: baseline vs best per workload", title_justify="left")
     roofed = bool(peaks)
-    columns = [
-        "workload",
-        "role",
-        "sizes",
-        *(["peak ms"] if roofed else []),
-        "baseline ms",
-        "baseline %",
-        "best ms",
-        "best %",
-        "speedup",
-    ]
-    for col in columns:
+    peak_column = ["peak ms"] if roofed else []
+    columns = ["workload", "role", "sizes", *peak_column, "baseline ms", "baseline %", "best ms"]
+    for col in [*columns, "best %", "speedup"]:
         table.add_column(col, justify="left" if col in {"workload", "role", "sizes"} else "right")
     means: dict[str, list[tuple[float | None, float | None]]] = {}
     for r in g.rows:
@@ -68,10 +59,8 @@ def generalization_table(g: Generalization, peaks: Mapping[str, float] | None = 
     table.add_section()
     for group in g.groups:
         pairs = means.get(group.role, [])
-        base = (
-            geomean([b for b, _ in pairs if b], skip_missing=True) if roofed else group.baseline_pct
-        )
-        best = geomean([t for _, t in pairs if t], skip_missing=True) if roofed else group.best_pct
+        base = geomean([b for b, _ in pairs], skip_missing=True) if roofed else group.baseline_pct
+        best = geomean([t for _, t in pairs], skip_missing=True) if roofed else group.best_pct
         table.add_row(
             f"geomean ({group.workloads})",
             group.role,
