@@ -208,10 +208,8 @@ HARDWARE_BACKENDS = registry.hardware_backends()  # with ceilings of their own (
 MEASURING = "measuring this machine's ceilings once (accelopt hardware)"
 
 
-def unknown_backend(backend: str) -> str:
-    return (
-        f"unknown backend {backend!r}; the available backends are: {', '.join(HARDWARE_BACKENDS)}"
-    )
+def unknown_backend(backend: str, known: Sequence[str] = HARDWARE_BACKENDS) -> str:
+    return f"unknown backend {backend!r}; the available backends are: {', '.join(known)}"
 
 
 def _to_stderr(message: str) -> None:
@@ -223,8 +221,8 @@ def hardware_for(backend: str, announce: Callable[[str], None] | None = _to_stde
     once and cached; for triton, the GPU's (see ``hardware.gpu_spec``). ``announce`` is told
     before the machine is measured (it takes a while); None: nothing is said."""
     found = registry.known(backend)
-    if found is None:
-        raise UserError(unknown_backend(backend))
+    if found is None or found.reference:  # a reference kind times the problem's own form
+        raise UserError(unknown_backend(backend, registry.kernel_backends()))
     if found.runs is registry.Runs.GPU:
         from accelopt.hardware.gpu_spec import triton_spec
 

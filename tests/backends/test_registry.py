@@ -44,6 +44,7 @@ def test_what_the_tree_reads_of_a_backend_comes_from_its_record() -> None:
     assert registry.DEFAULT_BACKEND == "cpu"
     assert registry.reference_kinds() == ("numpy", "torch", "inductor", "max-autotune")
     assert registry.hardware_backends() == ("cpu", "triton")
+    assert registry.kernel_backends() == ("cpu", "triton")
     assert [source_suffix(n) for n in ("cpu", "triton", "nki")] == [".c", ".py", ".txt"]
     assert [language_of(n) for n in ("cpu", "triton", "numpy")] == ["c", "python", "python"]
     assert registry.record("cpu").shipped_name("expert") == "expert.c"
@@ -98,3 +99,12 @@ def test_importing_the_base_imports_no_backend() -> None:
     for name in NAMES:
         assert f"accelopt.backends.{name}" not in out, out
     assert base.__name__ in out
+
+
+def test_a_reference_kind_is_no_kernel_language_to_evaluate_a_file_in() -> None:
+    """numpy times the problem's own reference: `accelopt eval FILE --backend numpy` would time
+    that, not the file, so it is refused in one sentence naming the kernel backends."""
+    from accelopt import views
+
+    with pytest.raises(UserError, match=r"unknown backend 'numpy'; .* are: cpu, triton$"):
+        views.hardware_for("numpy", None)

@@ -186,6 +186,12 @@ def reference_kinds() -> tuple[str, ...]:
     return tuple(r.name for r in records().values() if r.reference)
 
 
+def kernel_backends() -> tuple[str, ...]:
+    """The backends whose kernels are sources a user or an agent writes (not reference kinds,
+    which time a problem's own form)."""
+    return tuple(r.name for r in records().values() if not r.reference)
+
+
 def hardware_backends() -> tuple[str, ...]:
     """The backends with ceilings of their own to measure (``accelopt hardware --backend``)."""
     return tuple(r.name for r in records().values() if r.has_hardware)
