@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from collections.abc import Iterator
 from types import SimpleNamespace
 
 import pytest
@@ -65,7 +66,7 @@ def test_the_names_other_layers_hold_are_records_of_the_right_kind() -> None:
 
 def test_a_new_backend_is_one_record(monkeypatch: pytest.MonkeyPatch) -> None:
     record = BackendRecord("numpy2", "accelopt.backends.numpy.backend:NumpyBackend", Language.C)
-    monkeypatch.setattr(registry, "_plugins", lambda: (record,))
+    monkeypatch.setattr(registry, "_plugins", lambda: ((record,), {}))
     assert get_backend("numpy2").name == "numpy"
     assert source_suffix("numpy2") == ".c"
     assert registry.names()[-1] == "numpy2"
@@ -73,19 +74,36 @@ def test_a_new_backend_is_one_record(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_a_plugin_cannot_shadow_a_built_in_backend(monkeypatch: pytest.MonkeyPatch) -> None:
     fake = BackendRecord("cpu", "accelopt.backends.numpy.backend:NumpyBackend", Language.PYTHON)
-    monkeypatch.setattr(registry, "_plugins", lambda: (fake,))
+    monkeypatch.setattr(registry, "_plugins", lambda: ((fake,), {}))
     assert registry.record("cpu").language is Language.C
 
 
-def test_a_broken_entry_point_is_one_sentence(monkeypatch: pytest.MonkeyPatch) -> None:
-    point = SimpleNamespace(name="x", value="pkg:NOT_A_RECORD", load=lambda: object())
-    monkeypatch.setattr(registry.importlib.metadata, "entry_points", lambda group: [point])
+def _points(monkeypatch: pytest.MonkeyPatch, *points: SimpleNamespace) -> None:
+    monkeypatch.setattr(registry.importlib.metadata, "entry_points", lambda group: list(points))
     registry._plugins.cache_clear()
-    try:
-        with pytest.raises(UserError, match="is not a BackendRecord of that name"):
-            registry.records()
-    finally:
-        registry._plugins.cache_clear()
+
+
+@pytest.fixture(autouse=True)
+def _fresh_plugins() -> Iterator[None]:
+    registry._plugins.cache_clear()
+    yield
+    registry._plugins.cache_clear()
+
+
+def test_a_broken_entry_point_stops_only_what_names_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    def fails() -> object:
+        raise ImportError("no module named numpylang")
+
+    _points(
+        monkeypatch,
+        SimpleNamespace(name="x", value="pkg:NOT_A_RECORD", load=lambda: object()),
+        SimpleNamespace(name="numpylang", value="numpylang:RECORD", load=fails),
+    )
+    assert registry.names() == NAMES  # every other command goes on
+    with pytest.raises(UserError, match=r"'x' .* is not a BackendRecord of that name: fix or"):
+        registry.record("x")
+    with pytest.raises(UserError, match=r"cannot be imported .ImportError: no module named"):
+        get_backend("numpylang")
 
 
 def test_importing_the_base_imports_no_backend() -> None:
@@ -108,3 +126,16 @@ def test_a_reference_kind_is_no_kernel_language_to_evaluate_a_file_in() -> None:
 
     with pytest.raises(UserError, match=r"unknown backend 'numpy'; .* are: cpu, triton$"):
         views.hardware_for("numpy", None)
+
+
+def test_a_built_in_backend_is_found_without_loading_other_distributions(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Every process (the worker's too) reads the cpu record to hash a kernel: no other
+    distribution's entry point is loaded for it."""
+
+    def loaded() -> object:
+        raise AssertionError("an entry point was loaded")
+
+    _points(monkeypatch, SimpleNamespace(name="slow", value="slow:RECORD", load=loaded))
+    assert registry.record("cpu").language is Language.C and registry.known("triton") is not None

@@ -137,27 +137,31 @@ BUILT_IN: tuple[BackendRecord, ...] = (
 )
 
 DEFAULT_BACKEND = BUILT_IN[0].name
+_BY_NAME = {r.name: r for r in BUILT_IN}
 
 
 @cache
-def _plugins() -> tuple[BackendRecord, ...]:
-    """The records other distributions register (entry points of ``ENTRY_POINT_GROUP``)."""
-    found = []
+def _plugins() -> tuple[tuple[BackendRecord, ...], dict[str, str]]:
+    """The records other distributions register (entry points of ``ENTRY_POINT_GROUP``), and
+    why each one that cannot be used cannot, by its name: it stops only what names it."""
+    found, broken = [], {}
     for point in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
-        record = point.load()
+        try:
+            record = point.load()
+        except Exception as exc:  # a plugin's own import error: its name says which
+            broken[point.name] = f"cannot be imported ({type(exc).__name__}: {exc})"
+            continue
         if not isinstance(record, BackendRecord) or record.name != point.name:
-            raise UserError(
-                f"the entry point {point.name} = {point.value} in group {ENTRY_POINT_GROUP} is "
-                "not a BackendRecord of that name: fix or uninstall the package that declares it"
-            )
+            broken[point.name] = "is not a BackendRecord of that name"
+            continue
         found.append(record)
-    return tuple(found)
+    return tuple(found), broken
 
 
 def records() -> dict[str, BackendRecord]:
     """Every backend's record by name: the built-in ones, then those registered by others."""
-    everything = {r.name: r for r in BUILT_IN}
-    for found in _plugins():
+    everything = dict(_BY_NAME)
+    for found in _plugins()[0]:
         everything.setdefault(found.name, found)  # a plugin cannot shadow a built-in
     return everything
 
@@ -168,7 +172,7 @@ def names() -> tuple[str, ...]:
 
 def record(name: str) -> BackendRecord:
     """The record of the backend called ``name``; a UserError for a name none has."""
-    found = records().get(name)
+    found = known(name)
     if found is None:
         raise UserError(
             f"unknown backend {name!r}; the available backends are: {', '.join(names())}"
@@ -177,8 +181,14 @@ def record(name: str) -> BackendRecord:
 
 
 def known(name: str) -> BackendRecord | None:
-    """The record of ``name``, or None (for data that may name a backend no longer installed)."""
-    return records().get(name)
+    """The record of ``name``, or None (for data that may name a backend no longer installed).
+    A built-in name is answered without loading any other distribution's entry point."""
+    found = _BY_NAME.get(name) or records().get(name)
+    why = _plugins()[1].get(name) if found is None else None
+    if why is not None:
+        point = f"the backend {name!r} (entry point group {ENTRY_POINT_GROUP})"
+        raise UserError(f"{point} {why}: fix or uninstall the package that declares it")
+    return found
 
 
 def reference_kinds() -> tuple[str, ...]:
