@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Iterable, Iterator
+from functools import cache
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2] / "src" / "accelopt"
@@ -32,9 +33,10 @@ KNOWN = {
 PROBES = ("getattr", "hasattr")
 
 
-def trees(root: Path = ROOT) -> Iterator[tuple[Path, ast.Module]]:
-    for path in sorted(root.rglob("*.py")):
-        yield path, ast.parse(path.read_text(), str(path))
+@cache
+def trees(root: Path = ROOT) -> tuple[tuple[Path, ast.Module], ...]:
+    """Every module below ``root``, parsed once per process (the scans share them)."""
+    return tuple((p, ast.parse(p.read_text(), str(p))) for p in sorted(root.rglob("*.py")))
 
 
 def _is_protocol(node: ast.ClassDef) -> bool:
