@@ -14,7 +14,8 @@ the graph of imports between accelopt modules and asserts:
 - no module is over 400 lines and no function over 60 (the suite's kernels aside).
 - no code outside ``backends/`` and ``cli/`` decides by a backend's name written as a literal: it
   reads the backend's registry record (``support/backend_names.py`` says what counts);
-- nothing probes a member of the ``Device`` or ``Runner`` protocol with ``getattr``/``hasattr``:
+- nothing probes a member of the ``Device``, ``Runner``, ``ChatModel`` or ``Recorder`` protocol with
+  ``getattr``/``hasattr``:
   the protocols declare every member their users use (``support/protocol_scan.py``).
 
 An import counts wherever it is written (a function-level import too) except under

@@ -54,7 +54,8 @@ def test_every_fake_in_the_tests_has_every_member():
         p: {n: m for n, m in c.items() if n.startswith("tests/") and n.split(":")[1] not in MIXINS}
         for p, c in found.items()
     }
-    assert all(fakes.values()), f"the rule finds no fake: {fakes}"
+    faked = ("Device", "Runner")  # the tests fake these; chat models and recorders ship (testing/)
+    assert all(fakes[p] for p in faked), f"the rule finds no fake: {fakes}"
     missing = missing_members(fakes)
     assert not missing, "\n".join(missing)
 

@@ -21,14 +21,23 @@ TESTS = Path(__file__).resolve().parents[1]
 PROTOCOLS = {
     "Device": ("accelopt.backends.device", "Device"),
     "Runner": ("accelopt.profiling.profiler", "Runner"),
+    "ChatModel": ("accelopt.llm.chat", "ChatModel"),
+    "Recorder": ("accelopt.llm.recorder", "Recorder"),
 }
 # What makes a class an implementation of a protocol: it defines all of these itself.
-IMPLEMENTS = {"Device": ("time_calls", "to_host"), "Runner": ("run", "retime")}
+IMPLEMENTS = {
+    "Device": ("time_calls", "to_host"),
+    "Runner": ("run", "retime"),
+    "ChatModel": ("complete",),
+    "Recorder": ("record", "find"),
+}
 # The implementations there are now: a rule that finds none of them is broken, not satisfied.
 MIXINS = {"RunsOnly"}  # a fake's parts (``tests/support/runners.py``), not a fake of its own
 KNOWN = {
     "Device": {"HostDevice", "KernelHostDevice", "HostedDevice"},
     "Runner": {"LocalRunner", "RayRunner"},
+    "ChatModel": {"LLMClient", "NoLLM", "ScriptedChat", "CallTally"},
+    "Recorder": {"MemoryRecorder", "JsonlRecorder", "StoreRecorder"},
 }
 PROBES = ("getattr", "hasattr")
 

@@ -27,12 +27,12 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from accelopt.llm.budget import Budget
 from accelopt.llm.config import AGENTS, Config, Endpoint
 from accelopt.llm.pricing import price_for
-from accelopt.llm.recorder import HoldingRecorder, MemoryRecorder, Recorder
+from accelopt.llm.recorder import MemoryRecorder, Recorder
 from accelopt.llm.records import LLMCall, Message, replay_key
 from accelopt.llm.replies import Completion, cut, parse_completion, read_capped
 from accelopt.llm.tries import Tries, with_retries
@@ -212,14 +212,10 @@ class LLMClient:
                 self.budget.release(usd, tokens)
 
     def _hold(self, key: str, usd: float, tokens: int) -> str:
-        hold = getattr(self.recorder, "hold", None)
-        return str(hold(key, usd, tokens)) if hold is not None else ""
+        return self.recorder.hold(key, usd, tokens)
 
     def _account(self, call: LLMCall, hold: str = "") -> None:
-        if hold:
-            cast(HoldingRecorder, self.recorder).record(call, hold)
-        else:
-            self.recorder.record(call)
+        self.recorder.record(call, hold)
         self.usage.setdefault(call.agent, Usage()).add(call)
         if self.budget is not None and not call.replayed:
             self.budget.charge(call.cost_usd, call.tokens_in + call.tokens_out)

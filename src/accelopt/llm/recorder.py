@@ -1,7 +1,7 @@
 """Where calls go: the recorder interface, a JSONL recorder, and the replay index.
 
 Each call is appended and flushed as soon as it returns, so nothing paid for is lost to a crash.
-The store (optimization-loop issue) implements the same two methods.
+The store (``store.calls.StoreRecorder``) implements the same protocol and holds paid calls.
 """
 
 from __future__ import annotations
@@ -16,30 +16,36 @@ from accelopt.llm.records import LLMCall
 
 
 class Recorder(Protocol):
-    def record(self, call: LLMCall) -> None: ...
+    def hold(self, key: str, usd: float, tokens: int) -> str:
+        """Hold a paid call from before its request is sent until it is recorded, so that a
+        call a kill cut off still counts against the budget (the store's); the hold's id, or ""
+        where this recorder keeps none."""
+        ...
+
+    def record(self, call: LLMCall, hold: str = "") -> None:
+        """Keep ``call`` (and release ``hold``, the id ``hold`` gave for it)."""
+        ...
 
     def find(self, key: str) -> LLMCall | None:
         """A successful recorded call with this replay key, for replay."""
         ...
 
 
-class HoldingRecorder(Recorder, Protocol):
-    """A recorder that also holds a paid call from before its request is sent until it is
-    recorded (the store's): a call a kill cut off still counts against the budget."""
+class NoHolds:
+    """A recorder that keeps no holds: a kill loses only what was in flight."""
 
-    def hold(self, key: str, usd: float, tokens: int) -> str: ...
-
-    def record(self, call: LLMCall, hold: str = "") -> None: ...
+    def hold(self, key: str, usd: float, tokens: int) -> str:
+        return ""
 
 
-class MemoryRecorder:
+class MemoryRecorder(NoHolds):
     """Keeps calls in memory (tests, one-off commands)."""
 
     def __init__(self) -> None:
         self.calls: list[LLMCall] = []
         self._lock = threading.Lock()
 
-    def record(self, call: LLMCall) -> None:
+    def record(self, call: LLMCall, hold: str = "") -> None:
         with self._lock:
             self.calls.append(call)
 
@@ -48,7 +54,7 @@ class MemoryRecorder:
             return next((c for c in self.calls if c.key == key and c.ok and not c.replayed), None)
 
 
-class JsonlRecorder:
+class JsonlRecorder(NoHolds):
     """Appends one JSON line per call; on open, indexes the file's successful calls for replay."""
 
     def __init__(self, path: Path) -> None:
@@ -68,7 +74,7 @@ class JsonlRecorder:
         if call.ok and not call.replayed:
             self._index.setdefault(call.key, call)
 
-    def record(self, call: LLMCall) -> None:
+    def record(self, call: LLMCall, hold: str = "") -> None:
         line = call.model_dump_json() + "\n"
         with self._lock, open(self.path, "a") as f:
             f.write(line)

@@ -35,7 +35,7 @@ class CallTally:
 
     @property
     def budget(self) -> Budget | None:
-        return getattr(self.client, "budget", None)
+        return self.client.budget
 
     async def complete(self, agent: str, messages: list[Message], sample_index: int = 0) -> LLMCall:
         call = await self.client.complete(agent, messages, sample_index)

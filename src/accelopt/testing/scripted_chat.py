@@ -31,6 +31,7 @@ from urllib.parse import urlsplit
 
 import openai
 
+from accelopt.llm.budget import Budget
 from accelopt.llm.client import (
     Completion,
     Tries,
@@ -162,6 +163,7 @@ class ScriptedChat(Script):
         self.endpoints = {agent: self.config.endpoint(agent) for agent in AGENTS}
         self.sleep = sleep
         self.calls: list[LLMCall] = []
+        self.budget: Budget | None = None  # no budget: see the module's docstring
 
     async def complete(self, agent: str, messages: list[Message], sample_index: int = 0) -> LLMCall:
         """One scripted chat completion for ``agent``; failures come back as data."""
