@@ -204,11 +204,14 @@ def run_show_json(store: Store, run: RunRecord) -> dict[str, Any]:
 # --- looking up what a request names --------------------------------------------------------------
 # The same lookups as the command line's (``cli.common``), with the same errors.
 
-HARDWARE_BACKENDS = registry.hardware_backends()  # with ceilings of their own (numpy: the CPU's)
 MEASURING = "measuring this machine's ceilings once (accelopt hardware)"
 
 
-def unknown_backend(backend: str, known: Sequence[str] = HARDWARE_BACKENDS) -> str:
+def unknown_backend(backend: str, known: Sequence[str] | None = None) -> str:
+    """The sentence for a backend not among ``known`` (default: those with ceilings of their
+    own, ``registry.hardware_backends``: read when asked, so no command pays for other
+    distributions' entry points at start-up)."""
+    known = registry.hardware_backends() if known is None else known
     return f"unknown backend {backend!r}; the available backends are: {', '.join(known)}"
 
 

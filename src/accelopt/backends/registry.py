@@ -138,6 +138,7 @@ BUILT_IN: tuple[BackendRecord, ...] = (
 
 DEFAULT_BACKEND = BUILT_IN[0].name
 _BY_NAME = {r.name: r for r in BUILT_IN}
+BUILT_IN_REFERENCES = tuple(r.name for r in BUILT_IN if r.reference)
 
 
 @cache

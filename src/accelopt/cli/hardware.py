@@ -7,6 +7,7 @@ from __future__ import annotations
 from rich.markup import escape
 from rich.table import Table
 
+from accelopt.backends.registry import hardware_backends
 from accelopt.cli.output import console, shows_table, write_json
 from accelopt.errors import UserError
 from accelopt.hardware.cache import load_cpu_spec, measure_and_cache
@@ -16,7 +17,7 @@ from accelopt.hardware.figures import AGREEMENT_LIMITS, SPREAD_LIMITS
 from accelopt.hardware.gpu import GpuInfo, current_gpu
 from accelopt.hardware.gpu_spec import NO_GPU, load_measured, measure_gpu_and_cache, triton_spec
 from accelopt.hardware.spec import Confidence, HardwareSpec
-from accelopt.views import HARDWARE_BACKENDS, unknown_backend
+from accelopt.views import unknown_backend
 
 
 def _table(specs: list[tuple[str, HardwareSpec]]) -> Table:
@@ -187,7 +188,7 @@ def _print_spec(label: str, spec: HardwareSpec) -> None:
 
 
 def show_hardware(measure: bool, json_path: str | None, backend: str = "cpu") -> None:
-    if backend not in HARDWARE_BACKENDS:
+    if backend not in hardware_backends():
         raise UserError(unknown_backend(backend))
     gpu = current_gpu() if backend == "triton" else None
     specs, note = _local_specs(measure, backend, gpu)

@@ -36,7 +36,7 @@ from typing import Any
 from accelopt import settings
 from accelopt.backends.base import get_backend
 from accelopt.backends.kernel import Kernel
-from accelopt.backends.registry import DEFAULT_BACKEND, needs_serve_opt_in
+from accelopt.backends.registry import DEFAULT_BACKEND, hardware_backends, needs_serve_opt_in
 from accelopt.errors import UserError
 from accelopt.hardware.spec import HardwareSpec
 from accelopt.problems.loader import list_problems, load_problem
@@ -52,7 +52,6 @@ from accelopt.store.database import now_iso
 from accelopt.store.records import IterationRecord, KernelOrigin, KernelRecord, RunRecord, RunStatus
 from accelopt.store.store import Store
 from accelopt.views import (
-    HARDWARE_BACKENDS,
     hardware_for,
     problem_and_workload,
     problem_json,
@@ -238,7 +237,7 @@ class McpTools:
         """The lessons of the workspace's optimization memory that best match ``query``, as
         ``accelopt memory list --json -`` prints them, each with its ``relevance`` (higher is
         better)."""
-        if backend not in HARDWARE_BACKENDS:
+        if backend not in hardware_backends():
             raise UserError(unknown_backend(backend))
         if k < 1:
             raise UserError(f"k must be at least 1 (lessons to return), not {k}")

@@ -41,7 +41,10 @@ KIND_COLORS = {
     "expert": "#2e7d32",
     "best": "#2e7d32",
     "candidate": "#bdbdbd",
-    **dict(zip(registry.reference_kinds(), _REFERENCE_COLORS, strict=False)),
+    # the built-in ones: another distribution's reference kind is drawn in _OTHER
+    **dict(
+        zip((r.name for r in registry.BUILT_IN if r.reference), _REFERENCE_COLORS, strict=False)
+    ),
 }
 BEST_LINE = "committed best (noise-aware)"
 _OTHER = "#7b1fa2"
