@@ -3,13 +3,14 @@ record that contradicts itself, wherever it is made or read back from (the cache
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pydantic
 import pytest
 
 from accelopt.backends.status import Status
-from accelopt.profiling.evaluation import Evaluation
+from accelopt.profiling.evaluation import Evaluation, stored
 
 BASE: dict[str, Any] = {
     "problem": "silu",
@@ -61,3 +62,23 @@ def test_a_record_that_contradicts_itself_is_refused(change: dict[str, Any], say
     }
     with pytest.raises(pydantic.ValidationError, match=says):
         Evaluation.model_validate(stored)  # read back from the cache or a JSON file
+
+
+def test_a_failure_nothing_explained_still_says_so() -> None:
+    """An exception with no message (``str(exc) == ""``) still gives the verdict a reason, so
+    scoring never makes a record its own validator refuses (a measurement lost to a crash)."""
+    from accelopt.profiling.parent.scoring import verdict
+
+    judged = verdict(Status.CRASH, "", None, 1e-4)
+    assert judged.status is Status.CRASH and judged.error.startswith("CRASH, and neither")
+    Evaluation(**{**BASE, "status": judged.status, "error": judged.error, "latency_s": None,
+                  "pct_of_peak": None})  # fmt: skip
+
+
+def test_a_failure_stored_before_every_failure_said_why_reads_back() -> None:
+    """A user's older runs stay readable: the store reads records as they were written."""
+    old = Evaluation(**{**BASE, "status": Status.CRASH, "error": "x", "latency_s": None,
+                        "pct_of_peak": None}).model_dump(mode="json") | {"error": ""}  # fmt: skip
+    assert stored(json.dumps(old)).error == ""
+    with pytest.raises(pydantic.ValidationError, match="without saying why"):
+        Evaluation.model_validate(old)

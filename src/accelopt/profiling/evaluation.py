@@ -10,6 +10,7 @@ from pydantic import (
     ConfigDict,
     Field,
     SerializerFunctionWrapHandler,
+    ValidationInfo,
     model_serializer,
     model_validator,
 )
@@ -38,6 +39,8 @@ class ControlFigure(CeilingFigure):
 
     rate: float | None = None
 
+
+STORED = "stored"  # the validation context of a record read back from the store (``stored``)
 
 # Each group's fields as the JSON a user reads (and the cache keeps) have them, flat
 FLAT = {
@@ -130,11 +133,11 @@ class Evaluation(KernelMeasurement):
         return flat
 
     @model_validator(mode="after")
-    def _consistent(self) -> Self:
+    def _consistent(self, info: ValidationInfo) -> Self:
         """The status and the fields present tell one story: a verdict other than PASSED says
         why; a % of peak or a SUSPICIOUS verdict rests on a latency; an interval has both ends;
         a calibrated figure has its control's."""
-        wrong = _inconsistency(self)
+        wrong = _inconsistency(self, stored=bool(info.context and info.context.get(STORED)))
         if wrong:
             raise ValueError(f"an inconsistent evaluation of {self.kernel}: {wrong}")
         return self
@@ -160,11 +163,17 @@ class Evaluation(KernelMeasurement):
         return is_busy(self.load_others, self.load_steal)
 
 
-def _inconsistency(e: Evaluation) -> str:
+def stored(data: str | bytes) -> Evaluation:
+    """An evaluation read back from the store: one written before every failure said why may
+    have no reason, and is read as it is (a user's runs stay readable)."""
+    return Evaluation.model_validate_json(data, context={STORED: True})
+
+
+def _inconsistency(e: Evaluation, stored: bool = False) -> str:
     """What in ``e`` contradicts its status or its other fields ("" when nothing does)."""
     if e.status is Status.PASSED and e.error:
         return f"PASSED with an error ({e.error!r})"
-    if e.status is not Status.PASSED and not e.error:
+    if e.status is not Status.PASSED and not e.error and not stored:
         return f"{e.status.value} without saying why"
     if e.latency_s is None and (e.pct_of_peak is not None or e.status is Status.SUSPICIOUS):
         return "a % of peak, or SUSPICIOUS, without a latency"

@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from accelopt.profiling.evaluation import Evaluation
+from accelopt.profiling.evaluation import STORED, Evaluation
 from accelopt.store.store import Store
 
 
@@ -49,7 +49,10 @@ class RetimingRecord:
             rounds=int(data.get("rounds", 0)),
             clean_rounds=None if clean is None else int(clean),
             disturbed=bool(data.get("disturbed", False)),
-            evaluations=tuple(Evaluation.model_validate(e) for e in data.get("evaluations", [])),
+            evaluations=tuple(
+                Evaluation.model_validate(e, context={STORED: True})
+                for e in data.get("evaluations", [])
+            ),
             measured_at=str(data.get("measured_at", "")),
         )
 

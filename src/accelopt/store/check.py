@@ -17,7 +17,7 @@ from typing import Any
 
 from accelopt.llm.records import LLMCall
 from accelopt.memory.records import ExperienceKind
-from accelopt.profiling.evaluation import Evaluation
+from accelopt.profiling.evaluation import stored as stored_evaluation
 from accelopt.store.records import KernelOrigin, RunStatus
 
 # The columns that hold JSON, per table.
@@ -33,9 +33,9 @@ JSON_COLUMNS: dict[str, tuple[str, ...]] = {
 }
 # The columns a record reads as a model or an enum: a value it cannot take is a damaged row.
 _MODELS: dict[tuple[str, str], Callable[[str], Any]] = {
-    ("evaluations", "data"): Evaluation.model_validate_json,
+    ("evaluations", "data"): stored_evaluation,
     ("llm_calls", "data"): LLMCall.model_validate_json,
-    ("run_references", "data"): Evaluation.model_validate_json,
+    ("run_references", "data"): stored_evaluation,
 }
 _ENUMS: dict[tuple[str, str], type[StrEnum]] = {
     ("runs", "status"): RunStatus,

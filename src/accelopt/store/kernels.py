@@ -10,6 +10,7 @@ from typing import Any
 
 from accelopt.profiling.config import harness_key
 from accelopt.profiling.evaluation import Evaluation
+from accelopt.profiling.evaluation import stored as stored_evaluation
 from accelopt.store.database import Database, dump_json, now_iso
 from accelopt.store.records import KernelOrigin, KernelRecord, RunRecord
 
@@ -149,7 +150,7 @@ class KernelTables(Database):
         if row is None:
             return None
         try:
-            return Evaluation.model_validate_json(row["data"])
+            return stored_evaluation(row["data"])
         except ValueError:
             log.warning(
                 "the cached evaluation of kernel %s on %s/%s in %s is damaged: it is measured "
@@ -185,7 +186,7 @@ class KernelTables(Database):
             if r["data"] is not None:
                 key = f"kernel_hash={r['hash']!r}, problem={run.problem!r}"
                 with self._row("evaluations", key):
-                    found[r["hash"]] = Evaluation.model_validate_json(r["data"])
+                    found[r["hash"]] = stored_evaluation(r["data"])
         return found
 
     def raced_kernels(self, run: RunRecord, workload: str, harness_version: str) -> set[str]:

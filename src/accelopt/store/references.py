@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 
 from accelopt.profiling.evaluation import Evaluation
+from accelopt.profiling.evaluation import stored as stored_evaluation
 from accelopt.store.database import Database, dump_json
 
 log = logging.getLogger(__name__)
@@ -34,7 +35,7 @@ class ReferenceTables(Database):
         found = []
         for row in rows:
             try:
-                found.append(Evaluation.model_validate_json(row["data"]))
+                found.append(stored_evaluation(row["data"]))
             except ValueError:
                 log.warning("run %s: its %s reference is damaged: left out", run_id, row["kind"])
         return found

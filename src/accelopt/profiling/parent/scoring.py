@@ -54,8 +54,9 @@ def verdict(
     a random few are checked element by element; one clearly faster on inputs changed in a few
     places than on inputs new throughout comes SUSPICIOUS from the worker, with no % of peak:
     ``profiling/worker/freshness.py``.)"""
-    if status is not None:
-        return Verdict(Status(status), error, None)
+    if status is not None:  # a failure always says why, if only that nothing did
+        said = error or f"{Status(status).value}, and neither the kernel nor the worker said why"
+        return Verdict(Status(status), said, None)
     if latency_s is None:  # --check-only
         return Verdict(Status.PASSED, "", None)
     pct = pct_of_peak(peak_s, latency_s) if latency_s > 0 else float("inf")
